@@ -1,0 +1,75 @@
+// agtrace run SCENARIO: run it and print the report.
+#include <spdlog/spdlog.h>
+
+#include <iostream>
+
+#include "commands.hpp"
+#include "errors.hpp"
+#include "interp/interpreter.hpp"
+#include "report/report.hpp"
+#include "scenario/scenario.hpp"
+#include "util/atomic_file.hpp"
+
+namespace agtrace::app {
+
+namespace {
+struct RunOpts {
+  std::string scenario;
+  std::string format = "text";
+  bool values = false;
+  bool quiet = false;
+  std::string dot_file;
+  std::string output;
+  std::string device;
+  std::string color = "auto";
+};
+}  // namespace
+
+Runner add_run(CLI::App& root) {
+  auto opts = std::make_shared<RunOpts>();
+  CLI::App* cmd = root.add_subcommand("run", "Run a scenario and report what autograd built and what it costs.\n\n"
+                                             "Examples:\n"
+                                             "  agtrace run scenarios/seed_walk.json\n"
+                                             "  agtrace run scenarios/seed_walk.json --format json --values\n"
+                                             "  agtrace run scenarios/seed_walk.json --dot walk.dot && dot -Tsvg walk.dot -o walk.svg");
+  cmd->add_option("scenario", opts->scenario, "scenario file (JSON)")->required();
+  cmd->add_option("--format", opts->format, "text or json")->check(CLI::IsMember({"text", "json"}));
+  cmd->add_flag("--values", opts->values, "include element values of leaves and gradients");
+  cmd->add_flag("-q,--quiet", opts->quiet, "text: the summary only");
+  cmd->add_option("--dot", opts->dot_file, "also write the graph as Graphviz DOT to FILE");
+  cmd->add_option("-o,--output", opts->output, "write the report to FILE instead of stdout");
+  cmd->add_option("--device", opts->device, "override the scenario's device")->check(CLI::IsMember({"cpu", "meta", "cuda"}));
+  cmd->add_option("--color", opts->color, "auto, always or never")->check(CLI::IsMember({"auto", "always", "never"}));
+  return [opts]() -> int {
+    auto sc = load_scenario_file(opts->scenario);
+    const std::string device = opts->device.empty() ? sc->device : opts->device;
+    if (device == "cuda") {
+      InputError e("usage", "--device cuda: this build of agtrace has no CUDA support (no GPU device interface compiled in)");
+      e.file = opts->scenario;
+      throw e;
+    }
+    spdlog::debug("running {} ({} statements)", sc->name, sc->statement_count);
+    RunOptions ro;
+    ro.device = opts->device;
+    ro.keep_values = opts->values;
+    RunResult r = run_scenario(*sc, ro);
+    std::string out;
+    if (opts->format == "json") {
+      out = report_json(r, opts->values).dump(2) + "\n";
+    } else {
+      TextOptions to;
+      to.values = opts->values;
+      to.quiet = opts->quiet;
+      to.color = opts->output.empty() && want_color(opts->color);
+      out = report_text(r, to);
+    }
+    if (!opts->dot_file.empty()) write_file_atomic(opts->dot_file, report_dot(r));
+    if (opts->output.empty()) std::cout << out << std::flush;
+    else write_file_atomic(opts->output, out);
+    if (r.raised) return kRaised;
+    if (!r.expect.empty() && !check_expect(r).empty()) return kCheckFailed;
+    return kOk;
+  };
+}
+
+}  // namespace agtrace::app

@@ -1,0 +1,23 @@
+// Subcommands of the agtrace command line. Each registers its options on the CLI11 app
+// and returns the exit status when run: 0 ran, 1 a check failed, 2 bad input or usage,
+// 3 the scenario raised an error outside try.
+#pragma once
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+namespace agtrace::app {
+
+enum Exit { kOk = 0, kCheckFailed = 1, kBadInput = 2, kRaised = 3 };
+
+using Runner = std::function<int()>;
+
+Runner add_run(CLI::App& root);
+Runner add_check(CLI::App& root);
+Runner add_validate(CLI::App& root);
+Runner add_ops(CLI::App& root);
+
+// --color auto|always|never, honouring NO_COLOR and whether stdout is a terminal.
+bool want_color(const std::string& mode);
+
+}  // namespace agtrace::app

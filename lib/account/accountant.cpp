@@ -1,0 +1,114 @@
+#include "account/accountant.hpp"
+
+#include <algorithm>
+
+namespace agtrace {
+
+void Accountant::on_event(const Event& e) {
+  const RunPosition& pos = run_position();
+  switch (e.kind) {
+    case Event::Kind::Alloc: {
+      Storage& s = storages_[e.storage_id];
+      s.life.id = e.storage_id;
+      s.life.bytes = e.bytes;
+      s.life.allocated_at = pos.statement;
+      s.life.allocated_by = e.what;
+      s.life.in_backward = pos.in_backward;
+      live_ += e.bytes;
+      allocated_in_statement_.insert(e.storage_id);
+      if (live_ > statement_peak_) statement_peak_ = live_;
+      if (live_ > peak_) {
+        peak_ = live_;
+        peak_statement_ = pos.statement;
+      }
+      break;
+    }
+    case Event::Kind::Free: {
+      auto it = storages_.find(e.storage_id);
+      if (it == storages_.end()) break;
+      it->second.life.freed = true;
+      it->second.life.freed_at = pos.statement;
+      live_ -= e.bytes;
+      if (allocated_in_statement_.count(e.storage_id)) statement_temp_ += e.bytes;
+      break;
+    }
+    case Event::Kind::Save: {
+      SavedLifetime& s = saved_[e.saved_id];
+      s.id = e.saved_id;
+      s.node_id = e.node_id;
+      s.what = e.what;
+      s.bytes = e.bytes;
+      s.storage_id = e.storage_id;
+      s.saved_at = pos.statement;
+      saved_statement_[e.saved_id] = pos.statement;
+      break;
+    }
+    case Event::Kind::Release: {
+      auto it = saved_.find(e.saved_id);
+      if (it != saved_.end() && it->second.released_at < 0) it->second.released_at = pos.statement;
+      break;
+    }
+    case Event::Kind::VersionBump:
+      break;
+  }
+}
+
+void Accountant::begin_statement(int index) {
+  current_ = index;
+  statement_peak_ = live_;
+  statement_temp_ = 0;
+  allocated_in_statement_.clear();
+}
+
+void Accountant::end_statement(int index, bool raised, const HolderScan& scan) {
+  if (raised) raised_statements_.insert(index);
+  StatementMemory m;
+  m.index = index;
+  m.live_after = live_;
+  m.peak_inside = statement_peak_;
+  m.temporary_bytes = statement_temp_;
+  for (const auto& [id, holders] : scan.holders) {
+    auto it = storages_.find(id);
+    if (it == storages_.end()) continue;
+    for (const std::string& h : holders)
+      if (it->second.holder_set.insert(h).second) it->second.life.holders.push_back(h);
+  }
+  for (const auto& [id, cat] : scan.category) {
+    auto it = storages_.find(id);
+    if (it == storages_.end()) continue;
+    m.categories[cat] += it->second.life.bytes;
+  }
+  const int64_t graph_only = m.categories.count("graph_only") ? m.categories.at("graph_only") : 0;
+  if (graph_only > graph_only_peak_) {
+    graph_only_peak_ = graph_only;
+    graph_only_statement_ = index;
+  }
+  last_categories_ = m.categories;
+  by_statement_.push_back(std::move(m));
+}
+
+void Accountant::finish(RunResult& out) const {
+  for (const auto& [id, st] : storages_) out.storages.push_back(st.life);
+  std::set<int64_t> unique_storages;
+  int64_t saved_bytes = 0, unique_bytes = 0;
+  for (const auto& [id, s] : saved_) {
+    out.saved.push_back(s);
+    auto st = saved_statement_.find(id);
+    if (st != saved_statement_.end() && raised_statements_.count(st->second)) continue;
+    saved_bytes += s.bytes;
+    if (s.storage_id >= 0 && unique_storages.insert(s.storage_id).second) {
+      auto it = storages_.find(s.storage_id);
+      if (it != storages_.end()) unique_bytes += it->second.life.bytes;
+    }
+  }
+  out.memory_by_statement = by_statement_;
+  out.memory.peak_bytes = peak_;
+  out.memory.peak_statement = peak_statement_;
+  out.memory.saved_bytes = saved_bytes;
+  out.memory.saved_unique_bytes = unique_bytes;
+  out.memory.graph_only_bytes = graph_only_peak_;
+  out.memory.graph_only_statement = graph_only_statement_;
+  out.memory.categories_at_end = last_categories_;
+}
+
+}  // namespace agtrace

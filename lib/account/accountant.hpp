@@ -1,0 +1,59 @@
+// The memory accountant: an observer of storage and saved-value events. It turns them
+// into lifetimes, live bytes per statement, peaks and totals; it never looks at tensors.
+// What holds each storage at a statement end is told to it by the interpreter (which
+// knows the names), as a HolderScan.
+#pragma once
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "interp/result.hpp"
+#include "tensor/events.hpp"
+
+namespace agtrace {
+
+// Categories, in priority order: a storage counts once, in the first that applies.
+//   grad          a leaf's .grad
+//   leaf_param    a leaf tensor that requires grad, bound to a name
+//   leaf_input    a leaf tensor that does not require grad, bound to a name
+//   named         a non-leaf tensor bound to a name
+//   graph_only    held only by saved values (or AccumulateGrad's leaf) of live nodes
+//   other         alive through some other reference (e.g. inside a tuple)
+struct HolderScan {
+  std::map<int64_t, std::vector<std::string>> holders;  // storage id -> who holds it
+  std::map<int64_t, std::string> category;             // storage id -> category
+};
+
+class Accountant : public EventSink {
+ public:
+  void on_event(const Event& e) override;
+  void begin_statement(int index);
+  // raised: the statement raised, so its saves do not count in saved_bytes (spec).
+  void end_statement(int index, bool raised, const HolderScan& scan);
+  void finish(RunResult& out) const;
+  int64_t live_bytes() const { return live_; }
+
+ private:
+  struct Storage {
+    StorageLifetime life;
+    std::set<std::string> holder_set;
+  };
+  std::map<int64_t, Storage> storages_;
+  std::map<int64_t, SavedLifetime> saved_;
+  std::map<int64_t, int> saved_statement_;  // saved id -> statement
+  std::set<int> raised_statements_;
+  int64_t live_ = 0;
+  int64_t peak_ = 0;
+  int peak_statement_ = -1;
+  int current_ = -1;
+  int64_t statement_peak_ = 0;
+  int64_t statement_temp_ = 0;
+  std::set<int64_t> allocated_in_statement_;
+  std::vector<StatementMemory> by_statement_;
+  int64_t graph_only_peak_ = 0;
+  int graph_only_statement_ = -1;
+  std::map<std::string, int64_t> last_categories_;
+};
+
+}  // namespace agtrace

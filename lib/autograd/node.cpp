@@ -1,0 +1,278 @@
+#include "autograd/node.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <limits>
+
+#include "autograd/grad_mode.hpp"
+#include "errors.hpp"
+#include "tensor/events.hpp"
+
+namespace agtrace::autograd {
+
+namespace {
+std::vector<Node*>& registry() {
+  static std::vector<Node*> r;
+  return r;
+}
+
+std::string format_double(double v) {
+  char buf[64];
+  for (int prec = 1; prec <= 17; ++prec) {
+    std::snprintf(buf, sizeof buf, "%.*g", prec, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
+  std::string s = buf;
+  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
+  return s;
+}
+}  // namespace
+
+const std::vector<Node*>& live_nodes() { return registry(); }
+
+std::string attr_repr(const AttrValue& a) {
+  auto int_repr = [&](int64_t v) {
+    return a.as_uint64 ? std::to_string(static_cast<uint64_t>(v)) : std::to_string(v);
+  };
+  switch (a.kind) {
+    case AttrValue::Kind::None: return "None";
+    case AttrValue::Kind::Int: return int_repr(a.i);
+    case AttrValue::Kind::Double: return format_double(a.d);
+    case AttrValue::Kind::Bool: return a.b ? "True" : "False";
+    case AttrValue::Kind::String: return "'" + a.s + "'";
+    case AttrValue::Kind::IntList: {
+      std::string out = "(";
+      for (size_t i = 0; i < a.list.size(); ++i) {
+        if (i) out += ", ";
+        out += int_repr(a.list[i]);
+      }
+      if (a.list.size() == 1) out += ",";
+      return out + ")";
+    }
+  }
+  return "?";
+}
+
+Node::Node() {
+  id = id_counters().node++;
+  sequence_nr = id_counters().sequence_nr++;
+  created_at = run_position().statement;
+  registry().push_back(this);
+}
+
+Node::~Node() {
+  // Saved values die with their node: announce the releases the accountant must see.
+  release_saved(run_position().statement);
+  auto& r = registry();
+  auto it = std::find(r.begin(), r.end(), this);
+  if (it != r.end()) r.erase(it);
+}
+
+static void announce_save(const Node& node, SavedEntry& e, const Tensor& t) {
+  e.var.shape = t->sizes;
+  e.var.storage_id = t->storage->id;
+  e.var.storage_bytes = t->storage->nbytes();
+  e.var.id = id_counters().saved++;
+  e.var.saved_at = run_position().statement;
+  Event ev;
+  ev.kind = Event::Kind::Save;
+  ev.saved_id = e.var.id;
+  ev.node_id = node.id;
+  ev.bytes = e.var.nbytes();
+  auto st = e.var.held_storage();
+  ev.storage_id = st ? st->id : -1;
+  ev.what = node.name + "._saved_" + e.name;
+  emit(ev);
+}
+
+void Node::save_input(const std::string& attr, const Tensor& t, bool needed) {
+  SavedEntry e;
+  e.name = attr;
+  e.is_tensor = true;
+  if (needed && t) {
+    e.var.defined = true;
+    e.var.original = t;
+    e.var.version = t->version;
+    e.var.saved_version = t->version->version;
+    e.var.tensor_id = t->id;
+    e.var.dtype = t->dtype();
+    saved.push_back(std::move(e));
+    announce_save(*this, saved.back(), t);
+    return;
+  }
+  saved.push_back(std::move(e));
+}
+
+void Node::save_output(const std::string& attr, const Tensor& t, int output_nr, bool needed) {
+  SavedEntry e;
+  e.name = attr;
+  e.is_tensor = true;
+  if (needed && t) {
+    e.var.defined = true;
+    e.var.is_output = true;
+    e.var.storage = t->storage;
+    e.var.sizes = t->sizes;
+    e.var.strides = t->strides;
+    e.var.offset = t->offset;
+    e.var.version = t->version;
+    e.var.saved_version = t->version->version;
+    e.var.output_nr = output_nr;
+    e.var.tensor_id = t->id;
+    e.var.dtype = t->dtype();
+    saved.push_back(std::move(e));
+    announce_save(*this, saved.back(), t);
+    return;
+  }
+  saved.push_back(std::move(e));
+}
+
+void Node::save_attr(const std::string& attr, AttrValue v) {
+  SavedEntry e;
+  e.name = attr;
+  e.attr = std::move(v);
+  saved.push_back(std::move(e));
+}
+
+SavedEntry* Node::find(const std::string& attr) {
+  for (auto& e : saved)
+    if (e.name == attr) return &e;
+  return nullptr;
+}
+
+const SavedEntry* Node::find(const std::string& attr) const {
+  for (auto& e : saved)
+    if (e.name == attr) return &e;
+  return nullptr;
+}
+
+Tensor Node::unpack(const std::string& attr) {
+  SavedEntry* e = find(attr);
+  if (!e || !e->is_tensor || !e->var.defined) return nullptr;
+  SavedVariable& v = e->var;
+  if (v.released) {
+    // PyTorch: "Trying to backward through the graph a second time ..." raised by
+    // SavedVariable::unpack once release_variables() has run.
+    ScenarioError err("saved_tensors_freed",
+                      "Trying to backward through the graph a second time (or directly access saved "
+                      "tensors after they have already been freed). Saved intermediate values of the "
+                      "graph are freed when you call .backward() or autograd.grad(). Specify "
+                      "retain_graph=True if you need to backward through the graph a second time or "
+                      "if you need to access saved tensors after calling backward.");
+    err.facts = {{"node", name}, {"node_id", id}, {"attribute", "_saved_" + attr},
+                 {"released_at", v.released_at}, {"saved_at", v.saved_at}};
+    throw err;
+  }
+  const int64_t current = v.version->version;
+  if (current != v.saved_version) {
+    const Shape& sz = v.original ? v.original->sizes : v.sizes;
+    std::string which;
+    if (v.is_output) {
+      which = ", which is output " + std::to_string(v.output_nr) + " of " + qualified_name() + ",";
+    } else if (v.original->grad_fn) {
+      // For a saved input PyTorch names the tensor's *current* grad_fn.
+      which = ", which is output " + std::to_string(v.original->output_nr) + " of " +
+              v.original->grad_fn->qualified_name() + ",";
+    }
+    ScenarioError err("saved_tensor_modified",
+                      "one of the variables needed for gradient computation has been modified by an "
+                      "inplace operation: [torch." + dtype_tensor_type(v.dtype) + " " + shape_str(sz) +
+                          "]" + which + " is at version " + std::to_string(current) +
+                          "; expected version " + std::to_string(v.saved_version) + " instead.");
+    err.facts = {{"node", name},
+                 {"node_id", id},
+                 {"attribute", "_saved_" + attr},
+                 {"expected_version", v.saved_version},
+                 {"found_version", current},
+                 {"saved_at", v.saved_at},
+                 {"modified_at", v.version->last_bump_statement},
+                 {"tensor_shape", sz},
+                 {"tensor_type", dtype_tensor_type(v.dtype)}};
+    throw err;
+  }
+  if (!v.is_output) return v.original;
+  auto t = std::make_shared<TensorImpl>();
+  t->storage = v.storage;
+  t->sizes = v.sizes;
+  t->strides = v.strides;
+  t->offset = v.offset;
+  t->version = v.version;
+  t->grad_fn = shared_from_this();
+  t->output_nr = v.output_nr;
+  return t;
+}
+
+const AttrValue& Node::attr(const std::string& name_) const {
+  static const AttrValue none;
+  const SavedEntry* e = find(name_);
+  return e ? e->attr : none;
+}
+
+void Node::release_saved(int statement) {
+  for (auto& e : saved) {
+    if (!e.is_tensor || !e.var.defined || e.var.released) continue;
+    e.var.released = true;
+    e.var.released_at = statement;
+    Event ev;
+    ev.kind = Event::Kind::Release;
+    ev.saved_id = e.var.id;
+    ev.node_id = id;
+    ev.bytes = e.var.nbytes();
+    auto st = e.var.held_storage();
+    ev.storage_id = st ? st->id : -1;
+    emit(ev);
+    e.var.original.reset();
+    e.var.storage.reset();
+  }
+  if (!released) {
+    released = true;
+    released_at = statement;
+  }
+}
+
+int64_t Node::saved_bytes() const {
+  int64_t n = 0;
+  for (auto& e : saved)
+    if (e.is_tensor && e.var.defined && !e.var.released) n += e.var.nbytes();
+  return n;
+}
+
+namespace {
+std::shared_ptr<Node> grad_accumulator(const Tensor& leaf) {
+  if (auto acc = leaf->grad_accumulator.lock()) return acc;
+  auto acc = std::make_shared<Node>();
+  acc->name = "AccumulateGrad";
+  acc->cpp_name_prefix = true;
+  // AccumulateGrad runs as soon as it is ready (PyTorch gives it sequence_nr UINT64_MAX).
+  acc->sequence_nr = std::numeric_limits<uint64_t>::max();
+  acc->variable = leaf;
+  acc->outputs.push_back({leaf->sizes, leaf->dtype(), leaf->is_meta()});
+  leaf->grad_accumulator = acc;
+  return acc;
+}
+}  // namespace
+
+Edge gradient_edge(const Tensor& t) {
+  if (!t || !t->requires_grad()) return {};
+  if (t->grad_fn) return {t->grad_fn, t->output_nr};
+  return {grad_accumulator(t), 0};
+}
+
+std::shared_ptr<Node> make_node(const std::string& name, BackwardFn fn, const std::vector<Tensor>& inputs) {
+  auto node = std::make_shared<Node>();
+  node->name = name;
+  node->backward = fn;
+  for (const Tensor& t : inputs) {
+    node->next.push_back(gradient_edge(t));
+    node->input_meta.push_back(t ? OutputMeta{t->sizes, t->dtype(), t->is_meta()} : OutputMeta{});
+  }
+  return node;
+}
+
+void set_history(const Tensor& result, const std::shared_ptr<Node>& node, int output_nr) {
+  result->grad_fn = node;
+  result->output_nr = output_nr;
+  if (static_cast<int>(node->outputs.size()) <= output_nr) node->outputs.resize(output_nr + 1);
+  node->outputs[output_nr] = {result->sizes, result->dtype(), result->is_meta()};
+}
+
+}  // namespace agtrace::autograd

@@ -1,0 +1,144 @@
+// Backward nodes and saved values (torch/csrc/autograd/function.h, saved_variable.h).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tensor/tensor.hpp"
+
+namespace agtrace::autograd {
+
+struct Node;
+
+// A non-tensor value a node keeps for backward (`_saved_alpha`, `_saved_dim`, ...).
+struct AttrValue {
+  enum class Kind { None, Int, Double, Bool, IntList, String };
+  Kind kind = Kind::None;
+  int64_t i = 0;
+  double d = 0.0;
+  bool b = false;
+  std::vector<int64_t> list;
+  std::string s;
+  // PyTorch stores dims and indices as uint64 in the node, so -1 reads back as 2**64-1.
+  bool as_uint64 = false;
+
+  static AttrValue none() { return {}; }
+  static AttrValue integer(int64_t v, bool unsigned_view = false) {
+    AttrValue a; a.kind = Kind::Int; a.i = v; a.as_uint64 = unsigned_view; return a;
+  }
+  static AttrValue real(double v) { AttrValue a; a.kind = Kind::Double; a.d = v; return a; }
+  static AttrValue boolean(bool v) { AttrValue a; a.kind = Kind::Bool; a.b = v; return a; }
+  static AttrValue ints(std::vector<int64_t> v, bool unsigned_view = false) {
+    AttrValue a; a.kind = Kind::IntList; a.list = std::move(v); a.as_uint64 = unsigned_view; return a;
+  }
+  static AttrValue string(std::string v) { AttrValue a; a.kind = Kind::String; a.s = std::move(v); return a; }
+};
+
+// Python's printed form of an AttrValue (`1`, `2.0`, `(2, 3)`, `18446744073709551615`, `'none'`).
+std::string attr_repr(const AttrValue& a);
+
+// SavedVariable. A saved *input* keeps a reference to the very tensor object, so
+// unpacking returns it (`_saved_self is x`). A saved *output* keeps only the data and
+// the version counter, not the tensor object, because the object points to this node
+// through grad_fn and that would be a reference cycle; unpacking builds a new tensor
+// object on the same storage whose grad_fn is the saving node (`_saved_result is e` is
+// False). The version at save time is checked at every unpack.
+struct SavedVariable {
+  bool defined = false;        // false: not needed for the gradients asked for; reads as None
+  bool is_output = false;
+  Tensor original;             // saved input: the object itself
+  // Saved output: the data without the object.
+  std::shared_ptr<Storage> storage;
+  Shape sizes, strides;
+  int64_t offset = 0;
+  std::shared_ptr<VersionCounter> version;
+  int output_nr = 0;
+
+  int64_t id = -1;             // creation order of saved values
+  int64_t saved_version = 0;
+  int saved_at = -1;           // statement that saved it
+  bool released = false;
+  int released_at = -1;        // statement of the backward that released it
+  int64_t tensor_id = -1;      // object id of the tensor that was saved
+  DType dtype = DType::Float32;
+  // Kept after release, for reports: what was saved, where it lived.
+  Shape shape;
+  int64_t storage_id = -1;
+  int64_t storage_bytes = 0;
+
+  int64_t nbytes() const { return defined ? shape_numel(shape) * dtype_size(dtype) : 0; }
+  std::shared_ptr<Storage> held_storage() const { return original ? original->storage : storage; }
+};
+
+struct SavedEntry {
+  std::string name;  // attribute without the `_saved_` prefix: self, mat2, result, alpha, ...
+  bool is_tensor = false;
+  SavedVariable var;
+  AttrValue attr;
+};
+
+struct Edge {
+  std::shared_ptr<Node> fn;  // null: the input does not require grad (None in next_functions)
+  int input_nr = 0;
+};
+
+// Shape and dtype of each forward output, so the engine can fill a missing gradient.
+struct OutputMeta {
+  Shape sizes;
+  DType dtype = DType::Float32;
+  bool meta = false;
+};
+
+using BackwardFn = std::vector<Tensor> (*)(Node& node, const std::vector<Tensor>& grad_outputs);
+
+struct Node : std::enable_shared_from_this<Node> {
+  int64_t id = 0;               // creation order
+  uint64_t sequence_nr = 0;     // PyTorch's ordering key in the ready queue
+  std::string name;             // class name, e.g. "MmBackward0"
+  bool cpp_name_prefix = false; // name() of nodes written in C++ carries "torch::autograd::"
+  std::vector<Edge> next;
+  std::vector<SavedEntry> saved;
+  std::vector<OutputMeta> outputs;
+  // Shape and dtype of each forward input (PyTorch keeps them as the edges' input
+  // metadata), so backward formulas can reduce a broadcast gradient without saving data.
+  std::vector<OutputMeta> input_meta;
+  BackwardFn backward = nullptr;
+  int created_at = -1;
+  bool released = false;        // saved values released by a backward without retain_graph
+  int released_at = -1;
+  Tensor variable;              // AccumulateGrad: the leaf
+
+  Node();
+  ~Node();
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+  std::string qualified_name() const { return cpp_name_prefix ? "torch::autograd::" + name : name; }
+
+  // Adds saved values (in the order PyTorch's derivatives.yaml lists them).
+  void save_input(const std::string& attr, const Tensor& t, bool needed = true);
+  void save_output(const std::string& attr, const Tensor& t, int output_nr, bool needed = true);
+  void save_attr(const std::string& attr, AttrValue v);
+
+  SavedEntry* find(const std::string& attr);
+  const SavedEntry* find(const std::string& attr) const;
+  // Unpacks a saved tensor (checks release and version; throws ScenarioError).
+  Tensor unpack(const std::string& attr);
+  const AttrValue& attr(const std::string& attr) const;
+  void release_saved(int statement);
+  int64_t saved_bytes() const;  // bytes of saved tensors still held
+};
+
+// Registry of live nodes, in creation order (accountant and reports).
+const std::vector<Node*>& live_nodes();
+
+// New node for an op with the given inputs: edges to their grad_fn or AccumulateGrad.
+std::shared_ptr<Node> make_node(const std::string& name, BackwardFn fn, const std::vector<Tensor>& inputs);
+// The gradient edge of a tensor (its grad_fn, or its leaf's AccumulateGrad; null edge
+// when it does not require grad).
+Edge gradient_edge(const Tensor& t);
+// Connects an op result to its node (result->grad_fn = node, output_nr).
+void set_history(const Tensor& result, const std::shared_ptr<Node>& node, int output_nr = 0);
+
+}  // namespace agtrace::autograd

@@ -1,0 +1,1103 @@
+#include "interp/interpreter.hpp"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <set>
+
+#include "account/accountant.hpp"
+#include "autograd/engine.hpp"
+#include "autograd/grad_mode.hpp"
+#include "errors.hpp"
+#include "interp/suggest.hpp"
+#include "ops/ops.hpp"
+#include "ops/table.hpp"
+#include "syntax/ast.hpp"
+#include "tensor/events.hpp"
+#include "tensor/kernels.hpp"
+
+namespace agtrace {
+
+using syntax::Expr;
+using syntax::ExprKind;
+using syntax::Stmt;
+using syntax::StmtKind;
+
+namespace {
+
+[[noreturn]] void fail(const std::string& kind, const std::string& message) { throw ScenarioError(kind, message); }
+
+std::optional<DType> torch_dtype_attr(const std::string& name) {
+  static const std::map<std::string, DType> m = {
+      {"float32", DType::Float32}, {"float", DType::Float32},    {"float64", DType::Float64},
+      {"double", DType::Float64},  {"float16", DType::Float16},  {"half", DType::Float16},
+      {"bfloat16", DType::BFloat16}, {"int64", DType::Int64},    {"long", DType::Int64},
+      {"bool", DType::Bool}};
+  auto it = m.find(name);
+  if (it == m.end()) return std::nullopt;
+  return it->second;
+}
+
+Value attr_to_value(const autograd::AttrValue& a) {
+  using K = autograd::AttrValue::Kind;
+  switch (a.kind) {
+    case K::None: return Value::none();
+    case K::Int: { Value v = Value::integer(a.i); v.unsigned_int = a.as_uint64 && a.i < 0; return v; }
+    case K::Double: return Value::real(a.d);
+    case K::Bool: return Value::boolean(a.b);
+    case K::String: return Value::str(a.s);
+    case K::IntList: {
+      std::vector<Value> items;
+      for (int64_t x : a.list) {
+        Value v = Value::integer(x);
+        v.unsigned_int = a.as_uint64 && x < 0;
+        items.push_back(v);
+      }
+      return Value::tuple(std::move(items));
+    }
+  }
+  return Value::none();
+}
+
+bool truthy(const Value& v) {
+  switch (v.kind) {
+    case Value::Kind::None: return false;
+    case Value::Kind::Bool: return v.b;
+    case Value::Kind::Int: return v.i != 0;
+    case Value::Kind::Float: return v.f != 0.0;
+    case Value::Kind::Str: return !v.s.empty();
+    case Value::Kind::Tuple:
+    case Value::Kind::List: return !v.items.empty();
+    case Value::Kind::Size: return !v.size.empty();
+    case Value::Kind::Tensor:
+      if (v.t->numel() != 1) fail("type_error", "Boolean value of Tensor with more than one value is ambiguous");
+      if (v.t->is_meta()) fail("unsupported", "Boolean value of a meta tensor is not known");
+      return item(v.t) != 0.0;
+    default: return true;
+  }
+}
+
+// Python equality for non-tensor values.
+bool py_equal(const Value& a, const Value& b) {
+  if (a.is_number() && b.is_number()) return a.number() == b.number();
+  auto seq = [](const Value& v) -> std::optional<std::vector<Value>> {
+    if (v.kind == Value::Kind::Tuple || v.kind == Value::Kind::List) return v.items;
+    if (v.kind == Value::Kind::Size) {
+      std::vector<Value> out;
+      for (int64_t x : v.size) out.push_back(Value::integer(x));
+      return out;
+    }
+    return std::nullopt;
+  };
+  auto sa = seq(a), sb = seq(b);
+  if (sa && sb) {
+    // A list never equals a tuple in Python; torch.Size is a tuple.
+    const bool la = a.kind == Value::Kind::List, lb = b.kind == Value::Kind::List;
+    if (la != lb || sa->size() != sb->size()) return false;
+    for (size_t i = 0; i < sa->size(); ++i)
+      if (!py_equal((*sa)[i], (*sb)[i])) return false;
+    return true;
+  }
+  if (a.kind != b.kind) return false;
+  switch (a.kind) {
+    case Value::Kind::None: return true;
+    case Value::Kind::Str: return a.s == b.s;
+    case Value::Kind::DType: return a.dtype == b.dtype;
+    case Value::Kind::Node: return a.node == b.node;
+    case Value::Kind::Module: return a.s == b.s;
+    default: return false;
+  }
+}
+
+bool py_is(const Value& a, const Value& b) {
+  if (a.kind != b.kind) return false;
+  switch (a.kind) {
+    case Value::Kind::None: return true;
+    case Value::Kind::Tensor: return a.t == b.t;
+    case Value::Kind::Node: return a.node == b.node;
+    case Value::Kind::Bool: return a.b == b.b;
+    // Small ints are cached in CPython, so `1 is 1` is True; agtrace treats equal ints so.
+    case Value::Kind::Int: return a.i == b.i;
+    case Value::Kind::DType: return a.dtype == b.dtype;
+    case Value::Kind::Module: return a.s == b.s;
+    default: return false;  // a new tuple/list/float object is never `is` another
+  }
+}
+
+std::string root_label_of(const Expr* e) {
+  if (e && e->kind == ExprKind::Name) return e->text;
+  return "";
+}
+
+class Interpreter : public ops::Runtime {
+ public:
+  Interpreter(const Scenario& sc, const RunOptions& opt) : sc_(sc), opt_(opt) {
+    device_ = opt.device.empty() ? sc.device : opt.device;
+  }
+
+  RunResult run();
+
+  // ops::Runtime
+  void print_line(const std::string& line) override { result_.printed.push_back(line); }
+  Value backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph,
+                 bool create_graph, const std::vector<Tensor>* inputs, bool allow_unused) override;
+  std::string device() const override { return device_; }
+
+ private:
+  const Scenario& sc_;
+  RunOptions opt_;
+  std::string device_;
+  RunResult result_;
+  Accountant acc_;
+  std::vector<Stmt> parsed_;
+  std::map<std::string, Value> env_;
+  std::map<int64_t, std::string> tensor_label_;                 // object id -> latest name bound
+  std::map<int64_t, std::vector<std::string>> storage_labels_;  // storage id -> names bound to tensors on it
+  std::vector<Tensor> leaves_;                                  // the scenario's leaves, in file order
+  int statement_ = -1;
+  std::string root_label_;                                      // name of the receiver of backward()
+  std::vector<std::string> block_stack_;
+
+  // Statements and blocks.
+  void parse_all();
+  void create_leaves();
+  // Returns false when an error ended the enclosing try block (or the program).
+  bool run_items(const std::vector<ProgramItem>& items, bool in_try);
+  bool run_statement(const ProgramItem& item, bool in_try);
+  void mark_not_run(const std::vector<ProgramItem>& items);
+  void exec(const Stmt& s);
+  void assign(const Expr& target, const Value& v);
+  void bind(const std::string& name, const Value& v);
+  void end_statement(bool raised);
+  HolderScan scan_holders() const;
+
+  // Expressions.
+  Value eval(const Expr& e);
+  Value eval_name(const Expr& e);
+  Value eval_attribute(const Expr& e);
+  Value eval_call(const Expr& e);
+  Value eval_subscript(const Expr& e);
+  Value eval_binary(const std::string& op, const Value& a, const Value& b);
+  Value eval_compare(const std::string& op, const Value& a, const Value& b);
+  Value call_entry(const ops::OpEntry& entry, const std::string& spelling, const Value* self,
+                   const std::vector<Value>& positional, const std::vector<std::pair<std::string, Value>>& keywords);
+  Value index_tensor(const Tensor& t, const std::vector<Value>& indices);
+
+  // Reports.
+  std::vector<int64_t> walk_from(const std::shared_ptr<autograd::Node>& root) const;
+  void record_walk(const std::string& key, const std::shared_ptr<autograd::Node>& root);
+  void snapshot_nodes(const std::vector<int64_t>& ids);
+  NodeSnapshot snapshot(const autograd::Node& n) const;
+  std::string label_of(int64_t tensor_id) const;
+  void finish();
+};
+
+// ------------------------------------------------------------------ setup
+
+void Interpreter::parse_all() {
+  parsed_.resize(sc_.statements.size());
+  for (size_t i = 0; i < sc_.statements.size(); ++i) {
+    const ProgramItem* item = sc_.statements[i];
+    try {
+      parsed_[i] = syntax::parse_statement(item->source);
+    } catch (InputError& e) {
+      e.file = sc_.file;
+      e.statement = static_cast<int>(i);
+      e.source = item->source;
+      if (e.json_pointer.empty()) e.json_pointer = item->pointer;
+      throw;
+    }
+  }
+}
+
+void Interpreter::create_leaves() {
+  statement_ = -1;
+  run_position().statement = -1;
+  acc_.begin_statement(-1);
+  for (const LeafSpec& leaf : sc_.tensors) {
+    run_position().op = "leaf " + leaf.name;
+    Tensor t;
+    if (device_ == "meta") {
+      t = empty_tensor(leaf.shape, leaf.dtype, true);
+    } else {
+      t = tensor_from_values(leaf.shape, leaf.dtype, initial_values(leaf, sc_.seed));
+    }
+    t->requires_grad_flag = leaf.requires_grad;
+    leaves_.push_back(t);
+    bind(leaf.name, Value::tensor(t));
+    LeafRecord rec;
+    rec.name = leaf.name;
+    rec.shape = leaf.shape;
+    rec.dtype = leaf.dtype;
+    rec.requires_grad = leaf.requires_grad;
+    rec.bytes = t->nbytes();
+    if (opt_.keep_values) rec.values = to_values(t);
+    result_.leaves.push_back(rec);
+  }
+  run_position().op.clear();
+  acc_.end_statement(-1, false, scan_holders());
+}
+
+void Interpreter::bind(const std::string& name, const Value& v) {
+  std::function<void(const Value&)> label = [&](const Value& x) {
+    if (x.kind == Value::Kind::Tensor) {
+      tensor_label_[x.t->id] = name;
+      auto& names = storage_labels_[x.t->storage->id];
+      if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+    }
+  };
+  label(v);
+  env_[name] = v;
+}
+
+// ------------------------------------------------------------------ statements
+
+RunResult Interpreter::run() {
+  reset_run_state();
+  autograd::set_grad_enabled(true);
+  set_event_sink(&acc_);
+  struct SinkGuard {
+    ~SinkGuard() { set_event_sink(nullptr); }
+  } guard;
+
+  result_.file = sc_.file;
+  result_.scenario = sc_.name;
+  result_.description = sc_.description;
+  result_.device = device_;
+  result_.expect = sc_.expect;
+  for (const ProgramItem* item : sc_.statements) {
+    StatementResult s;
+    s.index = item->index;
+    s.source = item->source;
+    result_.statements.push_back(s);
+  }
+  parse_all();
+  create_leaves();
+  run_items(sc_.program, false);
+  finish();
+  // Drop every tensor and node while the accountant still listens, so frees at the end
+  // are not reported against a dead sink; the figures are already in result_.
+  env_.clear();
+  leaves_.clear();
+  return std::move(result_);
+}
+
+void Interpreter::mark_not_run(const std::vector<ProgramItem>& items) {
+  for (const ProgramItem& it : items) {
+    if (it.kind == ProgramItem::Kind::Statement) {
+      if (result_.statements[it.index].runs == 0) result_.statements[it.index].status = "not_run";
+    } else {
+      mark_not_run(it.body);
+    }
+  }
+}
+
+bool Interpreter::run_items(const std::vector<ProgramItem>& items, bool in_try) {
+  for (size_t i = 0; i < items.size(); ++i) {
+    const ProgramItem& item = items[i];
+    bool ok = true;
+    switch (item.kind) {
+      case ProgramItem::Kind::Statement:
+        ok = run_statement(item, in_try);
+        break;
+      case ProgramItem::Kind::NoGrad:
+      case ProgramItem::Kind::EnableGrad: {
+        autograd::GradModeGuard g(item.kind == ProgramItem::Kind::EnableGrad);
+        block_stack_.push_back(item.kind == ProgramItem::Kind::NoGrad ? "no_grad" : "enable_grad");
+        ok = run_items(item.body, in_try);
+        block_stack_.pop_back();
+        break;
+      }
+      case ProgramItem::Kind::Try: {
+        block_stack_.push_back("try");
+        run_items(item.body, true);  // an error inside ends the block, not the program
+        block_stack_.pop_back();
+        break;
+      }
+      case ProgramItem::Kind::Repeat: {
+        block_stack_.push_back("repeat");
+        for (int64_t k = 0; k < item.repeat && ok; ++k) ok = run_items(item.body, in_try);
+        block_stack_.pop_back();
+        break;
+      }
+      case ProgramItem::Kind::SavedTensorHooks:
+      case ProgramItem::Kind::Checkpoint: {
+        // Not implemented yet: say so at the block's first statement rather than run the
+        // body without the hooks (a wrong answer).
+        const ProgramItem* first = &item;
+        while (first->kind != ProgramItem::Kind::Statement && !first->body.empty()) first = &first->body.front();
+        if (first->kind == ProgramItem::Kind::Statement) {
+          ErrorRecord err;
+          err.statement = first->index;
+          err.phase = "forward";
+          err.kind = "unsupported";
+          err.message = std::string(item.kind == ProgramItem::Kind::Checkpoint ? "checkpoint" : "saved_tensor_hooks") +
+                        " blocks are not supported yet";
+          err.caught = in_try;
+          result_.errors.push_back(err);
+          result_.statements[first->index].status = "error";
+          result_.statements[first->index].runs = 1;
+        }
+        ok = false;
+        break;
+      }
+    }
+    if (!ok) {
+      for (size_t j = i + 1; j < items.size(); ++j) {
+        if (items[j].kind == ProgramItem::Kind::Statement) {
+          if (result_.statements[items[j].index].runs == 0) result_.statements[items[j].index].status = "not_run";
+        } else {
+          mark_not_run(items[j].body);
+        }
+      }
+      if (item.kind != ProgramItem::Kind::Statement) mark_not_run(item.body);
+      if (!in_try) result_.raised = true;
+      return false;
+    }
+  }
+  return true;
+}
+
+bool Interpreter::run_statement(const ProgramItem& item, bool in_try) {
+  statement_ = item.index;
+  RunPosition& pos = run_position();
+  pos.statement = item.index;
+  pos.op.clear();
+  pos.in_backward = false;
+  acc_.begin_statement(item.index);
+  StatementResult& sr = result_.statements[item.index];
+  sr.runs++;
+  std::string block;
+  for (const std::string& b : block_stack_) block += (block.empty() ? "" : "/") + b;
+  sr.block = block;
+  bool raised = false;
+  try {
+    exec(parsed_[item.index]);
+    sr.status = "ok";
+  } catch (ScenarioError& e) {
+    raised = true;
+    sr.status = "error";
+    ErrorRecord err;
+    err.statement = item.index;
+    err.phase = e.phase.empty() ? "forward" : e.phase;
+    err.kind = e.kind;
+    err.message = e.what();
+    err.facts = e.facts;
+    err.caught = in_try;
+    if (err.facts.contains("node_id")) err.facts.erase("node_id");
+    result_.errors.push_back(err);
+  }
+  root_label_.clear();
+  end_statement(raised);
+  return !raised;
+}
+
+void Interpreter::end_statement(bool raised) {
+  run_position().op.clear();
+  acc_.end_statement(statement_, raised, scan_holders());
+}
+
+HolderScan Interpreter::scan_holders() const {
+  HolderScan scan;
+  static const std::map<std::string, int> priority = {{"grad", 0},      {"leaf_param", 1}, {"leaf_input", 2},
+                                                       {"named", 3},     {"graph_only", 4}, {"other", 5}};
+  auto hold = [&](const std::shared_ptr<Storage>& st, const std::string& who, const std::string& cat) {
+    if (!st) return;
+    auto& hs = scan.holders[st->id];
+    if (std::find(hs.begin(), hs.end(), who) == hs.end()) hs.push_back(who);
+    auto it = scan.category.find(st->id);
+    if (it == scan.category.end() || priority.at(cat) < priority.at(it->second)) scan.category[st->id] = cat;
+  };
+  std::function<void(const std::string&, const Value&)> visit = [&](const std::string& name, const Value& v) {
+    if (v.kind == Value::Kind::Tensor) {
+      const Tensor& t = v.t;
+      const std::string cat = !t->is_leaf() ? "named" : t->requires_grad() ? "leaf_param" : "leaf_input";
+      hold(t->storage, "name " + name, cat);
+    } else if (v.kind == Value::Kind::Tuple || v.kind == Value::Kind::List) {
+      for (const Value& item : v.items) visit(name, item);
+    }
+  };
+  for (const auto& [name, v] : env_) visit(name, v);
+  for (TensorImpl* t : live_tensors())
+    if (t->grad) hold(t->grad->storage, "grad of " + label_of(t->id), "grad");
+  for (autograd::Node* n : autograd::live_nodes()) {
+    for (const auto& e : n->saved)
+      if (e.is_tensor && e.var.defined && !e.var.released)
+        hold(e.var.held_storage(), "saved " + n->name + "._saved_" + e.name, "graph_only");
+    if (n->variable) hold(n->variable->storage, "leaf of AccumulateGrad", "graph_only");
+  }
+  for (TensorImpl* t : live_tensors())
+    if (!scan.category.count(t->storage->id)) hold(t->storage, "unnamed tensor", "other");
+  return scan;
+}
+
+void Interpreter::exec(const Stmt& s) {
+  switch (s.kind) {
+    case StmtKind::ExprStmt:
+      eval(*s.value);
+      return;
+    case StmtKind::Assign: {
+      Value v = eval(*s.value);
+      assign(*s.target, v);
+      return;
+    }
+    case StmtKind::AugAssign: {
+      if (s.target->kind != ExprKind::Name) fail("unsupported", "augmented assignment to this target is not supported");
+      Value current = eval_name(*s.target);
+      Value rhs = eval(*s.value);
+      if (current.kind == Value::Kind::Tensor) {
+        // Python's `x += y` on a tensor is the in-place x.add_(y) on the same object.
+        static const std::map<std::string, std::string> inplace = {{"+", "Tensor.add_"}, {"-", "Tensor.sub_"},
+                                                                   {"*", "Tensor.mul_"}, {"/", "Tensor.div_"}};
+        auto it = inplace.find(s.text);
+        if (it == inplace.end()) fail("unsupported", "augmented assignment '" + s.text + "=' on a tensor is not supported");
+        const ops::OpEntry* entry = ops::find_op(it->second);
+        call_entry(*entry, it->second, &current, {rhs}, {});
+        bind(s.target->text, current);
+        return;
+      }
+      bind(s.target->text, eval_binary(s.text, current, rhs));
+      return;
+    }
+    case StmtKind::Del:
+      for (const auto& t : s.targets) {
+        if (t->kind == ExprKind::Name) {
+          if (!env_.erase(t->text)) fail("name_error", "name '" + t->text + "' is not defined");
+        } else if (t->kind == ExprKind::Attribute && t->text == "grad") {
+          Value obj = eval(*t->a);
+          if (obj.kind != Value::Kind::Tensor) fail("type_error", "del of an attribute of a non-tensor");
+          obj.t->grad.reset();
+        } else {
+          fail("unsupported", "del of this target is not supported");
+        }
+      }
+      return;
+  }
+}
+
+void Interpreter::assign(const Expr& target, const Value& v) {
+  switch (target.kind) {
+    case ExprKind::Name:
+      bind(target.text, v);
+      return;
+    case ExprKind::Tuple:
+    case ExprKind::List: {
+      std::vector<Value> items;
+      if (v.kind == Value::Kind::Tuple || v.kind == Value::Kind::List) items = v.items;
+      else if (v.kind == Value::Kind::Size) for (int64_t x : v.size) items.push_back(Value::integer(x));
+      else fail("type_error", "cannot unpack non-iterable " + type_name(v) + " object");
+      if (items.size() < target.items.size())
+        fail("type_error", "not enough values to unpack (expected " + std::to_string(target.items.size()) + ", got " +
+                               std::to_string(items.size()) + ")");
+      if (items.size() > target.items.size())
+        fail("type_error", "too many values to unpack (expected " + std::to_string(target.items.size()) + ")");
+      for (size_t i = 0; i < items.size(); ++i) assign(*target.items[i], items[i]);
+      return;
+    }
+    case ExprKind::Attribute: {
+      Value obj = eval(*target.a);
+      if (obj.kind != Value::Kind::Tensor) fail("unsupported", "assignment to an attribute of " + type_name(obj));
+      if (target.text == "grad") {
+        if (v.kind == Value::Kind::None) {
+          obj.t->grad.reset();
+        } else if (v.kind == Value::Kind::Tensor) {
+          if (v.t->sizes != obj.t->sizes)
+            fail("shape_mismatch", "assigned grad has data of a different size");
+          obj.t->grad = v.t;
+        } else {
+          fail("type_error", "assigned grad expected to be a Tensor or None but got grad of type " + type_name(v));
+        }
+        return;
+      }
+      if (target.text == "requires_grad") {
+        const ops::OpEntry* entry = ops::find_op("Tensor.requires_grad_");
+        call_entry(*entry, "Tensor.requires_grad_", &obj, {Value::boolean(truthy(v))}, {});
+        return;
+      }
+      fail("unsupported", "assignment to Tensor." + target.text + " is not supported");
+    }
+    case ExprKind::Subscript:
+      fail("unsupported", "assignment into a tensor (x[...] = v, CopySlices) is not supported yet");
+    default:
+      fail("type_error", "cannot assign to this expression");
+  }
+}
+
+// ------------------------------------------------------------------ expressions
+
+Value Interpreter::eval(const Expr& e) {
+  switch (e.kind) {
+    case ExprKind::Name: return eval_name(e);
+    case ExprKind::Int: return Value::integer(e.int_value);
+    case ExprKind::Float: return Value::real(e.float_value);
+    case ExprKind::Bool: return Value::boolean(e.bool_value);
+    case ExprKind::None: return Value::none();
+    case ExprKind::String: return Value::str(e.text);
+    case ExprKind::Ellipsis: { Value v; v.kind = Value::Kind::Ellipsis; return v; }
+    case ExprKind::Tuple:
+    case ExprKind::List: {
+      std::vector<Value> items;
+      for (const auto& item : e.items) items.push_back(eval(*item));
+      return e.kind == ExprKind::Tuple ? Value::tuple(std::move(items)) : Value::list(std::move(items));
+    }
+    case ExprKind::Unary: {
+      if (e.text == "not") return Value::boolean(!truthy(eval(*e.a)));
+      Value v = eval(*e.a);
+      if (v.kind == Value::Kind::Tensor) {
+        if (e.text == "+") return v;
+        return Value::tensor(ops::neg(v.t));
+      }
+      if (v.kind == Value::Kind::Int || v.kind == Value::Kind::Bool)
+        return Value::integer(e.text == "-" ? -static_cast<int64_t>(v.number()) : static_cast<int64_t>(v.number()));
+      if (v.kind == Value::Kind::Float) return Value::real(e.text == "-" ? -v.f : v.f);
+      fail("type_error", "bad operand type for unary " + e.text + ": '" + type_name(v) + "'");
+    }
+    case ExprKind::Binary: {
+      if (e.text == "and") {
+        Value a = eval(*e.a);
+        return truthy(a) ? eval(*e.b) : a;
+      }
+      if (e.text == "or") {
+        Value a = eval(*e.a);
+        return truthy(a) ? a : eval(*e.b);
+      }
+      Value a = eval(*e.a);
+      Value b = eval(*e.b);
+      return eval_binary(e.text, a, b);
+    }
+    case ExprKind::Compare: {
+      Value a = eval(*e.a);
+      Value b = eval(*e.b);
+      return eval_compare(e.text, a, b);
+    }
+    case ExprKind::Attribute: return eval_attribute(e);
+    case ExprKind::Call: return eval_call(e);
+    case ExprKind::Subscript: return eval_subscript(e);
+    case ExprKind::Slice: {
+      Value v;
+      v.kind = Value::Kind::Slice;
+      for (const Expr* p : {e.a.get(), e.b.get(), e.c.get()}) v.items.push_back(p ? eval(*p) : Value::none());
+      return v;
+    }
+  }
+  fail("unsupported", "expression not supported");
+}
+
+Value Interpreter::eval_name(const Expr& e) {
+  auto it = env_.find(e.text);
+  if (it != env_.end()) return it->second;
+  if (e.text == "torch" || e.text == "F") return Value::module(e.text);
+  if (e.text == "print" || e.text == "shares_storage" || e.text == "len") return Value::module(e.text);
+  std::vector<std::string> known;
+  for (const auto& [n, v] : env_) known.push_back(n);
+  for (const char* b : {"torch", "F", "print", "shares_storage", "len"}) known.push_back(b);
+  std::string hint = suggest(e.text, known);
+  ScenarioError err("name_error", "name '" + e.text + "' is not defined" + (hint.empty() ? "" : "; did you mean '" + hint + "'?"));
+  err.facts = {{"name", e.text}, {"column", e.column}};
+  throw err;
+}
+
+Value Interpreter::eval_attribute(const Expr& e) {
+  Value obj = eval(*e.a);
+  const std::string& name = e.text;
+  switch (obj.kind) {
+    case Value::Kind::Module: {
+      std::string full = obj.s + "." + name;
+      if (obj.s == "torch") {
+        if (auto d = torch_dtype_attr(name)) return Value::dtype_of(*d);
+        if (name == "autograd" || name == "nn") return Value::module(full);
+      }
+      if (full == "torch.nn.functional") return Value::module("F");
+      if (ops::find_op(full)) return Value::module(full);
+      std::string hint = suggest(full, ops::all_spellings());
+      ScenarioError err("unsupported", "'" + full + "' is not an operation agtrace supports" +
+                                           (hint.empty() ? "" : "; did you mean '" + hint + "'?"));
+      err.facts = {{"name", full}, {"column", e.column}};
+      throw err;
+    }
+    case Value::Kind::Tensor: {
+      const Tensor& t = obj.t;
+      if (name == "grad_fn") return Value::node_of(t->grad_fn);
+      if (name == "grad") return t->grad ? Value::tensor(t->grad) : Value::none();
+      if (name == "requires_grad") return Value::boolean(t->requires_grad());
+      if (name == "is_leaf") return Value::boolean(t->is_leaf());
+      if (name == "shape") return Value::torch_size(t->sizes);
+      if (name == "dtype") return Value::dtype_of(t->dtype());
+      if (name == "_version") return Value::integer(t->version->version);
+      if (name == "ndim") return Value::integer(t->dim());
+      if (name == "_base") return t->base ? Value::tensor(t->base) : Value::none();
+      if (name == "T") return Value::tensor(ops::t(t));
+      if (name == "device") return Value::str(t->storage->device == "cpu" && t->is_meta() ? "meta" : t->storage->device);
+      if (ops::find_op("Tensor." + name)) return Value::method(obj, name);
+      std::vector<std::string> methods;
+      for (const std::string& s : ops::all_spellings())
+        if (s.rfind("Tensor.", 0) == 0) methods.push_back(s.substr(7));
+      for (const char* p : {"grad_fn", "grad", "requires_grad", "is_leaf", "shape", "dtype", "_version"}) methods.push_back(p);
+      std::string hint = suggest(name, methods);
+      ScenarioError err("unsupported", "'Tensor." + name + "' is not supported by agtrace" +
+                                           (hint.empty() ? "" : "; did you mean '" + hint + "'?"));
+      err.facts = {{"name", name}, {"column", e.column}};
+      throw err;
+    }
+    case Value::Kind::Node: {
+      autograd::Node& n = *obj.node;
+      if (name == "name") return Value::method(obj, name);
+      if (name == "next_functions") {
+        std::vector<Value> items;
+        for (const auto& edge : n.next)
+          items.push_back(Value::tuple({Value::node_of(edge.fn), Value::integer(edge.fn ? edge.input_nr : 0)}));
+        return Value::tuple(std::move(items));
+      }
+      if (name == "variable" && n.variable) return Value::tensor(n.variable);
+      if (name.rfind("_saved_", 0) == 0) {
+        const autograd::SavedEntry* entry = n.find(name.substr(7));
+        if (entry) {
+          if (!entry->is_tensor) return attr_to_value(entry->attr);
+          try {
+            Tensor t = n.unpack(entry->name);
+            return t ? Value::tensor(t) : Value::none();
+          } catch (ScenarioError& err) {
+            err.phase = "backward";  // spec: raised while a saved-value read ran
+            throw;
+          }
+        }
+      }
+      ScenarioError err("name_error", "'" + n.name + "' object has no attribute '" + name + "'");
+      err.facts = {{"name", name}, {"column", e.column}};
+      throw err;
+    }
+    default:
+      fail("name_error", "'" + type_name(obj) + "' object has no attribute '" + name + "'");
+  }
+}
+
+Value Interpreter::call_entry(const ops::OpEntry& entry, const std::string& spelling, const Value* self,
+                              const std::vector<Value>& positional,
+                              const std::vector<std::pair<std::string, Value>>& keywords) {
+  ops::Args args;
+  args.fn = spelling;
+  args.params = entry.params;
+  args.values.resize(entry.params.size());
+  std::vector<Value> pos;
+  if (self) pos.push_back(*self);
+  pos.insert(pos.end(), positional.begin(), positional.end());
+  const std::string fname = entry.name + "()";
+  size_t p = 0;
+  size_t i = 0;
+  for (; i < entry.params.size() && p < pos.size(); ++i) {
+    const ops::Param& param = entry.params[i];
+    if (param.varargs) {
+      args.values[i] = Value::tuple(std::vector<Value>(pos.begin() + static_cast<long>(p), pos.end()));
+      p = pos.size();
+      break;
+    }
+    if (param.keyword_only) break;
+    args.values[i] = pos[p++];
+  }
+  if (p < pos.size()) {
+    size_t max_pos = 0;
+    for (const auto& prm : entry.params) if (!prm.keyword_only && !prm.varargs) ++max_pos;
+    fail("type_error", fname + " takes " + std::to_string(max_pos - (self ? 1 : 0)) + " positional arguments but " +
+                           std::to_string(pos.size() - (self ? 1 : 0)) + " were given");
+  }
+  for (const auto& [kw, val] : keywords) {
+    size_t k = 0;
+    for (; k < entry.params.size(); ++k)
+      if (entry.params[k].name == kw && !entry.params[k].varargs) break;
+    if (k == entry.params.size()) {
+      std::vector<std::string> names;
+      for (const auto& prm : entry.params) names.push_back(prm.name);
+      std::string hint = suggest(kw, names);
+      fail("type_error", fname + " got an unexpected keyword argument '" + kw + "'" +
+                             (hint.empty() ? "" : "; did you mean '" + hint + "'?"));
+    }
+    if (args.values[k]) fail("type_error", fname + " got multiple values for argument '" + kw + "'");
+    args.values[k] = val;
+  }
+  for (size_t k = 0; k < entry.params.size(); ++k) {
+    if (args.values[k]) continue;
+    const ops::Param& prm = entry.params[k];
+    if (prm.varargs) args.values[k] = Value::tuple({});
+    else if (prm.has_default) args.values[k] = prm.default_value;
+    else fail("type_error", fname + " missing required argument: '" + prm.name + "'");
+  }
+  return entry.impl(args, *this);
+}
+
+Value Interpreter::eval_call(const Expr& e) {
+  Value callee = eval(*e.a);
+  std::vector<Value> positional;
+  for (const auto& arg : e.items) positional.push_back(eval(*arg));
+  std::vector<std::pair<std::string, Value>> keywords;
+  for (const auto& kw : e.keywords) keywords.push_back({kw.name, eval(*kw.value)});
+
+  if (callee.kind == Value::Kind::Method) {
+    const Value& receiver = callee.items[0];
+    if (receiver.kind == Value::Kind::Node) {
+      if (callee.s == "name") {
+        if (!positional.empty() || !keywords.empty()) fail("type_error", "name() takes no arguments");
+        return Value::str(receiver.node->qualified_name());
+      }
+    }
+    if (receiver.kind == Value::Kind::Tensor) {
+      const std::string spelling = "Tensor." + callee.s;
+      if (callee.s == "backward") root_label_ = root_label_of(e.a->a.get());
+      return call_entry(*ops::find_op(spelling), spelling, &receiver, positional, keywords);
+    }
+  }
+  if (callee.kind == Value::Kind::Module) {
+    if (callee.s == "len") {
+      if (positional.size() != 1) fail("type_error", "len() takes exactly one argument");
+      const Value& v = positional[0];
+      if (v.kind == Value::Kind::Tuple || v.kind == Value::Kind::List) return Value::integer(static_cast<int64_t>(v.items.size()));
+      if (v.kind == Value::Kind::Size) return Value::integer(static_cast<int64_t>(v.size.size()));
+      if (v.kind == Value::Kind::Str) return Value::integer(static_cast<int64_t>(v.s.size()));
+      if (v.kind == Value::Kind::Tensor) {
+        if (v.t->dim() == 0) fail("type_error", "len() of a 0-d tensor");
+        return Value::integer(v.t->sizes[0]);
+      }
+      fail("type_error", "object of type '" + type_name(v) + "' has no len()");
+    }
+    std::string spelling = callee.s;
+    if (const ops::OpEntry* entry = ops::find_op(spelling)) {
+      if (spelling == "torch.autograd.grad" && !e.items.empty()) root_label_ = root_label_of(e.items[0].get());
+      return call_entry(*entry, spelling, nullptr, positional, keywords);
+    }
+  }
+  fail("type_error", "'" + type_name(callee) + "' object is not callable");
+}
+
+Value Interpreter::index_tensor(const Tensor& t, const std::vector<Value>& indices) {
+  // PyTorch applies indices left to right: an int selects (the dim disappears), a slice
+  // slices (one SliceBackward0 per slice, ':' included), '...' skips dims.
+  int64_t consumed = 0;
+  for (const Value& v : indices)
+    if (v.kind != Value::Kind::Ellipsis && v.kind != Value::Kind::None) ++consumed;
+  if (consumed > t->dim())
+    fail("index_out_of_range", "too many indices for tensor of dimension " + std::to_string(t->dim()));
+  Tensor cur = t;
+  int64_t dim = 0;
+  bool ellipsis_seen = false;
+  for (const Value& v : indices) {
+    switch (v.kind) {
+      case Value::Kind::Int:
+      case Value::Kind::Bool:
+        if (v.kind == Value::Kind::Bool) fail("unsupported", "indexing with a bool is not supported yet");
+        cur = ops::select(cur, dim, v.i);
+        break;
+      case Value::Kind::Slice: {
+        auto opt_int = [&](const Value& x) -> std::optional<int64_t> {
+          if (x.kind == Value::Kind::None) return std::nullopt;
+          if (x.kind != Value::Kind::Int) fail("type_error", "slice indices must be integers or None");
+          return x.i;
+        };
+        auto step = opt_int(v.items[2]);
+        cur = ops::slice(cur, dim, opt_int(v.items[0]), opt_int(v.items[1]), step.value_or(1));
+        ++dim;
+        break;
+      }
+      case Value::Kind::Ellipsis:
+        if (ellipsis_seen) fail("index_out_of_range", "an index can only have a single ellipsis ('...')");
+        ellipsis_seen = true;
+        dim += t->dim() - consumed;
+        break;
+      case Value::Kind::None:
+        fail("unsupported", "indexing with None (unsqueeze) is not supported yet");
+      case Value::Kind::Tensor:
+        fail("unsupported", "indexing with a tensor (IndexBackward0) is not supported yet");
+      default:
+        fail("type_error", "only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables are "
+                           "valid indices (got " + type_name(v) + ")");
+    }
+  }
+  // x[...] alone is an alias (AliasBackward0) in PyTorch; not modelled yet.
+  if (cur == t) fail("unsupported", "indexing that selects the whole tensor (x[...]) is not supported yet");
+  return Value::tensor(cur);
+}
+
+Value Interpreter::eval_subscript(const Expr& e) {
+  Value obj = eval(*e.a);
+  std::vector<Value> idx;
+  for (const auto& item : e.items) idx.push_back(eval(*item));
+  if (obj.kind == Value::Kind::Tensor) return index_tensor(obj.t, idx);
+  std::vector<Value> seq;
+  if (obj.kind == Value::Kind::Tuple || obj.kind == Value::Kind::List) seq = obj.items;
+  else if (obj.kind == Value::Kind::Size) for (int64_t x : obj.size) seq.push_back(Value::integer(x));
+  else fail("type_error", "'" + type_name(obj) + "' object is not subscriptable");
+  if (idx.size() != 1 || idx[0].kind != Value::Kind::Int)
+    fail("type_error", type_name(obj) + " indices must be integers");
+  int64_t i = idx[0].i;
+  const int64_t n = static_cast<int64_t>(seq.size());
+  if (i < -n || i >= n) fail("index_out_of_range", type_name(obj) + " index out of range");
+  return seq[static_cast<size_t>(i < 0 ? i + n : i)];
+}
+
+Value Interpreter::eval_binary(const std::string& op, const Value& a, const Value& b) {
+  const bool ta = a.kind == Value::Kind::Tensor, tb = b.kind == Value::Kind::Tensor;
+  if (ta || tb) {
+    const Value& other = ta ? b : a;
+    if (!(ta && tb) && !other.is_number())
+      fail("type_error", "unsupported operand type(s) for " + op + ": '" + type_name(a) + "' and '" + type_name(b) + "'");
+    auto tensor_of = [](const Value& v) { return v.kind == Value::Kind::Tensor ? v.t : ops::wrap_number(v); };
+    if (op == "+") return Value::tensor(ta ? ops::add(a.t, tensor_of(b), Value::integer(1))
+                                           : ops::add(b.t, tensor_of(a), Value::integer(1)));  // __radd__
+    if (op == "-") return Value::tensor(ta ? ops::sub(a.t, tensor_of(b), Value::integer(1))
+                                           : ops::rsub(b.t, a, Value::integer(1)));            // __rsub__
+    if (op == "*") return Value::tensor(ta ? ops::mul(a.t, tensor_of(b)) : ops::mul(b.t, tensor_of(a)));
+    if (op == "/") {
+      if (ta) return Value::tensor(ops::div(a.t, tensor_of(b)));
+      // __rtruediv__: number / x is x.reciprocal() * number (measured: MulBackward0 over
+      // ReciprocalBackward0, the number saved as a 0-d tensor).
+      Tensor r = ops::reciprocal(b.t);
+      return Value::tensor(ops::mul(r, ops::wrap_number(a)));
+    }
+    if (op == "**") {
+      if (ta && tb) return Value::tensor(ops::pow_tensor(a.t, b.t));
+      if (ta) return Value::tensor(ops::pow_scalar(a.t, b));
+      return Value::tensor(ops::rpow(a, b.t));
+    }
+    if (op == "@") {
+      if (!(ta && tb)) fail("type_error", "unsupported operand type(s) for @: '" + type_name(a) + "' and '" + type_name(b) + "'");
+      return Value::tensor(ops::matmul(a.t, b.t));
+    }
+    fail("unsupported", "operator " + op + " on tensors is not supported yet");
+  }
+  if (a.is_number() && b.is_number()) {
+    const bool ints = a.kind != Value::Kind::Float && b.kind != Value::Kind::Float;
+    const double x = a.number(), y = b.number();
+    if (op == "+") return ints ? Value::integer(static_cast<int64_t>(x) + static_cast<int64_t>(y)) : Value::real(x + y);
+    if (op == "-") return ints ? Value::integer(static_cast<int64_t>(x) - static_cast<int64_t>(y)) : Value::real(x - y);
+    if (op == "*") return ints ? Value::integer(static_cast<int64_t>(x) * static_cast<int64_t>(y)) : Value::real(x * y);
+    if (op == "/") {
+      if (y == 0) fail("type_error", "ZeroDivisionError: division by zero");
+      return Value::real(x / y);
+    }
+    if (op == "//" || op == "%") {
+      if (y == 0) fail("type_error", "ZeroDivisionError: integer division or modulo by zero");
+      double q = std::floor(x / y);
+      if (op == "//") return ints ? Value::integer(static_cast<int64_t>(q)) : Value::real(q);
+      return ints ? Value::integer(static_cast<int64_t>(x - q * y)) : Value::real(x - q * y);
+    }
+    if (op == "**") {
+      if (ints && y >= 0) {
+        int64_t r = 1, base = static_cast<int64_t>(x);
+        for (int64_t k = 0; k < static_cast<int64_t>(y); ++k) r *= base;
+        return Value::integer(r);
+      }
+      return Value::real(std::pow(x, y));
+    }
+  }
+  if (op == "+" && a.kind == Value::Kind::Str && b.kind == Value::Kind::Str) return Value::str(a.s + b.s);
+  if (op == "+" && a.kind == b.kind && (a.kind == Value::Kind::Tuple || a.kind == Value::Kind::List)) {
+    Value r = a;
+    r.items.insert(r.items.end(), b.items.begin(), b.items.end());
+    return r;
+  }
+  fail("type_error", "unsupported operand type(s) for " + op + ": '" + type_name(a) + "' and '" + type_name(b) + "'");
+}
+
+Value Interpreter::eval_compare(const std::string& op, const Value& a, const Value& b) {
+  if (op == "is") return Value::boolean(py_is(a, b));
+  if (op == "is not") return Value::boolean(!py_is(a, b));
+  const bool ta = a.kind == Value::Kind::Tensor, tb = b.kind == Value::Kind::Tensor;
+  static const std::map<std::string, std::string> names = {{"==", "eq"}, {"!=", "ne"}, {"<", "lt"},
+                                                           {"<=", "le"}, {">", "gt"}, {">=", "ge"}};
+  if (ta || tb) {
+    if (ta && tb) return Value::tensor(ops::compare(a.t, b.t, names.at(op)));
+    const Value& other = ta ? b : a;
+    if (!other.is_number()) {
+      if (op == "==") return Value::boolean(false);
+      if (op == "!=") return Value::boolean(true);
+      fail("type_error", "'" + op + "' not supported between '" + type_name(a) + "' and '" + type_name(b) + "'");
+    }
+    // A reversed comparison flips: 1 < x is x > 1.
+    static const std::map<std::string, std::string> flipped = {{"eq", "eq"}, {"ne", "ne"}, {"lt", "gt"},
+                                                               {"le", "ge"}, {"gt", "lt"}, {"ge", "le"}};
+    if (ta) return Value::tensor(ops::compare(a.t, ops::wrap_number(b), names.at(op)));
+    return Value::tensor(ops::compare(b.t, ops::wrap_number(a), flipped.at(names.at(op))));
+  }
+  if (op == "==") return Value::boolean(py_equal(a, b));
+  if (op == "!=") return Value::boolean(!py_equal(a, b));
+  if (a.is_number() && b.is_number()) {
+    const double x = a.number(), y = b.number();
+    if (op == "<") return Value::boolean(x < y);
+    if (op == "<=") return Value::boolean(x <= y);
+    if (op == ">") return Value::boolean(x > y);
+    return Value::boolean(x >= y);
+  }
+  fail("type_error", "'" + op + "' not supported between instances of '" + type_name(a) + "' and '" + type_name(b) + "'");
+}
+
+// ------------------------------------------------------------------ backward
+
+Value Interpreter::backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph,
+                            bool create_graph, const std::vector<Tensor>* inputs, bool allow_unused) {
+  if (create_graph)
+    fail("unsupported", "create_graph=True (higher-order gradients) is not supported yet");
+  // The walk of each root, recorded before backward runs; snapshots after, so they show
+  // what the backward released.
+  std::vector<int64_t> reached;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    if (!roots[i]->grad_fn) continue;
+    std::string key = roots.size() == 1 && !root_label_.empty() ? root_label_ : "";
+    if (key.empty()) key = roots.size() == 1 ? "statement " + std::to_string(statement_)
+                                             : "statement " + std::to_string(statement_) + " output " + std::to_string(i);
+    record_walk(key, roots[i]->grad_fn);
+    for (int64_t id : result_.walks.back().nodes) reached.push_back(id);
+  }
+  std::vector<std::shared_ptr<autograd::Node>> keep;  // keep the graph alive for the snapshot
+  for (const Tensor& r : roots)
+    if (r->grad_fn) keep.push_back(r->grad_fn);
+  autograd::BackwardRequest req;
+  req.roots = roots;
+  req.grad_roots = grads;
+  req.retain_graph = retain_graph;
+  req.capture = inputs != nullptr;
+  if (inputs) req.inputs = *inputs;
+  req.allow_unused = allow_unused;
+  std::vector<Tensor> captured;
+  try {
+    captured = autograd::run_backward(req);
+  } catch (ScenarioError& e) {
+    if (e.phase.empty()) e.phase = "backward";
+    snapshot_nodes(reached);
+    throw;
+  }
+  snapshot_nodes(reached);
+  if (!inputs) return Value::none();
+  std::vector<Value> out;
+  for (const Tensor& g : captured) out.push_back(g ? Value::tensor(g) : Value::none());
+  return Value::tuple(std::move(out));
+}
+
+std::vector<int64_t> Interpreter::walk_from(const std::shared_ptr<autograd::Node>& root) const {
+  // Depth-first, next_functions in order, each node once, None skipped (spec: walks);
+  // an explicit stack, so a long chain cannot overflow the C++ stack.
+  std::vector<int64_t> order;
+  std::set<const autograd::Node*> seen;
+  std::vector<const autograd::Node*> stack{root.get()};
+  while (!stack.empty()) {
+    const autograd::Node* n = stack.back();
+    stack.pop_back();
+    if (!seen.insert(n).second) continue;
+    order.push_back(n->id);
+    for (auto it = n->next.rbegin(); it != n->next.rend(); ++it)
+      if (it->fn && !seen.count(it->fn.get())) stack.push_back(it->fn.get());
+  }
+  return order;
+}
+
+void Interpreter::record_walk(const std::string& key, const std::shared_ptr<autograd::Node>& root) {
+  WalkRecord w;
+  w.key = key;
+  w.statement = statement_;
+  w.nodes = walk_from(root);
+  auto it = std::find_if(result_.walks.begin(), result_.walks.end(), [&](const WalkRecord& r) { return r.key == key; });
+  if (it != result_.walks.end()) result_.walks.erase(it);
+  result_.walks.push_back(std::move(w));
+}
+
+void Interpreter::snapshot_nodes(const std::vector<int64_t>& ids) {
+  std::set<int64_t> wanted(ids.begin(), ids.end());
+  for (autograd::Node* n : autograd::live_nodes())
+    if (wanted.count(n->id)) result_.nodes[n->id] = snapshot(*n);
+}
+
+std::string Interpreter::label_of(int64_t tensor_id) const {
+  auto it = tensor_label_.find(tensor_id);
+  return it == tensor_label_.end() ? "#" + std::to_string(tensor_id) : it->second;
+}
+
+// Which gradient needs a saved value (derivatives.yaml: an operand is saved for the
+// *other* operand's gradient).
+std::string why_saved(const autograd::Node& n, const std::string& attr) {
+  const std::string& nm = n.name;
+  if (nm == "MmBackward0") return attr == "self" ? "grad of mat2 (mat2 requires grad)" : "grad of self (self requires grad)";
+  if (nm == "MulBackward0") return attr == "self" ? "grad of other (other requires grad)" : "grad of self (self requires grad)";
+  if (nm == "DivBackward0") return attr == "self" ? "grad of other (other requires grad)" : "grad of self and of other";
+  if (attr == "result") return "grad of self, computed from the output";
+  if (nm == "PowBackward1") return "grads of self and exponent";
+  return "grad of self";
+}
+
+NodeSnapshot Interpreter::snapshot(const autograd::Node& n) const {
+  NodeSnapshot s;
+  s.id = n.id;
+  s.name = n.name;
+  s.created_at = n.created_at;
+  for (const auto& e : n.next) {
+    s.next.push_back(e.fn ? e.fn->id : -1);
+    s.next_input_nr.push_back(e.fn ? e.input_nr : 0);
+  }
+  if (n.variable) {
+    s.variable = label_of(n.variable->id);
+    s.variable_tensor_id = n.variable->id;
+  }
+  s.released = n.released;
+  s.released_at = n.released_at;
+  for (const auto& e : n.saved) {
+    SavedSnapshot ss;
+    ss.attr = e.name;
+    ss.is_tensor = e.is_tensor;
+    if (!e.is_tensor) {
+      ss.value = autograd::attr_repr(e.attr);
+    } else if (e.var.defined) {
+      const auto& v = e.var;
+      ss.defined = true;
+      ss.is_output = v.is_output;
+      ss.tensor_id = v.tensor_id;
+      if (!v.is_output) {
+        auto it = tensor_label_.find(v.tensor_id);
+        if (it != tensor_label_.end()) ss.same_object_as = it->second;
+      }
+      auto st = storage_labels_.find(v.storage_id);
+      if (st != storage_labels_.end()) ss.shares_with = st->second;
+      ss.shape = v.shape;
+      ss.dtype = v.dtype;
+      ss.bytes = v.nbytes();
+      ss.storage_id = v.storage_id;
+      ss.storage_bytes = v.storage_bytes;
+      ss.saved_version = v.saved_version;
+      ss.saved_at = v.saved_at;
+      ss.released = v.released;
+      ss.released_at = v.released_at;
+      ss.why = why_saved(n, e.name);
+      s.saved_bytes += ss.bytes;
+    }
+    s.saved.push_back(ss);
+  }
+  return s;
+}
+
+void Interpreter::finish() {
+  statement_ = static_cast<int>(sc_.statements.size());
+  // Walks of every name bound to a tensor with a grad_fn at the end (spec: walks).
+  for (const auto& [name, v] : env_) {
+    if (v.kind != Value::Kind::Tensor || !v.t->grad_fn) continue;
+    record_walk(name, v.t->grad_fn);
+  }
+  // Latest snapshot of every node still alive that a walk reaches.
+  std::vector<int64_t> ids;
+  for (const auto& w : result_.walks) ids.insert(ids.end(), w.nodes.begin(), w.nodes.end());
+  snapshot_nodes(ids);
+  // Gradients of leaves, in creation order.
+  for (TensorImpl* t : live_tensors()) {
+    if (!t->is_leaf() || !t->requires_grad_flag || !t->grad) continue;
+    GradRecord g;
+    g.name = label_of(t->id);
+    g.shape = t->grad->sizes;
+    g.dtype = t->grad->dtype();
+    if (opt_.keep_values) g.values = to_values(t->grad);
+    result_.grads.push_back(g);
+  }
+  acc_.finish(result_);
+}
+
+}  // namespace
+
+RunResult run_scenario(const Scenario& scenario, const RunOptions& options) {
+  Interpreter interp(scenario, options);
+  return interp.run();
+}
+
+}  // namespace agtrace

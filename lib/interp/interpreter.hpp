@@ -1,0 +1,21 @@
+// Runs a scenario statement by statement: names -> values, blocks, errors where PyTorch
+// raises them, walks and snapshots of the graph, and the accountant's figures.
+#pragma once
+#include <string>
+
+#include "interp/result.hpp"
+#include "scenario/scenario.hpp"
+
+namespace agtrace {
+
+struct RunOptions {
+  std::string device;        // overrides the scenario's device when not empty
+  bool keep_values = false;  // --values: element values of leaves and gradients in the result
+};
+
+// Parses every statement first (a syntax error is an InputError naming the statement and
+// column, before anything runs), then runs the program. Errors the program raises are
+// recorded in the result, not thrown.
+RunResult run_scenario(const Scenario& scenario, const RunOptions& options);
+
+}  // namespace agtrace

@@ -1,0 +1,162 @@
+#include "interp/value.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+namespace agtrace {
+
+std::string type_name(const Value& v) {
+  switch (v.kind) {
+    case Value::Kind::None: return "NoneType";
+    case Value::Kind::Bool: return "bool";
+    case Value::Kind::Int: return "int";
+    case Value::Kind::Float: return "float";
+    case Value::Kind::Str: return "str";
+    case Value::Kind::Tensor: return "Tensor";
+    case Value::Kind::Node: return v.node->name;
+    case Value::Kind::Tuple: return "tuple";
+    case Value::Kind::List: return "list";
+    case Value::Kind::DType: return "torch.dtype";
+    case Value::Kind::Size: return "torch.Size";
+    case Value::Kind::Slice: return "slice";
+    case Value::Kind::Ellipsis: return "ellipsis";
+    case Value::Kind::Module: return "module";
+    case Value::Kind::Method: return "method";
+  }
+  return "object";
+}
+
+std::string float_repr(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char buf[64];
+  for (int prec = 1; prec <= 17; ++prec) {
+    std::snprintf(buf, sizeof buf, "%.*g", prec, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
+  std::string s = buf;
+  // Python writes exponents with at least two digits and integral floats with ".0".
+  auto e = s.find('e');
+  if (e != std::string::npos) {
+    std::string mant = s.substr(0, e), ex = s.substr(e + 1);
+    char sign = ex[0] == '-' ? '-' : '+';
+    if (ex[0] == '-' || ex[0] == '+') ex = ex.substr(1);
+    while (ex.size() > 1 && ex[0] == '0') ex.erase(ex.begin());
+    if (ex.size() < 2) ex = "0" + ex;
+    // Python uses positional notation for exponents in [-4, 16).
+    int exponent = std::atoi((sign == '-' ? "-" + ex : ex).c_str());
+    if (exponent >= -4 && exponent < 16) {
+      std::snprintf(buf, sizeof buf, "%.17f", v);
+      std::string fixed = buf;
+      // Trim to the shortest that round-trips.
+      for (size_t keep = fixed.find('.') + 2; keep <= fixed.size(); ++keep) {
+        std::string cand = fixed.substr(0, keep);
+        if (std::strtod(cand.c_str(), nullptr) == v) return cand;
+      }
+      return fixed;
+    }
+    return mant + "e" + sign + ex;
+  }
+  if (s.find('.') == std::string::npos) s += ".0";
+  return s;
+}
+
+namespace {
+
+// Shortest decimal that reads back as the same value of the tensor's dtype.
+std::string element_repr(double v, DType d) {
+  if (d == DType::Bool) return v != 0.0 ? "True" : "False";
+  if (d == DType::Int64) return std::to_string(static_cast<int64_t>(v));
+  if (d == DType::Float64 || std::isnan(v) || std::isinf(v)) return float_repr(v);
+  char buf[64];
+  for (int prec = 1; prec <= 17; ++prec) {
+    std::snprintf(buf, sizeof buf, "%.*g", prec, v);
+    if (round_to_dtype(std::strtod(buf, nullptr), d) == v) break;
+  }
+  return float_repr(std::strtod(buf, nullptr));
+}
+
+void nested(std::string& out, const std::vector<double>& vals, const Shape& shape, size_t dim, size_t& pos, DType d) {
+  if (dim == shape.size()) {
+    out += element_repr(vals[pos++], d);
+    return;
+  }
+  out += "[";
+  for (int64_t i = 0; i < shape[dim]; ++i) {
+    if (i) out += ", ";
+    nested(out, vals, shape, dim + 1, pos, d);
+  }
+  out += "]";
+}
+
+std::string tensor_repr(const Tensor& t) {
+  std::string out = "tensor(";
+  if (t->is_meta()) {
+    out += "..., device='meta', size=(";
+    for (size_t i = 0; i < t->sizes.size(); ++i) out += (i ? ", " : "") + std::to_string(t->sizes[i]);
+    out += t->sizes.size() == 1 ? ",)" : ")";
+  } else {
+    std::vector<double> vals = to_values(t);
+    size_t pos = 0;
+    nested(out, vals, t->sizes, 0, pos, t->dtype());
+  }
+  if (t->dtype() != DType::Float32 && t->dtype() != DType::Int64 && t->dtype() != DType::Bool)
+    out += ", dtype=" + dtype_torch_name(t->dtype());
+  if (t->grad_fn)
+    out += ", grad_fn=<" + t->grad_fn->name + ">";
+  else if (t->requires_grad())
+    out += ", requires_grad=True";
+  return out + ")";
+}
+
+std::string sequence(const Value& v, const char* open, const char* close) {
+  std::string out = open;
+  for (size_t i = 0; i < v.items.size(); ++i) {
+    if (i) out += ", ";
+    out += repr_form(v.items[i]);
+  }
+  if (v.kind == Value::Kind::Tuple && v.items.size() == 1) out += ",";
+  return out + close;
+}
+
+}  // namespace
+
+std::string repr_form(const Value& v) {
+  switch (v.kind) {
+    case Value::Kind::None: return "None";
+    case Value::Kind::Bool: return v.b ? "True" : "False";
+    case Value::Kind::Int: return v.unsigned_int ? std::to_string(static_cast<uint64_t>(v.i)) : std::to_string(v.i);
+    case Value::Kind::Float: return float_repr(v.f);
+    case Value::Kind::Str: {
+      std::string out = "'";
+      for (char c : v.s) {
+        if (c == '\'' || c == '\\') out += '\\';
+        if (c == '\n') { out += "\\n"; continue; }
+        out += c;
+      }
+      return out + "'";
+    }
+    case Value::Kind::Tensor: return tensor_repr(v.t);
+    // PyTorch prints "<MulBackward0 object at 0x7f...>"; an address is not deterministic,
+    // so agtrace prints the node's creation id instead.
+    case Value::Kind::Node: return "<" + v.node->name + " object #" + std::to_string(v.node->id) + ">";
+    case Value::Kind::Tuple: return sequence(v, "(", ")");
+    case Value::Kind::List: return sequence(v, "[", "]");
+    case Value::Kind::DType: return dtype_torch_name(v.dtype);
+    case Value::Kind::Size: {
+      std::string out = "torch.Size([";
+      for (size_t i = 0; i < v.size.size(); ++i) out += (i ? ", " : "") + std::to_string(v.size[i]);
+      return out + "])";
+    }
+    case Value::Kind::Slice: return "slice(" + repr_form(v.items[0]) + ", " + repr_form(v.items[1]) + ", " + repr_form(v.items[2]) + ")";
+    case Value::Kind::Ellipsis: return "Ellipsis";
+    case Value::Kind::Module: return "<" + v.s + ">";
+    case Value::Kind::Method: return "<bound method " + v.s + ">";
+  }
+  return "?";
+}
+
+std::string print_form(const Value& v) { return v.kind == Value::Kind::Str ? v.s : repr_form(v); }
+
+}  // namespace agtrace

@@ -1,0 +1,63 @@
+// Python values a scenario statement computes with.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autograd/node.hpp"
+#include "tensor/tensor.hpp"
+
+namespace agtrace {
+
+struct Value {
+  enum class Kind { None, Bool, Int, Float, Str, Tensor, Node, Tuple, List, DType, Size, Slice, Ellipsis, Module, Method };
+  Kind kind = Kind::None;
+  bool b = false;
+  int64_t i = 0;
+  bool unsigned_int = false;  // an int PyTorch stores as uint64 (reads back as 2**64 + v)
+  double f = 0.0;
+  std::string s;          // Str; Module: "torch", "F", "torch.autograd", "torch.mm"; Method: its name
+  Tensor t;
+  std::shared_ptr<autograd::Node> node;
+  std::vector<Value> items;  // Tuple / List; Slice: start, stop, step (None when omitted); Method: {receiver}
+  DType dtype = DType::Float32;
+  Shape size;             // torch.Size
+
+  static Value none() { return {}; }
+  static Value boolean(bool v) { Value x; x.kind = Kind::Bool; x.b = v; return x; }
+  static Value integer(int64_t v) { Value x; x.kind = Kind::Int; x.i = v; return x; }
+  static Value real(double v) { Value x; x.kind = Kind::Float; x.f = v; return x; }
+  static Value str(std::string v) { Value x; x.kind = Kind::Str; x.s = std::move(v); return x; }
+  static Value tensor(Tensor v) { Value x; x.kind = Kind::Tensor; x.t = std::move(v); return x; }
+  static Value node_of(std::shared_ptr<autograd::Node> n) {
+    if (!n) return none();
+    Value x; x.kind = Kind::Node; x.node = std::move(n); return x;
+  }
+  static Value tuple(std::vector<Value> v) { Value x; x.kind = Kind::Tuple; x.items = std::move(v); return x; }
+  static Value list(std::vector<Value> v) { Value x; x.kind = Kind::List; x.items = std::move(v); return x; }
+  static Value dtype_of(DType d) { Value x; x.kind = Kind::DType; x.dtype = d; return x; }
+  static Value torch_size(Shape s) { Value x; x.kind = Kind::Size; x.size = std::move(s); return x; }
+  static Value module(std::string name) { Value x; x.kind = Kind::Module; x.s = std::move(name); return x; }
+
+  static Value method(Value receiver, std::string name) {
+    Value x; x.kind = Kind::Method; x.s = std::move(name); x.items.push_back(std::move(receiver)); return x;
+  }
+
+  bool is_number() const { return kind == Kind::Bool || kind == Kind::Int || kind == Kind::Float; }
+  double number() const { return kind == Kind::Float ? f : kind == Kind::Int ? static_cast<double>(i) : (b ? 1.0 : 0.0); }
+};
+
+// Python's type name of a value, for TypeError messages ("int", "Tensor", "NoneType").
+std::string type_name(const Value& v);
+
+// Python's printed form (print(v)): Python's own rules for bool/int/str/None/tuples/
+// torch.Size/dtypes; tensors and nodes in agtrace's documented form (see README).
+std::string print_form(const Value& v);
+// repr() form, used inside containers (strings get quotes).
+std::string repr_form(const Value& v);
+
+// Shortest decimal that round-trips, as Python's repr(float).
+std::string float_repr(double v);
+
+}  // namespace agtrace

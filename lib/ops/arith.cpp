@@ -1,0 +1,270 @@
+// + - * / neg pow reciprocal and comparisons.
+#include <cmath>
+
+#include "ops/common.hpp"
+#include "ops/ops.hpp"
+
+namespace agtrace::ops {
+
+using namespace detail;
+using autograd::make_node;
+using autograd::set_history;
+
+Tensor wrap_number(const Value& v) {
+  OpScope scope("scalar_tensor");
+  DType d = v.kind == Value::Kind::Float ? DType::Float64
+            : v.kind == Value::Kind::Bool ? DType::Bool
+                                          : DType::Int64;
+  Tensor t = scalar_tensor(v.number(), d);
+  t->is_wrapped_number = true;
+  return t;
+}
+
+namespace detail {
+
+AttrValue number_attr(const Value& v) {
+  return v.kind == Value::Kind::Float ? AttrValue::real(v.f) : AttrValue::integer(static_cast<int64_t>(v.number()));
+}
+double attr_number(const AttrValue& a) {
+  return a.kind == AttrValue::Kind::Double ? a.d : static_cast<double>(a.i);
+}
+
+Tensor grad_to_input(const Tensor& g, const Node& n, size_t i) {
+  return as_dtype(kernels::sum_to(g, n.input_meta[i].sizes), n.input_meta[i].dtype);
+}
+
+// AddBackward0 / SubBackward0: grad_self = grad, grad_other = ±alpha * grad (sum_to for broadcasts).
+std::vector<Tensor> add_sub_backward(Node& n, const std::vector<Tensor>& g) {
+  const double sign = n.name == "SubBackward0" ? -1.0 : 1.0;
+  const double scale = sign * attr_number(n.attr("alpha"));
+  Tensor ga = n.next[0].fn ? grad_to_input(g[0], n, 0) : nullptr;
+  Tensor gb;
+  if (n.next[1].fn) gb = grad_to_input(scale == 1.0 ? g[0] : kscale(g[0], scale), n, 1);
+  return {ga, gb};
+}
+
+// RsubBackward1: rsub(self, other_scalar, alpha) = other - alpha * self.
+std::vector<Tensor> rsub_backward(Node& n, const std::vector<Tensor>& g) {
+  return {grad_to_input(kscale(g[0], -attr_number(n.attr("alpha"))), n, 0)};
+}
+
+// MulBackward0: grad_self = grad * other, grad_other = grad * self.
+std::vector<Tensor> mul_backward(Node& n, const std::vector<Tensor>& g) {
+  Tensor ga, gb;
+  if (n.next[0].fn) ga = grad_to_input(kmul(g[0], n.unpack("other")), n, 0);
+  if (n.next[1].fn) gb = grad_to_input(kmul(g[0], n.unpack("self")), n, 1);
+  return {ga, gb};
+}
+
+// DivBackward0: grad_self = grad / other, grad_other = -grad * self / other^2.
+std::vector<Tensor> div_backward(Node& n, const std::vector<Tensor>& g) {
+  Tensor other = n.unpack("other");
+  Tensor ga, gb;
+  if (n.next[0].fn) ga = grad_to_input(kdiv(g[0], other), n, 0);
+  if (n.next[1].fn) {
+    Tensor self = n.unpack("self");
+    Tensor q = kernels::binary(self, other, kernels::result_type(self, other),
+                               [](double s, double o) { return -s / (o * o); }, "div");
+    gb = grad_to_input(kmul(g[0], q), n, 1);
+  }
+  return {ga, gb};
+}
+
+std::vector<Tensor> neg_backward(Node& n, const std::vector<Tensor>& g) {
+  return {grad_to_input(kscale(g[0], -1.0), n, 0)};
+}
+
+// PowBackward0: grad * exponent * self^(exponent - 1); zero for exponent 0.
+std::vector<Tensor> pow_scalar_backward(Node& n, const std::vector<Tensor>& g) {
+  const double e = attr_number(n.attr("exponent"));
+  Tensor self = n.unpack("self");
+  Tensor d = kernels::unary(self, self->dtype(), [e](double s) { return e == 0.0 ? 0.0 : e * std::pow(s, e - 1.0); });
+  return {grad_to_input(kmul(g[0], d), n, 0)};
+}
+
+// PowBackward1: grad_self = grad * exp * self^(exp-1); grad_exp = grad * result * log(self),
+// masked to 0 where self == 0 and exp >= 0 (derivatives.yaml pow_backward_exponent).
+std::vector<Tensor> pow_tensor_backward(Node& n, const std::vector<Tensor>& g) {
+  Tensor self = n.unpack("self"), ex = n.unpack("exponent"), result = n.unpack("result");
+  Tensor ga, gb;
+  if (n.next[0].fn) {
+    Tensor d = kernels::binary(self, ex, result->dtype(),
+                               [](double s, double e) { return e == 0.0 ? 0.0 : e * std::pow(s, e - 1.0); }, "pow");
+    ga = grad_to_input(kmul(g[0], d), n, 0);
+  }
+  if (n.next[1].fn) {
+    Tensor d = kernels::ternary(self, ex, result, result->dtype(),
+                                [](double s, double e, double r) { return (s == 0.0 && e >= 0.0) ? 0.0 : r * std::log(s); },
+                                "pow");
+    gb = grad_to_input(kmul(g[0], d), n, 1);
+  }
+  return {ga, gb};
+}
+
+// ReciprocalBackward0: -grad * result^2.
+std::vector<Tensor> reciprocal_backward(Node& n, const std::vector<Tensor>& g) {
+  Tensor r = n.unpack("result");
+  Tensor d = kernels::unary(r, r->dtype(), [](double v) { return -v * v; });
+  return {grad_to_input(kmul(g[0], d), n, 0)};
+}
+
+Tensor binary_forward(const Tensor& a, const Tensor& b, const std::string& op,
+                      const std::function<double(double, double)>& f, bool true_division) {
+  DType out = kernels::result_type(a, b);
+  if (true_division && !is_floating(out)) out = DType::Float32;  // int / int is float (default dtype)
+  return kernels::binary(a, b, out, f, op);
+}
+
+}  // namespace detail
+
+Tensor add(const Tensor& a, const Tensor& b, const Value& alpha) {
+  OpScope scope("add");
+  const double al = alpha.number();
+  Tensor r = binary_forward(a, b, "add", [al](double x, double y) { return x + al * y; });
+  if (needs_grad({&a, &b})) {
+    auto node = make_node("AddBackward0", add_sub_backward, {a, b});
+    node->save_attr("alpha", number_attr(alpha));
+    set_history(r, node);
+  }
+  return r;
+}
+
+Tensor sub(const Tensor& a, const Tensor& b, const Value& alpha) {
+  OpScope scope("sub");
+  const double al = alpha.number();
+  Tensor r = binary_forward(a, b, "sub", [al](double x, double y) { return x - al * y; });
+  if (needs_grad({&a, &b})) {
+    auto node = make_node("SubBackward0", add_sub_backward, {a, b});
+    node->save_attr("alpha", number_attr(alpha));
+    set_history(r, node);
+  }
+  return r;
+}
+
+Tensor rsub(const Tensor& a, const Value& scalar, const Value& alpha) {
+  OpScope scope("rsub");
+  Tensor s = wrap_number(scalar);
+  const double al = alpha.number();
+  Tensor r = binary_forward(s, a, "rsub", [al](double x, double y) { return x - al * y; });
+  if (needs_grad({&a})) {
+    // rsub(Tensor, Scalar) takes the scalar as a plain number: one edge only.
+    auto node = make_node("RsubBackward1", rsub_backward, {a});
+    node->save_attr("alpha", number_attr(alpha));
+    set_history(r, node);
+  }
+  return r;
+}
+
+Tensor mul(const Tensor& a, const Tensor& b) {
+  OpScope scope("mul");
+  Tensor r = binary_forward(a, b, "mul", [](double x, double y) { return x * y; });
+  if (needs_grad({&a, &b})) {
+    auto node = make_node("MulBackward0", mul_backward, {a, b});
+    // derivatives.yaml: self needed only for other's gradient and vice versa.
+    node->save_input("other", b, rg(a));
+    node->save_input("self", a, rg(b));
+    set_history(r, node);
+  }
+  return r;
+}
+
+Tensor div(const Tensor& a, const Tensor& b) {
+  OpScope scope("div");
+  Tensor r = binary_forward(a, b, "div", [](double x, double y) { return x / y; }, true);
+  if (needs_grad({&a, &b})) {
+    auto node = make_node("DivBackward0", div_backward, {a, b});
+    // div always saves other (both gradients use it) and self only for other's gradient.
+    node->save_input("other", b, true);
+    node->save_input("self", a, rg(b));
+    set_history(r, node);
+  }
+  return r;
+}
+
+Tensor neg(const Tensor& a) {
+  OpScope scope("neg");
+  if (a->dtype() == DType::Bool) {
+    ScenarioError e("type_error",
+                    "Negation, the `-` operator, on a bool tensor is not supported. If you are trying to "
+                    "invert a mask, use the `~` or `logical_not()` operator instead.");
+    throw e;
+  }
+  Tensor r = kernels::unary(a, a->dtype(), [](double x) { return -x; });
+  if (needs_grad({&a})) set_history(r, make_node("NegBackward0", neg_backward, {a}));
+  return r;
+}
+
+Tensor pow_scalar(const Tensor& a, const Value& exponent) {
+  OpScope scope("pow");
+  const double e = exponent.number();
+  DType out = a->dtype();
+  if (!is_floating(out) && exponent.kind == Value::Kind::Float) out = DType::Float32;
+  Tensor r = kernels::unary(a, out, [e](double x) { return std::pow(x, e); });
+  if (needs_grad({&a})) {
+    auto node = make_node("PowBackward0", pow_scalar_backward, {a});
+    node->save_attr("exponent", number_attr(exponent));
+    node->save_input("self", a);
+    set_history(r, node);
+  }
+  return r;
+}
+
+Tensor pow_tensor(const Tensor& a, const Tensor& exponent) {
+  OpScope scope("pow");
+  Tensor r = binary_forward(a, exponent, "pow", [](double x, double y) { return std::pow(x, y); });
+  if (needs_grad({&a, &exponent})) {
+    auto node = make_node("PowBackward1", pow_tensor_backward, {a, exponent});
+    set_history(r, node);
+    // Saved whatever requires grad (SUMMARY: the set does not change with requires_grad).
+    node->save_input("exponent", exponent);
+    node->save_output("result", r, 0);
+    node->save_input("self", a);
+  }
+  return r;
+}
+
+Tensor rpow(const Value& base, const Tensor& exponent) {
+  // torch.pow(Scalar self, Tensor exponent) wraps the base as a 0-d tensor of the result
+  // dtype (measured: f32[], 4 B) and records PowBackward1 with edges (None, exponent).
+  DType out = exponent->dtype();
+  if (!is_floating(out) && base.kind == Value::Kind::Float) out = DType::Float32;
+  Tensor b;
+  {
+    OpScope scope("scalar_tensor");
+    b = scalar_tensor(base.number(), out);
+  }
+  return pow_tensor(b, exponent);
+}
+
+Tensor reciprocal(const Tensor& a) {
+  OpScope scope("reciprocal");
+  DType out = is_floating(a->dtype()) ? a->dtype() : DType::Float32;
+  Tensor r = kernels::unary(a, out, [](double x) { return 1.0 / x; });
+  if (needs_grad({&a})) {
+    auto node = make_node("ReciprocalBackward0", reciprocal_backward, {a});
+    set_history(r, node);
+    node->save_output("result", r, 0);
+  }
+  return r;
+}
+
+Tensor compare(const Tensor& a, const Tensor& b, const std::string& op) {
+  OpScope scope(op);
+  // Comparisons are not differentiable: no node, a bool result.
+  std::function<double(double, double)> f;
+  if (op == "eq") f = [](double x, double y) { return x == y ? 1.0 : 0.0; };
+  else if (op == "ne") f = [](double x, double y) { return x != y ? 1.0 : 0.0; };
+  else if (op == "lt") f = [](double x, double y) { return x < y ? 1.0 : 0.0; };
+  else if (op == "le") f = [](double x, double y) { return x <= y ? 1.0 : 0.0; };
+  else if (op == "gt") f = [](double x, double y) { return x > y ? 1.0 : 0.0; };
+  else f = [](double x, double y) { return x >= y ? 1.0 : 0.0; };
+  // Compare in the promoted dtype, as PyTorch does.
+  DType common = kernels::result_type(a, b);
+  return kernels::binary(a, b, DType::Bool,
+                         [f, common](double x, double y) {
+                           return f(round_to_dtype(x, common), round_to_dtype(y, common));
+                         },
+                         op);
+}
+
+}  // namespace agtrace::ops

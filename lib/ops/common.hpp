@@ -1,0 +1,92 @@
+// Helpers shared by the op files: whether to record a node, and small kernels for
+// backward formulas.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "autograd/grad_mode.hpp"
+#include "autograd/node.hpp"
+#include "errors.hpp"
+#include "interp/value.hpp"
+#include "tensor/events.hpp"
+#include "tensor/kernels.hpp"
+
+namespace agtrace::ops::detail {
+
+using autograd::AttrValue;
+using autograd::Node;
+
+// PyTorch records a node when grad mode is on and any differentiable input requires grad.
+inline bool needs_grad(std::initializer_list<const Tensor*> inputs) {
+  if (!autograd::grad_enabled()) return false;
+  for (const Tensor* t : inputs)
+    if (*t && (*t)->requires_grad()) return true;
+  return false;
+}
+
+inline bool rg(const Tensor& t) { return t && t->requires_grad(); }
+
+// Names the op being computed, so allocations are attributed to it.
+struct OpScope {
+  std::string previous;
+  explicit OpScope(const std::string& op) : previous(run_position().op) { run_position().op = op; }
+  ~OpScope() { run_position().op = previous; }
+};
+
+inline Tensor as_dtype(const Tensor& t, DType d) { return !t || t->dtype() == d ? t : kernels::cast(t, d); }
+
+inline Tensor kmul(const Tensor& a, const Tensor& b) {
+  return kernels::binary(a, b, kernels::result_type(a, b), [](double x, double y) { return x * y; }, "mul");
+}
+inline Tensor kdiv(const Tensor& a, const Tensor& b) {
+  return kernels::binary(a, b, kernels::result_type(a, b), [](double x, double y) { return x / y; }, "div");
+}
+inline Tensor kadd(const Tensor& a, const Tensor& b) {
+  return kernels::binary(a, b, kernels::result_type(a, b), [](double x, double y) { return x + y; }, "add");
+}
+inline Tensor kscale(const Tensor& a, double s) {
+  return kernels::unary(a, a->dtype(), [s](double x) { return x * s; });
+}
+// Gradient for an input: reduced over broadcast dims and in the input's dtype.
+inline Tensor grad_for(const Tensor& g, const Tensor& input_like_shape, DType d) {
+  return as_dtype(kernels::sum_to(g, input_like_shape->sizes), d);
+}
+inline Tensor grad_for_meta(const Tensor& g, const autograd::OutputMeta&, const Shape& shape, DType d) {
+  return as_dtype(kernels::sum_to(g, shape), d);
+}
+
+// Shape and dtype of the node's inputs at forward time, recorded for backward formulas
+// that need only metadata (PyTorch saves these as *_sym_sizes / scalar types).
+struct InputMeta {
+  Shape sizes;
+  DType dtype;
+};
+
+inline void require_floating(const Tensor& t, const std::string& op) {
+  if (!is_floating(t->dtype())) {
+    ScenarioError e("dtype_mismatch", "\"" + op + "\" not implemented for '" + dtype_name(t->dtype()) + "'");
+    e.facts = {{"op", op}, {"dtype", dtype_name(t->dtype())}};
+    throw e;
+  }
+}
+
+// Backward formulas shared by out-of-place and in-place forms (arith.cpp).
+AttrValue number_attr(const Value& v);
+std::vector<Tensor> add_sub_backward(Node& n, const std::vector<Tensor>& g);
+std::vector<Tensor> mul_backward(Node& n, const std::vector<Tensor>& g);
+std::vector<Tensor> div_backward(Node& n, const std::vector<Tensor>& g);
+Tensor binary_forward(const Tensor& a, const Tensor& b, const std::string& op,
+                      const std::function<double(double, double)>& f, bool true_division = false);
+
+// Pointwise ops (unary.cpp): one table entry serves f(x) and f_(x).
+struct PointwiseOp {
+  const char* op;
+  const char* node;
+  double (*f)(double);
+  autograd::BackwardFn backward;
+  bool saves_result;  // else saves self
+  bool float_only;    // integer inputs promote to float (exp, log, ...); relu keeps dtype
+};
+const PointwiseOp* find_pointwise(const std::string& name);
+
+}  // namespace agtrace::ops::detail

@@ -1,0 +1,153 @@
+// In-place operations. PyTorch checks the edit before doing it (a leaf that requires
+// grad may not be edited while grad mode is on), bumps the version counter once, and
+// rebases the tensor's history: the new node's first edge is the tensor's old grad_fn,
+// and the tensor's grad_fn becomes the new node. The node classes are the out-of-place
+// ones (h.add_(y) records AddBackward0), so the backward formulas are shared.
+#include <cmath>
+
+#include "ops/common.hpp"
+#include "ops/ops.hpp"
+
+namespace agtrace::ops {
+
+using namespace detail;
+using autograd::make_node;
+using autograd::set_history;
+
+namespace {
+
+void check_inplace_allowed(const Tensor& self, const Tensor* other) {
+  if (!autograd::grad_enabled()) return;
+  if (self->is_leaf() && self->requires_grad_flag) {
+    ScenarioError e("leaf_inplace", "a leaf Variable that requires grad is being used in an in-place operation.");
+    e.facts = {{"tensor_id", self->id}};
+    throw e;
+  }
+  if (self->is_view() && self->base->is_leaf() && self->base->requires_grad()) {
+    ScenarioError e("view_of_leaf_inplace",
+                    "a view of a leaf Variable that requires grad is being used in an in-place operation.");
+    e.facts = {{"tensor_id", self->id}, {"base_id", self->base->id}};
+    throw e;
+  }
+  const bool graph = self->requires_grad() || (other && *other && (*other)->requires_grad());
+  if (self->is_view() && graph) {
+    // PyTorch turns the base's grad_fn into CopySlices here; agtrace does not model it yet,
+    // and says so rather than record a wrong graph.
+    throw ScenarioError("unsupported",
+                        "in-place operation on a view that takes part in autograd (CopySlices) is not supported yet");
+  }
+}
+
+void bump(const Tensor& self) {
+  self->version->bump();
+  Event e;
+  e.kind = Event::Kind::VersionBump;
+  e.storage_id = self->storage->id;
+  e.version = self->version->version;
+  emit(e);
+}
+
+void check_castable(const Tensor& self, const Tensor& other, const std::string& op) {
+  DType rt = kernels::result_type(self, other);
+  if (kernels::promote(rt, self->dtype()) != self->dtype()) {
+    ScenarioError e("dtype_mismatch", "result type " + dtype_name(rt) +
+                                          " can't be cast to the desired output type " + dtype_name(self->dtype()));
+    e.facts = {{"op", op}};
+    throw e;
+  }
+}
+
+using Recorder = std::function<std::shared_ptr<autograd::Node>()>;
+
+void binary_inplace_op(const Tensor& self, const Tensor& other, const std::string& op,
+                       const std::function<double(double, double)>& f, const Recorder& record) {
+  OpScope scope(op);
+  check_inplace_allowed(self, &other);
+  check_castable(self, other, op);
+  kernels::broadcast_shapes(self->sizes, other->sizes, op);
+  // The node is built before the edit: mul_ must save the old value of self.
+  std::shared_ptr<autograd::Node> node = needs_grad({&self, &other}) ? record() : nullptr;
+  kernels::binary_inplace(self, other, f, op);
+  bump(self);
+  if (node) set_history(self, node);
+}
+
+}  // namespace
+
+void add_(const Tensor& self, const Tensor& other, const Value& alpha) {
+  const double al = alpha.number();
+  binary_inplace_op(self, other, "add_", [al](double x, double y) { return x + al * y; }, [&] {
+    auto node = make_node("AddBackward0", add_sub_backward, {self, other});
+    node->save_attr("alpha", number_attr(alpha));
+    return node;
+  });
+}
+
+void sub_(const Tensor& self, const Tensor& other, const Value& alpha) {
+  const double al = alpha.number();
+  binary_inplace_op(self, other, "sub_", [al](double x, double y) { return x - al * y; }, [&] {
+    auto node = make_node("SubBackward0", add_sub_backward, {self, other});
+    node->save_attr("alpha", number_attr(alpha));
+    return node;
+  });
+}
+
+void mul_(const Tensor& self, const Tensor& other) {
+  binary_inplace_op(self, other, "mul_", [](double x, double y) { return x * y; }, [&] {
+    auto node = make_node("MulBackward0", mul_backward, {self, other});
+    node->save_input("other", other, rg(self));
+    // SUMMARY: h.mul_(y) saves a clone of the old self (own storage, grad_fn CloneBackward0).
+    Tensor old_self = rg(other) ? clone(self) : nullptr;
+    node->save_input("self", old_self, rg(other));
+    return node;
+  });
+}
+
+void div_(const Tensor& self, const Tensor& other) {
+  binary_inplace_op(self, other, "div_", [](double x, double y) { return x / y; }, [&] {
+    auto node = make_node("DivBackward0", div_backward, {self, other});
+    node->save_input("other", other, true);
+    Tensor old_self = rg(other) ? clone(self) : nullptr;
+    node->save_input("self", old_self, rg(other));
+    return node;
+  });
+}
+
+static void pointwise_inplace(const Tensor& self, const std::string& name) {
+  const PointwiseOp* op = find_pointwise(name);
+  OpScope scope(std::string(op->op) + "_");
+  check_inplace_allowed(self, nullptr);
+  std::shared_ptr<autograd::Node> node =
+      needs_grad({&self}) ? make_node(op->node, op->backward, {self}) : nullptr;
+  kernels::unary_inplace(self, op->f);
+  bump(self);
+  if (node) {
+    set_history(self, node);
+    // The saved result is the edited tensor at its new version (SUMMARY: relu_ saves a
+    // result sharing storage with h, and its _version is 1).
+    node->save_output("result", self, 0);
+  }
+}
+
+void relu_(const Tensor& self) { pointwise_inplace(self, "relu"); }
+void exp_(const Tensor& self) { pointwise_inplace(self, "exp"); }
+void sigmoid_(const Tensor& self) { pointwise_inplace(self, "sigmoid"); }
+void tanh_(const Tensor& self) { pointwise_inplace(self, "tanh"); }
+
+namespace {
+std::vector<Tensor> zero_backward(autograd::Node& n, const std::vector<Tensor>&) {
+  const auto& m = n.input_meta[0];
+  return {kernels::full(m.sizes, 0.0, m.dtype, m.meta)};
+}
+}  // namespace
+
+void zero_(const Tensor& self) {
+  OpScope scope("zero_");
+  check_inplace_allowed(self, nullptr);
+  std::shared_ptr<autograd::Node> node = needs_grad({&self}) ? make_node("ZeroBackward0", zero_backward, {self}) : nullptr;
+  kernels::unary_inplace(self, [](double) { return 0.0; });
+  bump(self);
+  if (node) set_history(self, node);
+}
+
+}  // namespace agtrace::ops

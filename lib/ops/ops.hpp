@@ -1,0 +1,68 @@
+// Autograd-aware tensor operations: each records the backward node PyTorch 1.13 records,
+// with the same name, next_functions and saved values (shared/oracle/SUMMARY.md), and
+// computes the result. Backward formulas sit next to their forward in the same file.
+#pragma once
+#include <optional>
+#include <vector>
+
+#include "interp/value.hpp"
+#include "tensor/tensor.hpp"
+
+namespace agtrace::ops {
+
+// A Python number as PyTorch wraps it for a tensor op: a 0-d float64 (float), int64
+// (int) or bool tensor marked as a wrapped number (lowest priority in type promotion).
+Tensor wrap_number(const Value& v);
+
+// Arithmetic (arith.cpp). `alpha` is a Python number as written (its type shows in _saved_alpha).
+Tensor add(const Tensor& a, const Tensor& b, const Value& alpha);
+Tensor sub(const Tensor& a, const Tensor& b, const Value& alpha);
+Tensor rsub(const Tensor& a, const Value& scalar, const Value& alpha);  // scalar - alpha * a
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor neg(const Tensor& a);
+Tensor pow_scalar(const Tensor& a, const Value& exponent);
+Tensor pow_tensor(const Tensor& a, const Tensor& exponent);
+Tensor rpow(const Value& base, const Tensor& exponent);  // base ** tensor
+Tensor reciprocal(const Tensor& a);
+Tensor compare(const Tensor& a, const Tensor& b, const std::string& op);  // == != < <= > >=
+
+// Pointwise functions (unary.cpp).
+Tensor exp(const Tensor& a);
+Tensor log(const Tensor& a);
+Tensor sqrt(const Tensor& a);
+Tensor tanh(const Tensor& a);
+Tensor sigmoid(const Tensor& a);
+Tensor relu(const Tensor& a);
+
+// Reductions (reduce.cpp). dims empty with has_dim=false: all elements.
+Tensor sum(const Tensor& a, const std::optional<std::vector<int64_t>>& dims, bool keepdim);
+Tensor mean(const Tensor& a, const std::optional<std::vector<int64_t>>& dims, bool keepdim);
+
+// Matrix products (linalg.cpp).
+Tensor mm(const Tensor& a, const Tensor& b);
+Tensor matmul(const Tensor& a, const Tensor& b);
+
+// Views and copies (views.cpp).
+Tensor view(const Tensor& a, const std::vector<int64_t>& shape);
+Tensor reshape(const Tensor& a, const std::vector<int64_t>& shape);
+Tensor t(const Tensor& a);
+Tensor transpose(const Tensor& a, int64_t dim0, int64_t dim1);
+Tensor select(const Tensor& a, int64_t dim, int64_t index);
+Tensor slice(const Tensor& a, int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end, int64_t step);
+Tensor clone(const Tensor& a);
+Tensor detach(const Tensor& a);
+Tensor contiguous(const Tensor& a);
+
+// In-place (inplace.cpp): each bumps the version counter once and rebases the history.
+void add_(const Tensor& self, const Tensor& other, const Value& alpha);
+void sub_(const Tensor& self, const Tensor& other, const Value& alpha);
+void mul_(const Tensor& self, const Tensor& other);
+void div_(const Tensor& self, const Tensor& other);
+void relu_(const Tensor& self);
+void exp_(const Tensor& self);
+void sigmoid_(const Tensor& self);
+void tanh_(const Tensor& self);
+void zero_(const Tensor& self);
+
+}  // namespace agtrace::ops

@@ -1,0 +1,113 @@
+// sum and mean. sum saves only sizes; mean over all elements saves sizes and numel, but
+// mean over dims saves the whole input (MeanBackward1._saved_self, measured).
+#include <algorithm>
+
+#include "ops/common.hpp"
+#include "ops/ops.hpp"
+
+namespace agtrace::ops {
+
+using namespace detail;
+using autograd::make_node;
+using autograd::set_history;
+
+namespace {
+
+std::vector<int64_t> normalise_dims(const std::vector<int64_t>& dims, int64_t ndim) {
+  std::vector<int64_t> out;
+  for (int64_t d : dims) {
+    int64_t w = kernels::wrap_dim(d, ndim);
+    if (std::find(out.begin(), out.end(), w) != out.end()) {
+      ScenarioError e("type_error", "dim " + std::to_string(w) + " appears multiple times in the list of dims");
+      throw e;
+    }
+    out.push_back(w);
+  }
+  return out;
+}
+
+std::vector<int64_t> dims_of(const Node& n) {
+  const AttrValue& a = n.attr("dim");
+  std::vector<int64_t> dims;
+  const int64_t nd = static_cast<int64_t>(n.input_meta[0].sizes.size());
+  for (int64_t d : a.list) dims.push_back(d < 0 ? d + std::max<int64_t>(nd, 1) : d);
+  return dims;
+}
+
+// SumBackward0 / MeanBackward0: broadcast the gradient back to the input's shape.
+std::vector<Tensor> sum_all_backward(Node& n, const std::vector<Tensor>& g) {
+  const auto& m = n.input_meta[0];
+  Tensor e = kernels::expand_to(g[0], m.sizes, {}, false);
+  if (n.name == "MeanBackward0") e = kscale(e, 1.0 / static_cast<double>(std::max<int64_t>(shape_numel(m.sizes), 1)));
+  return {as_dtype(e, m.dtype)};
+}
+
+// SumBackward1 / MeanBackward1.
+std::vector<Tensor> sum_dim_backward(Node& n, const std::vector<Tensor>& g) {
+  const auto& m = n.input_meta[0];
+  std::vector<int64_t> dims = dims_of(n);
+  Tensor e = kernels::expand_to(g[0], m.sizes, dims, n.attr("keepdim").b);
+  if (n.name == "MeanBackward1") {
+    int64_t count = 1;
+    for (int64_t d : dims) count *= m.sizes.empty() ? 1 : m.sizes[static_cast<size_t>(d)];
+    e = kscale(e, 1.0 / static_cast<double>(std::max<int64_t>(count, 1)));
+  }
+  return {as_dtype(e, m.dtype)};
+}
+
+Tensor reduce(const Tensor& a, const std::optional<std::vector<int64_t>>& dims_in, bool keepdim, bool is_mean) {
+  OpScope scope(is_mean ? "mean" : "sum");
+  if (is_mean && !is_floating(a->dtype())) {
+    ScenarioError e("dtype_mismatch",
+                    "mean(): could not infer output dtype. Input dtype must be either a floating point or "
+                    "complex dtype. Got: " + dtype_tensor_type(a->dtype()).substr(0, dtype_tensor_type(a->dtype()).size() - 6));
+    throw e;
+  }
+  std::vector<int64_t> dims = dims_in ? normalise_dims(*dims_in, a->dim()) : std::vector<int64_t>{};
+  // An empty dim list reduces everything, like dims=None.
+  std::vector<int64_t> kernel_dims = dims;
+  if (a->dim() == 0) kernel_dims.clear();
+  Tensor r = kernels::sum(a, kernel_dims, keepdim && dims_in.has_value());
+  if (is_mean) {
+    int64_t count = 1;
+    if (dims.empty() || a->dim() == 0)
+      count = a->numel();
+    else
+      for (int64_t d : dims) count *= a->sizes[static_cast<size_t>(d)];
+    Tensor m = kernels::unary(r, r->dtype(), [count](double v) { return v / static_cast<double>(count); });
+    r = m;
+  }
+  if (needs_grad({&a})) {
+    if (!dims_in) {
+      auto node = make_node(is_mean ? "MeanBackward0" : "SumBackward0", sum_all_backward, {a});
+      if (is_mean) {
+        node->save_attr("self_numel", AttrValue::integer(a->numel()));
+        node->save_attr("self_sizes", AttrValue::ints(a->sizes));
+      } else {
+        node->save_attr("self_sym_sizes", AttrValue::ints(a->sizes));
+      }
+      set_history(r, node);
+    } else {
+      auto node = make_node(is_mean ? "MeanBackward1" : "SumBackward1", sum_dim_backward, {a});
+      // Dims are stored as written (a negative dim reads back as 2**64 + dim).
+      node->save_attr("dim", AttrValue::ints(*dims_in, true));
+      node->save_attr("keepdim", AttrValue::boolean(keepdim));
+      if (is_mean) node->save_input("self", a);
+      node->save_attr("self_sym_sizes", AttrValue::ints(a->sizes));
+      set_history(r, node);
+    }
+  }
+  return r;
+}
+
+}  // namespace
+
+Tensor sum(const Tensor& a, const std::optional<std::vector<int64_t>>& dims, bool keepdim) {
+  return reduce(a, dims, keepdim, false);
+}
+
+Tensor mean(const Tensor& a, const std::optional<std::vector<int64_t>>& dims, bool keepdim) {
+  return reduce(a, dims, keepdim, true);
+}
+
+}  // namespace agtrace::ops

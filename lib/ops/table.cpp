@@ -1,0 +1,540 @@
+#include "ops/table.hpp"
+
+#include <map>
+
+#include "autograd/grad_mode.hpp"
+#include "errors.hpp"
+#include "ops/ops.hpp"
+#include "tensor/kernels.hpp"
+
+namespace agtrace::ops {
+
+namespace {
+
+[[noreturn]] void type_error(const std::string& msg) { throw ScenarioError("type_error", msg); }
+
+std::string short_fn(const std::string& fn) {
+  auto dot = fn.rfind('.');
+  return dot == std::string::npos ? fn : fn.substr(dot + 1);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- argument access
+
+const Value& Args::get(const std::string& name) const {
+  static const Value none;
+  for (size_t i = 0; i < params.size(); ++i)
+    if (params[i].name == name) return values[i] ? *values[i] : none;
+  return none;
+}
+
+bool Args::given(const std::string& name) const { return get(name).kind != Value::Kind::None; }
+
+Tensor Args::tensor(const std::string& name) const {
+  const Value& v = get(name);
+  if (v.kind != Value::Kind::Tensor)
+    type_error(short_fn(fn) + "(): argument '" + name + "' must be Tensor, not " + type_name(v));
+  return v.t;
+}
+
+Tensor Args::tensor_or_number(const std::string& name) const {
+  const Value& v = get(name);
+  if (v.kind == Value::Kind::Tensor) return v.t;
+  if (v.is_number()) return wrap_number(v);
+  type_error(short_fn(fn) + "(): argument '" + name + "' must be Tensor or a number, not " + type_name(v));
+}
+
+double Args::number(const std::string& name) const {
+  const Value& v = get(name);
+  if (!v.is_number()) type_error(short_fn(fn) + "(): argument '" + name + "' must be a number, not " + type_name(v));
+  return v.number();
+}
+
+int64_t Args::integer(const std::string& name) const {
+  const Value& v = get(name);
+  if (v.kind != Value::Kind::Int && v.kind != Value::Kind::Bool)
+    type_error(short_fn(fn) + "(): argument '" + name + "' must be int, not " + type_name(v));
+  return v.kind == Value::Kind::Int ? v.i : (v.b ? 1 : 0);
+}
+
+bool Args::flag(const std::string& name) const {
+  const Value& v = get(name);
+  if (v.kind == Value::Kind::None) return false;
+  if (v.kind != Value::Kind::Bool && v.kind != Value::Kind::Int)
+    type_error(short_fn(fn) + "(): argument '" + name + "' must be bool, not " + type_name(v));
+  return v.kind == Value::Kind::Bool ? v.b : v.i != 0;
+}
+
+static std::vector<int64_t> int_sequence(const Value& v, const std::string& fn, const std::string& name) {
+  std::vector<int64_t> out;
+  if (v.kind == Value::Kind::Size) return v.size;
+  for (const Value& item : v.items) {
+    if (item.kind != Value::Kind::Int)
+      type_error(short_fn(fn) + "(): argument '" + name + "' must be a tuple of ints, but found element of type " +
+                 type_name(item));
+    out.push_back(item.i);
+  }
+  return out;
+}
+
+std::optional<std::vector<int64_t>> Args::dims(const std::string& name) const {
+  const Value& v = get(name);
+  if (v.kind == Value::Kind::None) return std::nullopt;
+  if (v.kind == Value::Kind::Int) return std::vector<int64_t>{v.i};
+  if (v.kind == Value::Kind::Tuple || v.kind == Value::Kind::List) return int_sequence(v, fn, name);
+  type_error(short_fn(fn) + "(): argument '" + name + "' must be int or tuple of ints, not " + type_name(v));
+}
+
+std::vector<int64_t> Args::shape(const std::string& name) const {
+  const Value& v = get(name);
+  // view(2, 3) and view((2, 3)) both work, as in PyTorch.
+  if (v.kind == Value::Kind::Tuple && v.items.size() == 1 &&
+      (v.items[0].kind == Value::Kind::Tuple || v.items[0].kind == Value::Kind::List ||
+       v.items[0].kind == Value::Kind::Size))
+    return int_sequence(v.items[0], fn, name);
+  if (v.kind == Value::Kind::Tuple || v.kind == Value::Kind::List || v.kind == Value::Kind::Size)
+    return int_sequence(v, fn, name);
+  if (v.kind == Value::Kind::Int) return {v.i};
+  type_error(short_fn(fn) + "(): argument '" + name + "' must be tuple of ints, not " + type_name(v));
+}
+
+std::vector<Tensor> Args::tensors(const std::string& name) const {
+  const Value& v = get(name);
+  if (v.kind == Value::Kind::Tensor) return {v.t};
+  std::vector<Tensor> out;
+  if (v.kind == Value::Kind::Tuple || v.kind == Value::Kind::List) {
+    for (const Value& item : v.items) {
+      if (item.kind != Value::Kind::Tensor)
+        type_error(short_fn(fn) + "(): argument '" + name + "' must be a sequence of Tensors, found " + type_name(item));
+      out.push_back(item.t);
+    }
+    return out;
+  }
+  type_error(short_fn(fn) + "(): argument '" + name + "' must be Tensor or a sequence of Tensors, not " + type_name(v));
+}
+
+// ---------------------------------------------------------------- implementations
+
+namespace {
+
+Value T(Tensor t) { return Value::tensor(std::move(t)); }
+
+// Python number or tensor operand of an arithmetic op.
+Value binary_dispatch(Args& a, Tensor (*f)(const Tensor&, const Tensor&)) {
+  return T(f(a.tensor("self"), a.tensor_or_number("other")));
+}
+
+Value impl_add(Args& a, Runtime&) {
+  Value alpha = a.given("alpha") ? a.get("alpha") : Value::integer(1);
+  return T(add(a.tensor("self"), a.tensor_or_number("other"), alpha));
+}
+Value impl_sub(Args& a, Runtime&) {
+  Value alpha = a.given("alpha") ? a.get("alpha") : Value::integer(1);
+  return T(sub(a.tensor("self"), a.tensor_or_number("other"), alpha));
+}
+Value impl_mul(Args& a, Runtime&) { return binary_dispatch(a, mul); }
+Value impl_div(Args& a, Runtime&) { return binary_dispatch(a, div); }
+Value impl_neg(Args& a, Runtime&) { return T(neg(a.tensor("self"))); }
+Value impl_pow(Args& a, Runtime&) {
+  const Value& e = a.get("exponent");
+  if (e.kind == Value::Kind::Tensor) return T(pow_tensor(a.tensor("self"), e.t));
+  if (!e.is_number()) type_error("pow(): argument 'exponent' must be Tensor or Number, not " + type_name(e));
+  return T(pow_scalar(a.tensor("self"), e));
+}
+Value impl_reciprocal(Args& a, Runtime&) { return T(reciprocal(a.tensor("self"))); }
+template <const char* Op>
+Value impl_compare(Args& a, Runtime&) {
+  return T(compare(a.tensor("self"), a.tensor_or_number("other"), Op));
+}
+constexpr char kEq[] = "eq", kNe[] = "ne", kLt[] = "lt", kLe[] = "le", kGt[] = "gt", kGe[] = "ge";
+
+Value impl_exp(Args& a, Runtime&) { return T(exp(a.tensor("self"))); }
+Value impl_log(Args& a, Runtime&) { return T(log(a.tensor("self"))); }
+Value impl_sqrt(Args& a, Runtime&) { return T(sqrt(a.tensor("self"))); }
+Value impl_tanh(Args& a, Runtime&) { return T(tanh(a.tensor("self"))); }
+Value impl_sigmoid(Args& a, Runtime&) { return T(sigmoid(a.tensor("self"))); }
+Value impl_relu(Args& a, Runtime&) {
+  Tensor x = a.tensor("self");
+  if (a.flag("inplace")) {
+    relu_(x);
+    return T(x);
+  }
+  return T(relu(x));
+}
+
+Value impl_sum(Args& a, Runtime&) { return T(sum(a.tensor("self"), a.dims("dim"), a.flag("keepdim"))); }
+Value impl_mean(Args& a, Runtime&) { return T(mean(a.tensor("self"), a.dims("dim"), a.flag("keepdim"))); }
+Value impl_mm(Args& a, Runtime&) { return T(mm(a.tensor("self"), a.tensor("mat2"))); }
+Value impl_matmul(Args& a, Runtime&) { return T(matmul(a.tensor("self"), a.tensor("other"))); }
+
+Value impl_view(Args& a, Runtime&) {
+  const Value& s = a.get("shape");
+  if (s.kind == Value::Kind::Tuple && s.items.size() == 1 && s.items[0].kind == Value::Kind::DType)
+    throw ScenarioError("unsupported", "view(dtype) is not supported");
+  return T(view(a.tensor("self"), a.shape("shape")));
+}
+Value impl_reshape(Args& a, Runtime&) { return T(reshape(a.tensor("self"), a.shape("shape"))); }
+Value impl_t(Args& a, Runtime&) { return T(t(a.tensor("self"))); }
+Value impl_transpose(Args& a, Runtime&) {
+  return T(transpose(a.tensor("self"), a.integer("dim0"), a.integer("dim1")));
+}
+Value impl_select(Args& a, Runtime&) { return T(select(a.tensor("self"), a.integer("dim"), a.integer("index"))); }
+Value impl_clone(Args& a, Runtime&) { return T(clone(a.tensor("self"))); }
+Value impl_detach(Args& a, Runtime&) { return T(detach(a.tensor("self"))); }
+Value impl_contiguous(Args& a, Runtime&) { return T(contiguous(a.tensor("self"))); }
+
+Value impl_add_(Args& a, Runtime&) {
+  Value alpha = a.given("alpha") ? a.get("alpha") : Value::integer(1);
+  add_(a.tensor("self"), a.tensor_or_number("other"), alpha);
+  return a.get("self");
+}
+Value impl_sub_(Args& a, Runtime&) {
+  Value alpha = a.given("alpha") ? a.get("alpha") : Value::integer(1);
+  sub_(a.tensor("self"), a.tensor_or_number("other"), alpha);
+  return a.get("self");
+}
+Value impl_mul_(Args& a, Runtime&) {
+  mul_(a.tensor("self"), a.tensor_or_number("other"));
+  return a.get("self");
+}
+Value impl_div_(Args& a, Runtime&) {
+  div_(a.tensor("self"), a.tensor_or_number("other"));
+  return a.get("self");
+}
+Value impl_relu_(Args& a, Runtime&) { relu_(a.tensor("self")); return a.get("self"); }
+Value impl_exp_(Args& a, Runtime&) { exp_(a.tensor("self")); return a.get("self"); }
+Value impl_sigmoid_(Args& a, Runtime&) { sigmoid_(a.tensor("self")); return a.get("self"); }
+Value impl_tanh_(Args& a, Runtime&) { tanh_(a.tensor("self")); return a.get("self"); }
+Value impl_zero_(Args& a, Runtime&) { zero_(a.tensor("self")); return a.get("self"); }
+
+bool retain_flag(const Args& a, bool create_graph) {
+  // retain_graph defaults to create_graph (torch.autograd.backward).
+  return a.given("retain_graph") ? a.flag("retain_graph") : create_graph;
+}
+
+Value impl_backward(Args& a, Runtime& rt) {
+  Tensor self = a.tensor("self");
+  std::vector<Tensor> grads{a.given("gradient") ? a.tensor("gradient") : nullptr};
+  const bool create = a.flag("create_graph");
+  if (a.given("inputs")) throw ScenarioError("unsupported", "backward(inputs=...) is not supported yet");
+  rt.backward({self}, grads, retain_flag(a, create), create, nullptr, false);
+  return Value::none();
+}
+
+Value impl_autograd_grad(Args& a, Runtime& rt) {
+  std::vector<Tensor> outputs = a.tensors("outputs");
+  std::vector<Tensor> inputs = a.tensors("inputs");
+  std::vector<Tensor> grads(outputs.size());
+  if (a.given("grad_outputs")) {
+    std::vector<Tensor> g = a.tensors("grad_outputs");
+    for (size_t i = 0; i < g.size() && i < grads.size(); ++i) grads[i] = g[i];
+  }
+  const bool create = a.flag("create_graph");
+  return rt.backward(outputs, grads, retain_flag(a, create), create, &inputs, a.flag("allow_unused"));
+}
+
+DType creation_dtype(const Args& a, DType fallback) {
+  const Value& d = a.get("dtype");
+  if (d.kind == Value::Kind::None) return fallback;
+  if (d.kind != Value::Kind::DType) type_error(short_fn(a.fn) + "(): argument 'dtype' must be torch.dtype, not " + type_name(d));
+  return d.dtype;
+}
+
+Value finish_creation(const Args& a, Tensor t) {
+  if (a.flag("requires_grad")) {
+    if (!is_floating(t->dtype()))
+      throw ScenarioError("type_error", "Only Tensors of floating point and complex dtype can require gradients");
+    t->requires_grad_flag = true;
+  }
+  return T(std::move(t));
+}
+
+Value impl_full_of(Args& a, Runtime& rt, double v) {
+  std::vector<int64_t> shape = a.shape("size");
+  for (int64_t d : shape)
+    if (d < 0) throw ScenarioError("shape_mismatch", "Trying to create tensor with negative dimension " + std::to_string(d));
+  return finish_creation(a, kernels::full(shape, v, creation_dtype(a, DType::Float32), rt.device() == "meta"));
+}
+Value impl_zeros(Args& a, Runtime& rt) { return impl_full_of(a, rt, 0.0); }
+Value impl_ones(Args& a, Runtime& rt) { return impl_full_of(a, rt, 1.0); }
+Value impl_like(Args& a, double v) {
+  Tensor src = a.tensor("input");
+  return finish_creation(a, kernels::full(src->sizes, v, creation_dtype(a, src->dtype()), src->is_meta()));
+}
+Value impl_zeros_like(Args& a, Runtime&) { return impl_like(a, 0.0); }
+Value impl_ones_like(Args& a, Runtime&) { return impl_like(a, 1.0); }
+
+void flatten_data(const Value& v, Shape& shape, size_t depth, std::vector<double>& out, int& kind) {
+  if (v.kind == Value::Kind::List || v.kind == Value::Kind::Tuple) {
+    if (shape.size() <= depth) shape.push_back(static_cast<int64_t>(v.items.size()));
+    else if (shape[depth] != static_cast<int64_t>(v.items.size()))
+      throw ScenarioError("shape_mismatch", "expected sequence of length " + std::to_string(shape[depth]) +
+                                                " at dim " + std::to_string(depth) + " (got " +
+                                                std::to_string(v.items.size()) + ")");
+    for (const Value& item : v.items) flatten_data(item, shape, depth + 1, out, kind);
+    return;
+  }
+  if (!v.is_number()) type_error("tensor(): could not infer dtype of " + type_name(v));
+  kind = std::max(kind, v.kind == Value::Kind::Float ? 2 : v.kind == Value::Kind::Int ? 1 : 0);
+  out.push_back(v.number());
+}
+
+Value impl_tensor(Args& a, Runtime& rt) {
+  Shape shape;
+  std::vector<double> data;
+  int kind = 0;
+  flatten_data(a.get("data"), shape, 0, data, kind);
+  DType d = creation_dtype(a, kind == 2 ? DType::Float32 : kind == 1 ? DType::Int64 : DType::Bool);
+  Tensor t = rt.device() == "meta" ? kernels::full(shape, 0.0, d, true) : tensor_from_values(shape, d, data);
+  return finish_creation(a, t);
+}
+
+Value impl_print(Args& a, Runtime& rt) {
+  std::string line;
+  const Value& vals = a.get("values");
+  for (size_t i = 0; i < vals.items.size(); ++i) {
+    if (i) line += " ";
+    line += print_form(vals.items[i]);
+  }
+  rt.print_line(line);
+  return Value::none();
+}
+
+Value impl_shares_storage(Args& a, Runtime&) {
+  return Value::boolean(a.tensor("a")->storage == a.tensor("b")->storage);
+}
+
+Value impl_equal(Args& a, Runtime&) {
+  Tensor x = a.tensor("input"), y = a.tensor("other");
+  if (x->sizes != y->sizes) return Value::boolean(false);
+  return Value::boolean(to_values(x) == to_values(y));
+}
+
+Value impl_is_grad_enabled(Args&, Runtime&) { return Value::boolean(autograd::grad_enabled()); }
+
+Value impl_size(Args& a, Runtime&) {
+  Tensor t = a.tensor("self");
+  if (!a.given("dim")) return Value::torch_size(t->sizes);
+  return Value::integer(t->sizes[static_cast<size_t>(kernels::wrap_dim(a.integer("dim"), t->dim()))]);
+}
+Value impl_dim(Args& a, Runtime&) { return Value::integer(a.tensor("self")->dim()); }
+Value impl_numel(Args& a, Runtime&) { return Value::integer(a.tensor("self")->numel()); }
+Value impl_element_size(Args& a, Runtime&) { return Value::integer(dtype_size(a.tensor("self")->dtype())); }
+Value impl_is_contiguous(Args& a, Runtime&) { return Value::boolean(a.tensor("self")->is_contiguous()); }
+Value impl_data_ptr(Args& a, Runtime&) {
+  // Not an address: storage id and element offset, enough for equality checks.
+  Tensor t = a.tensor("self");
+  return Value::integer((t->storage->id << 32) + t->offset * dtype_size(t->dtype()));
+}
+Value impl_item(Args& a, Runtime&) {
+  Tensor t = a.tensor("self");
+  if (t->numel() != 1)
+    throw ScenarioError("type_error", "a Tensor with " + std::to_string(t->numel()) +
+                                          " elements cannot be converted to Scalar");
+  if (t->is_meta()) throw ScenarioError("unsupported", "Tensor.item() cannot be called on meta tensors");
+  double v = item(t);
+  if (t->dtype() == DType::Bool) return Value::boolean(v != 0.0);
+  if (t->dtype() == DType::Int64) return Value::integer(static_cast<int64_t>(v));
+  return Value::real(v);
+}
+Value impl_requires_grad_(Args& a, Runtime&) {
+  Tensor t = a.tensor("self");
+  const bool on = a.given("requires_grad") ? a.flag("requires_grad") : true;
+  if (!t->is_leaf())
+    throw ScenarioError("type_error", "you can only change requires_grad flags of leaf variables. If you want to use a "
+                                      "computed variable in a subgraph that doesn't require differentiation use "
+                                      "var_no_grad = var.detach().");
+  if (on && !is_floating(t->dtype()))
+    throw ScenarioError("type_error", "only Tensors of floating point dtype can require gradients");
+  t->requires_grad_flag = on;
+  return a.get("self");
+}
+
+Param parse_param(std::string text, bool kw_only) {
+  Param p;
+  p.keyword_only = kw_only;
+  if (!text.empty() && text[0] == '*') {
+    p.varargs = true;
+    text = text.substr(1);
+  }
+  auto eq = text.find('=');
+  if (eq == std::string::npos) {
+    p.name = text;
+    return p;
+  }
+  p.name = text.substr(0, eq);
+  std::string d = text.substr(eq + 1);
+  p.has_default = true;
+  if (d == "None") p.default_value = Value::none();
+  else if (d == "True") p.default_value = Value::boolean(true);
+  else if (d == "False") p.default_value = Value::boolean(false);
+  else if (d.find('.') != std::string::npos) p.default_value = Value::real(std::stod(d));
+  else p.default_value = Value::integer(std::stoll(d));
+  return p;
+}
+
+std::vector<Param> parse_signature(const std::string& sig) {
+  std::vector<Param> out;
+  std::string inner = sig.substr(1, sig.size() - 2);
+  bool kw_only = false;
+  size_t start = 0;
+  while (start <= inner.size()) {
+    size_t comma = inner.find(',', start);
+    std::string item = inner.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    while (!item.empty() && item.front() == ' ') item.erase(item.begin());
+    if (item == "*") kw_only = true;
+    else if (!item.empty()) {
+      Param p = parse_param(item, kw_only);
+      if (p.varargs) kw_only = true;  // parameters after *args are keyword-only
+      out.push_back(p);
+    }
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+std::vector<OpEntry> build_table() {
+  const std::string none = "-";
+  std::vector<OpEntry> t = {
+      // ---- arithmetic
+      {"add", {"torch.add", "Tensor.add", "a + b"}, "(self, other, *, alpha=1)", "math", "AddBackward0",
+       "alpha only; no tensors (a Python number operand gives next_functions (x, None))", impl_add, {}},
+      {"sub", {"torch.sub", "Tensor.sub", "a - b"}, "(self, other, *, alpha=1)", "math", "SubBackward0",
+       "alpha only; no tensors", impl_sub, {}},
+      {"rsub", {"number - tensor"}, "(self, other)", "math", "RsubBackward1", "alpha only; one edge", nullptr, {}},
+      {"mul", {"torch.mul", "Tensor.mul", "a * b"}, "(self, other)", "math", "MulBackward0",
+       "other if self requires grad; self if other requires grad; a Python number is saved as a 0-d tensor "
+       "(float64 8 B, int64 8 B)",
+       impl_mul, {}},
+      {"div", {"torch.div", "Tensor.div", "a / b"}, "(self, other)", "math", "DivBackward0",
+       "other always; self if other requires grad; a Python number is saved as a 0-d tensor", impl_div, {}},
+      {"rdiv", {"number / tensor"}, "(self, other)", "math", "MulBackward0 over ReciprocalBackward0",
+       "reciprocal saves result; mul saves the number as a 0-d tensor", nullptr, {}},
+      {"neg", {"torch.neg", "Tensor.neg", "-a"}, "(self)", "math", "NegBackward0", "nothing", impl_neg, {}},
+      {"pow", {"torch.pow", "Tensor.pow", "a ** b"}, "(self, exponent)", "math", "PowBackward0 / PowBackward1",
+       "number exponent: self and exponent; tensor exponent: self, exponent and result", impl_pow, {}},
+      {"rpow", {"number ** tensor"}, "(self, exponent)", "math", "PowBackward1",
+       "self (the number as a 0-d tensor of the result dtype), exponent, result; edges (None, exponent)", nullptr, {}},
+      {"reciprocal", {"torch.reciprocal", "Tensor.reciprocal"}, "(self)", "pointwise", "ReciprocalBackward0",
+       "result", impl_reciprocal, {}},
+      {"eq", {"torch.eq", "Tensor.eq", "a == b"}, "(self, other)", "comparison", none, "not differentiable; bool result",
+       impl_compare<kEq>, {}},
+      {"ne", {"torch.ne", "Tensor.ne", "a != b"}, "(self, other)", "comparison", none, "not differentiable", impl_compare<kNe>, {}},
+      {"lt", {"torch.lt", "Tensor.lt", "a < b"}, "(self, other)", "comparison", none, "not differentiable", impl_compare<kLt>, {}},
+      {"le", {"torch.le", "Tensor.le", "a <= b"}, "(self, other)", "comparison", none, "not differentiable", impl_compare<kLe>, {}},
+      {"gt", {"torch.gt", "Tensor.gt", "a > b"}, "(self, other)", "comparison", none, "not differentiable", impl_compare<kGt>, {}},
+      {"ge", {"torch.ge", "Tensor.ge", "a >= b"}, "(self, other)", "comparison", none, "not differentiable", impl_compare<kGe>, {}},
+      // ---- pointwise
+      {"exp", {"torch.exp", "Tensor.exp"}, "(self)", "pointwise", "ExpBackward0", "result (new object, same storage)", impl_exp, {}},
+      {"log", {"torch.log", "Tensor.log"}, "(self)", "pointwise", "LogBackward0", "self (same object)", impl_log, {}},
+      {"sqrt", {"torch.sqrt", "Tensor.sqrt"}, "(self)", "pointwise", "SqrtBackward0", "result", impl_sqrt, {}},
+      {"tanh", {"torch.tanh", "Tensor.tanh", "F.tanh"}, "(self)", "pointwise", "TanhBackward0", "result", impl_tanh, {}},
+      {"sigmoid", {"torch.sigmoid", "Tensor.sigmoid", "F.sigmoid"}, "(self)", "pointwise", "SigmoidBackward0", "result",
+       impl_sigmoid, {}},
+      {"relu", {"torch.relu", "Tensor.relu", "F.relu"}, "(self, inplace=False)", "pointwise", "ReluBackward0",
+       "result (inplace=True behaves as relu_)", impl_relu, {}},
+      // ---- reductions
+      {"sum", {"torch.sum", "Tensor.sum"}, "(self, dim=None, keepdim=False)", "reduction", "SumBackward0 / SumBackward1",
+       "sizes only (self_sym_sizes; dim and keepdim when by dim)", impl_sum, {}},
+      {"mean", {"torch.mean", "Tensor.mean"}, "(self, dim=None, keepdim=False)", "reduction",
+       "MeanBackward0 / MeanBackward1", "all: self_sizes and self_numel; by dim: the whole input (self)", impl_mean, {}},
+      // ---- linear algebra
+      {"mm", {"torch.mm", "Tensor.mm"}, "(self, mat2)", "linalg", "MmBackward0",
+       "self if mat2 requires grad; mat2 if self requires grad; sizes and strides", impl_mm, {}},
+      {"matmul", {"torch.matmul", "Tensor.matmul", "a @ b"}, "(self, other)", "linalg", "MmBackward0 (2-D @ 2-D)",
+       "as mm; other ranks are not supported yet", impl_matmul, {}},
+      // ---- views and copies
+      {"view", {"Tensor.view"}, "(self, *shape)", "view", "ViewBackward0", "self_sym_sizes", impl_view, {}},
+      {"reshape", {"torch.reshape", "Tensor.reshape"}, "(self, *shape)", "view",
+       "ReshapeAliasBackward0 / UnsafeViewBackward0 over CloneBackward0", "self_sym_sizes (copies when no view fits)",
+       impl_reshape, {}},
+      {"t", {"torch.t", "Tensor.t"}, "(self)", "view", "TBackward0", "nothing", impl_t, {}},
+      {"transpose", {"torch.transpose", "Tensor.transpose"}, "(self, dim0, dim1)", "view", "TransposeBackward0",
+       "dim0, dim1", impl_transpose, {}},
+      {"select", {"torch.select", "Tensor.select", "x[i]"}, "(self, dim, index)", "view", "SelectBackward0",
+       "dim, index, self_sizes", impl_select, {}},
+      {"slice", {"x[a:b:c]"}, "(self, dim, start, end, step)", "view", "SliceBackward0 (one per sliced dim, ':' included)",
+       "dim, start, end, step, self_sym_sizes", nullptr, {}},
+      {"clone", {"torch.clone", "Tensor.clone"}, "(self)", "view", "CloneBackward0", "nothing (new storage)", impl_clone, {}},
+      {"contiguous", {"Tensor.contiguous"}, "(self)", "view", "- / CloneBackward0",
+       "the same object when already contiguous, else a clone", impl_contiguous, {}},
+      {"detach", {"torch.detach", "Tensor.detach"}, "(self)", "view", none,
+       "no node; shares storage and version counter", impl_detach, {}},
+      // ---- in-place
+      {"add_", {"Tensor.add_", "a += b"}, "(self, other, *, alpha=1)", "inplace", "AddBackward0", "alpha only", impl_add_, {}},
+      {"sub_", {"Tensor.sub_", "a -= b"}, "(self, other, *, alpha=1)", "inplace", "SubBackward0", "alpha only", impl_sub_, {}},
+      {"mul_", {"Tensor.mul_", "a *= b"}, "(self, other)", "inplace", "MulBackward0",
+       "other if self requires grad; a clone of the old self (new storage) if other requires grad", impl_mul_, {}},
+      {"div_", {"Tensor.div_", "a /= b"}, "(self, other)", "inplace", "DivBackward0",
+       "other; a clone of the old self if other requires grad", impl_div_, {}},
+      {"relu_", {"Tensor.relu_", "torch.relu_"}, "(self)", "inplace", "ReluBackward0", "result (the edited tensor, version 1)",
+       impl_relu_, {}},
+      {"exp_", {"Tensor.exp_", "torch.exp_"}, "(self)", "inplace", "ExpBackward0", "result", impl_exp_, {}},
+      {"sigmoid_", {"Tensor.sigmoid_", "torch.sigmoid_"}, "(self)", "inplace", "SigmoidBackward0", "result", impl_sigmoid_, {}},
+      {"tanh_", {"Tensor.tanh_", "torch.tanh_"}, "(self)", "inplace", "TanhBackward0", "result", impl_tanh_, {}},
+      {"zero_", {"Tensor.zero_"}, "(self)", "inplace", "ZeroBackward0", "nothing", impl_zero_, {}},
+      // ---- autograd
+      {"backward", {"Tensor.backward"}, "(self, gradient=None, retain_graph=None, create_graph=False, inputs=None)",
+       "autograd", none, "runs the graph; frees saved values unless retain_graph=True", impl_backward, {}},
+      {"grad", {"torch.autograd.grad"},
+       "(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=False)", "autograd",
+       none, "returns gradients without touching .grad", impl_autograd_grad, {}},
+      {"requires_grad_", {"Tensor.requires_grad_"}, "(self, requires_grad=True)", "autograd", none, "-",
+       impl_requires_grad_, {}},
+      {"is_grad_enabled", {"torch.is_grad_enabled"}, "()", "autograd", none, "-", impl_is_grad_enabled, {}},
+      // ---- creation
+      {"zeros", {"torch.zeros"}, "(*size, dtype=None, requires_grad=False)", "creation", none, "-", impl_zeros, {}},
+      {"ones", {"torch.ones"}, "(*size, dtype=None, requires_grad=False)", "creation", none, "-", impl_ones, {}},
+      {"zeros_like", {"torch.zeros_like"}, "(input, *, dtype=None, requires_grad=False)", "creation", none, "-",
+       impl_zeros_like, {}},
+      {"ones_like", {"torch.ones_like"}, "(input, *, dtype=None, requires_grad=False)", "creation", none, "-",
+       impl_ones_like, {}},
+      {"tensor", {"torch.tensor"}, "(data, *, dtype=None, requires_grad=False)", "creation", none, "-", impl_tensor, {}},
+      // ---- introspection
+      {"print", {"print"}, "(*values)", "introspection", none, "records the printed line", impl_print, {}},
+      {"shares_storage", {"shares_storage"}, "(a, b)", "introspection", none, "True when both use the same storage",
+       impl_shares_storage, {}},
+      {"equal", {"torch.equal"}, "(input, other)", "introspection", none, "same shape and values", impl_equal, {}},
+      {"size", {"Tensor.size"}, "(self, dim=None)", "introspection", none, "-", impl_size, {}},
+      {"dim", {"Tensor.dim"}, "(self)", "introspection", none, "-", impl_dim, {}},
+      {"numel", {"Tensor.numel", "torch.numel"}, "(self)", "introspection", none, "-", impl_numel, {}},
+      {"element_size", {"Tensor.element_size"}, "(self)", "introspection", none, "-", impl_element_size, {}},
+      {"is_contiguous", {"Tensor.is_contiguous"}, "(self)", "introspection", none, "-", impl_is_contiguous, {}},
+      {"data_ptr", {"Tensor.data_ptr"}, "(self)", "introspection", none, "for comparison only", impl_data_ptr, {}},
+      {"item", {"Tensor.item"}, "(self)", "introspection", none, "-", impl_item, {}},
+  };
+  for (OpEntry& e : t) e.params = parse_signature(e.signature);
+  return t;
+}
+
+}  // namespace
+
+const std::vector<OpEntry>& op_table() {
+  static const std::vector<OpEntry> table = build_table();
+  return table;
+}
+
+const OpEntry* find_op(const std::string& spelling) {
+  static const std::map<std::string, const OpEntry*> index = [] {
+    std::map<std::string, const OpEntry*> m;
+    for (const OpEntry& e : op_table())
+      if (e.impl)
+        for (const std::string& s : e.spellings) m[s] = &e;
+    return m;
+  }();
+  auto it = index.find(spelling);
+  return it == index.end() ? nullptr : it->second;
+}
+
+std::vector<std::string> all_spellings() {
+  std::vector<std::string> out;
+  for (const OpEntry& e : op_table())
+    if (e.impl)
+      for (const std::string& s : e.spellings)
+        if (s.find(' ') == std::string::npos) out.push_back(s);
+  return out;
+}
+
+}  // namespace agtrace::ops

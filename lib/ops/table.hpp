@@ -1,0 +1,70 @@
+// The one table of every callable a scenario statement may use: tensor operations,
+// in-place edits, views, autograd entry points and introspection helpers. Each entry
+// holds its Python spellings, signature, backward node and what it saves, and the
+// function that runs it; `agtrace ops` prints this same table, so the documentation
+// cannot drift from the code (design: "One op, one place").
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "interp/value.hpp"
+
+namespace agtrace::ops {
+
+struct Param {
+  std::string name;
+  bool has_default = false;
+  Value default_value;
+  bool keyword_only = false;
+  bool varargs = false;  // *shape: collects the remaining positional arguments
+};
+
+// Services of the interpreter an entry may need (backward, printing, names).
+class Runtime {
+ public:
+  virtual ~Runtime() = default;
+  virtual void print_line(const std::string& line) = 0;
+  // Runs backward / autograd.grad; records the walk of each root first.
+  virtual Value backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph,
+                         bool create_graph, const std::vector<Tensor>* inputs, bool allow_unused) = 0;
+  virtual std::string device() const = 0;
+};
+
+struct Args {
+  std::string fn;  // the spelling used, for messages: "mm", "Tensor.view"
+  std::vector<Param> params;
+  std::vector<std::optional<Value>> values;
+
+  const Value& get(const std::string& name) const;
+  bool given(const std::string& name) const;  // passed explicitly or has a non-None value
+  Tensor tensor(const std::string& name) const;          // must be a tensor
+  Tensor tensor_or_number(const std::string& name) const; // numbers become wrapped 0-d tensors
+  double number(const std::string& name) const;
+  int64_t integer(const std::string& name) const;
+  bool flag(const std::string& name) const;
+  std::optional<std::vector<int64_t>> dims(const std::string& name) const;  // int, tuple or None
+  std::vector<int64_t> shape(const std::string& name) const;  // varargs or one tuple/list/Size
+  std::vector<Tensor> tensors(const std::string& name) const;  // a tensor or a sequence of them
+};
+
+using Impl = Value (*)(Args& args, Runtime& rt);
+
+struct OpEntry {
+  std::string name;                    // canonical name: "mm"
+  std::vector<std::string> spellings;  // "torch.mm", "Tensor.mm", "@"
+  std::string signature;               // "(self, mat2)"
+  std::string category;                // math, pointwise, reduction, linalg, view, inplace, autograd, creation, introspection
+  std::string node;                    // backward node PyTorch records ("-" for none)
+  std::string saves;                   // what that node saves, and when
+  Impl impl = nullptr;
+  std::vector<Param> params;           // parsed from signature
+};
+
+const std::vector<OpEntry>& op_table();
+// Looks up "Tensor.<method>", "torch.<fn>", "F.<fn>", "torch.autograd.<fn>" or a builtin.
+const OpEntry* find_op(const std::string& spelling);
+// All spellings, for "did you mean" suggestions.
+std::vector<std::string> all_spellings();
+
+}  // namespace agtrace::ops

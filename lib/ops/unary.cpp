@@ -1,0 +1,88 @@
+// Pointwise functions. Those whose derivative is cheapest from the output save the
+// output (exp, sqrt, tanh, sigmoid, relu: "result"); log saves its input ("self").
+#include <cmath>
+
+#include "ops/common.hpp"
+#include "ops/ops.hpp"
+
+namespace agtrace::ops {
+
+using namespace detail;
+using autograd::make_node;
+using autograd::set_history;
+
+namespace {
+
+// grad * f(saved value) for a derivative written in terms of one saved value, computed
+// in one pass (one new storage, as PyTorch's fused backward kernels allocate).
+std::vector<Tensor> times_saved(Node& n, const std::vector<Tensor>& g, const char* attr, double (*f)(double)) {
+  Tensor s = n.unpack(attr);
+  Tensor r = kernels::binary(g[0], s, kernels::promote(g[0]->dtype(), s->dtype()),
+                             [f](double gv, double sv) { return gv * f(sv); }, "backward");
+  return {as_dtype(r, n.input_meta[0].dtype)};
+}
+
+std::vector<Tensor> exp_backward(Node& n, const std::vector<Tensor>& g) {
+  return times_saved(n, g, "result", [](double r) { return r; });
+}
+std::vector<Tensor> log_backward(Node& n, const std::vector<Tensor>& g) {
+  return times_saved(n, g, "self", [](double s) { return 1.0 / s; });
+}
+std::vector<Tensor> sqrt_backward(Node& n, const std::vector<Tensor>& g) {
+  return times_saved(n, g, "result", [](double r) { return 1.0 / (2.0 * r); });
+}
+std::vector<Tensor> tanh_backward(Node& n, const std::vector<Tensor>& g) {
+  return times_saved(n, g, "result", [](double r) { return 1.0 - r * r; });
+}
+std::vector<Tensor> sigmoid_backward(Node& n, const std::vector<Tensor>& g) {
+  return times_saved(n, g, "result", [](double r) { return r * (1.0 - r); });
+}
+// threshold_backward(grad, result, 0): the gradient passes where the output is positive.
+std::vector<Tensor> relu_backward(Node& n, const std::vector<Tensor>& g) {
+  return times_saved(n, g, "result", [](double r) { return r > 0.0 ? 1.0 : 0.0; });
+}
+
+const PointwiseOp kExp{"exp", "ExpBackward0", [](double x) { return std::exp(x); }, exp_backward, true, true};
+const PointwiseOp kLog{"log", "LogBackward0", [](double x) { return std::log(x); }, log_backward, false, true};
+const PointwiseOp kSqrt{"sqrt", "SqrtBackward0", [](double x) { return std::sqrt(x); }, sqrt_backward, true, true};
+const PointwiseOp kTanh{"tanh", "TanhBackward0", [](double x) { return std::tanh(x); }, tanh_backward, true, true};
+const PointwiseOp kSigmoid{"sigmoid", "SigmoidBackward0", [](double x) { return 1.0 / (1.0 + std::exp(-x)); },
+                           sigmoid_backward, true, true};
+const PointwiseOp kRelu{"relu", "ReluBackward0", [](double x) { return x > 0.0 ? x : 0.0; }, relu_backward, true,
+                        false};
+
+Tensor pointwise(const Tensor& a, const PointwiseOp& op) {
+  OpScope scope(op.op);
+  DType out = a->dtype();
+  if (op.float_only && !is_floating(out)) out = DType::Float32;
+  if (!op.float_only && out == DType::Bool) require_floating(a, op.op);
+  Tensor r = kernels::unary(a, out, op.f);
+  if (needs_grad({&a})) {
+    auto node = make_node(op.node, op.backward, {a});
+    set_history(r, node);
+    if (op.saves_result)
+      node->save_output("result", r, 0);
+    else
+      node->save_input("self", a);
+  }
+  return r;
+}
+
+}  // namespace
+
+Tensor exp(const Tensor& a) { return pointwise(a, kExp); }
+Tensor log(const Tensor& a) { return pointwise(a, kLog); }
+Tensor sqrt(const Tensor& a) { return pointwise(a, kSqrt); }
+Tensor tanh(const Tensor& a) { return pointwise(a, kTanh); }
+Tensor sigmoid(const Tensor& a) { return pointwise(a, kSigmoid); }
+Tensor relu(const Tensor& a) { return pointwise(a, kRelu); }
+
+namespace detail {
+const PointwiseOp* find_pointwise(const std::string& name) {
+  for (const PointwiseOp* p : {&kExp, &kLog, &kSqrt, &kTanh, &kSigmoid, &kRelu})
+    if (name == p->op) return p;
+  return nullptr;
+}
+}  // namespace detail
+
+}  // namespace agtrace::ops

@@ -1,0 +1,282 @@
+// Views share the input's storage and version counter; their nodes save only sizes and
+// indices (SUMMARY: "No tensors saved: ... all views"). clone and a non-viewable reshape
+// copy. detach shares storage and version counter but records no node.
+#include <algorithm>
+#include <limits>
+
+#include "ops/common.hpp"
+#include "ops/ops.hpp"
+
+namespace agtrace::ops {
+
+using namespace detail;
+using autograd::make_node;
+using autograd::set_history;
+
+namespace {
+
+Tensor make_view(const Tensor& a, const Shape& sizes, const Shape& strides, int64_t offset) {
+  Tensor v = make_alias(a, sizes, strides, offset);
+  v->base = a->base ? a->base : a;  // _base is the root of the view family
+  return v;
+}
+
+// Gradient of a reshaping view: the same elements in the input's shape.
+std::vector<Tensor> reshape_backward(Node& n, const std::vector<Tensor>& g) {
+  const auto& m = n.input_meta[0];
+  Tensor c = g[0]->is_contiguous() ? g[0] : kernels::copy(g[0]);
+  return {as_dtype(make_alias(c, m.sizes, contiguous_strides(m.sizes), c->offset), m.dtype)};
+}
+
+std::vector<Tensor> transpose_backward(Node& n, const std::vector<Tensor>& g) {
+  int64_t d0 = 0, d1 = 1;
+  if (n.name == "TransposeBackward0") {
+    const int64_t nd = g[0]->dim();
+    d0 = n.attr("dim0").i < 0 ? n.attr("dim0").i + nd : n.attr("dim0").i;
+    d1 = n.attr("dim1").i < 0 ? n.attr("dim1").i + nd : n.attr("dim1").i;
+  }
+  if (g[0]->dim() < 2) return {kernels::copy(g[0])};
+  Shape sz = g[0]->sizes, st = g[0]->strides;
+  std::swap(sz[d0], sz[d1]);
+  std::swap(st[d0], st[d1]);
+  return {kernels::copy(make_alias(g[0], sz, st, g[0]->offset))};
+}
+
+// SelectBackward0 / SliceBackward0: zeros of the input's shape with the gradient placed
+// where the view looked (select_backward / slice_backward).
+std::vector<Tensor> select_backward(Node& n, const std::vector<Tensor>& g) {
+  const auto& m = n.input_meta[0];
+  const int64_t dim = n.attr("dim").i;
+  int64_t index = n.attr("index").i;
+  if (index < 0) index += m.sizes[dim];
+  Shape base_strides = contiguous_strides(m.sizes);
+  Shape sz = m.sizes, st = base_strides;
+  sz.erase(sz.begin() + dim);
+  st.erase(st.begin() + dim);
+  return {kernels::view_backward(g[0], m.sizes, sz, st, index * base_strides[dim])};
+}
+
+struct SliceBounds {
+  int64_t start, length;
+};
+
+SliceBounds slice_bounds(int64_t size, std::optional<int64_t> start_in, std::optional<int64_t> end_in, int64_t step) {
+  int64_t start = start_in.value_or(0), end = end_in.value_or(std::numeric_limits<int64_t>::max());
+  if (start < 0) start += size;
+  if (end < 0) end += size;
+  start = std::clamp<int64_t>(start, 0, size);
+  end = std::clamp<int64_t>(end, start, size);
+  return {start, (end - start + step - 1) / step};
+}
+
+std::vector<Tensor> slice_backward(Node& n, const std::vector<Tensor>& g) {
+  const auto& m = n.input_meta[0];
+  const int64_t dim = n.attr("dim").i, step = n.attr("step").i;
+  SliceBounds b = slice_bounds(m.sizes[dim], n.attr("start").i, n.attr("end").i, step);
+  Shape base_strides = contiguous_strides(m.sizes);
+  Shape sz = m.sizes, st = base_strides;
+  sz[dim] = b.length;
+  st[dim] *= step;
+  return {kernels::view_backward(g[0], m.sizes, sz, st, b.start * base_strides[dim])};
+}
+
+std::vector<Tensor> identity_backward(Node& n, const std::vector<Tensor>& g) {
+  return {as_dtype(g[0], n.input_meta[0].dtype)};
+}
+
+// Resolves one -1 in a requested shape (at::infer_size).
+Shape infer_size(const std::vector<int64_t>& shape, int64_t numel) {
+  Shape out(shape.begin(), shape.end());
+  int64_t known = 1;
+  int infer = -1;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i] == -1) {
+      if (infer >= 0) throw ScenarioError("shape_mismatch", "only one dimension can be inferred");
+      infer = static_cast<int>(i);
+    } else if (out[i] < 0) {
+      throw ScenarioError("shape_mismatch", "invalid shape dimension " + std::to_string(out[i]));
+    } else {
+      known *= out[i];
+    }
+  }
+  auto invalid = [&] {
+    ScenarioError e("shape_mismatch", "shape '" + shape_str(Shape(shape.begin(), shape.end())) +
+                                          "' is invalid for input of size " + std::to_string(numel));
+    e.facts = {{"shape", shape}, {"numel", numel}};
+    return e;
+  };
+  if (infer >= 0) {
+    if (known == 0 || numel % known != 0) throw invalid();
+    out[static_cast<size_t>(infer)] = numel / known;
+  } else if (known != numel) {
+    throw invalid();
+  }
+  return out;
+}
+
+// Strides that let `new_sizes` view a tensor of `sizes`/`strides` without copying, if any
+// (the rule of at::detail::computeStride: dims are grouped into runs that are contiguous
+// with each other; each run must be split or merged exactly).
+std::optional<Shape> view_strides(const Shape& sizes, const Shape& strides, const Shape& new_sizes) {
+  if (sizes.empty() || shape_numel(sizes) == 0) return contiguous_strides(new_sizes);
+  Shape out(new_sizes.size(), 1);
+  int64_t view_d = static_cast<int64_t>(new_sizes.size()) - 1;
+  int64_t chunk_stride = strides.back();
+  int64_t tensor_numel = 1, view_numel = 1;
+  for (int64_t d = static_cast<int64_t>(sizes.size()) - 1; d >= 0; --d) {
+    tensor_numel *= sizes[d];
+    const bool run_ends = d == 0 || (sizes[d - 1] != 1 && strides[d - 1] != tensor_numel * chunk_stride);
+    if (!run_ends) continue;
+    while (view_d >= 0 && (view_numel < tensor_numel || new_sizes[view_d] == 1)) {
+      out[view_d] = view_numel * chunk_stride;
+      view_numel *= new_sizes[view_d];
+      --view_d;
+    }
+    if (view_numel != tensor_numel) return std::nullopt;
+    if (d > 0) {
+      chunk_stride = strides[d - 1];
+      tensor_numel = 1;
+      view_numel = 1;
+    }
+  }
+  if (view_d != -1) return std::nullopt;
+  return out;
+}
+
+Tensor reshaping_view(const Tensor& a, const Shape& shape, const Shape& strides, const char* node_name) {
+  Tensor v = make_view(a, shape, strides, a->offset);
+  if (needs_grad({&a})) {
+    auto node = make_node(node_name, reshape_backward, {a});
+    node->save_attr("self_sym_sizes", AttrValue::ints(a->sizes));
+    set_history(v, node);
+  }
+  return v;
+}
+
+}  // namespace
+
+Tensor view(const Tensor& a, const std::vector<int64_t>& shape_in) {
+  OpScope scope("view");
+  Shape shape = infer_size(shape_in, a->numel());
+  auto strides = view_strides(a->sizes, a->strides, shape);
+  if (!strides)
+    throw ScenarioError("shape_mismatch",
+                        "view size is not compatible with input tensor's size and stride (at least one dimension "
+                        "spans across two contiguous subspaces). Use .reshape(...) instead.");
+  return reshaping_view(a, shape, *strides, "ViewBackward0");
+}
+
+Tensor reshape(const Tensor& a, const std::vector<int64_t>& shape_in) {
+  OpScope scope("reshape");
+  Shape shape = infer_size(shape_in, a->numel());
+  // reshape is _reshape_alias when a view is possible, else clone + _unsafe_view.
+  if (auto strides = view_strides(a->sizes, a->strides, shape))
+    return reshaping_view(a, shape, *strides, "ReshapeAliasBackward0");
+  Tensor c = clone(a);
+  Tensor v = make_alias(c, shape, contiguous_strides(shape), 0);  // _unsafe_view: not a view
+  if (needs_grad({&c})) {
+    auto node = make_node("UnsafeViewBackward0", reshape_backward, {c});
+    node->save_attr("self_sym_sizes", AttrValue::ints(c->sizes));
+    set_history(v, node);
+  }
+  return v;
+}
+
+Tensor t(const Tensor& a) {
+  OpScope scope("t");
+  if (a->dim() > 2)
+    throw ScenarioError("shape_mismatch",
+                        "t() expects a tensor with <= 2 dimensions, but self is " + std::to_string(a->dim()) + "D");
+  Shape sz = a->sizes, st = a->strides;
+  std::reverse(sz.begin(), sz.end());
+  std::reverse(st.begin(), st.end());
+  Tensor v = make_view(a, sz, st, a->offset);
+  if (needs_grad({&a})) set_history(v, make_node("TBackward0", transpose_backward, {a}));
+  return v;
+}
+
+Tensor transpose(const Tensor& a, int64_t dim0, int64_t dim1) {
+  OpScope scope("transpose");
+  const int64_t d0 = kernels::wrap_dim(dim0, a->dim()), d1 = kernels::wrap_dim(dim1, a->dim());
+  Shape sz = a->sizes, st = a->strides;
+  if (a->dim() > 0) {
+    std::swap(sz[d0], sz[d1]);
+    std::swap(st[d0], st[d1]);
+  }
+  Tensor v = make_view(a, sz, st, a->offset);
+  if (needs_grad({&a})) {
+    auto node = make_node("TransposeBackward0", transpose_backward, {a});
+    node->save_attr("dim0", AttrValue::integer(dim0, true));
+    node->save_attr("dim1", AttrValue::integer(dim1, true));
+    set_history(v, node);
+  }
+  return v;
+}
+
+Tensor select(const Tensor& a, int64_t dim, int64_t index) {
+  OpScope scope("select");
+  if (a->dim() == 0) throw ScenarioError("index_out_of_range", "invalid index of a 0-dim tensor. Use `tensor.item()` in Python or `tensor.item<T>()` in C++ to convert a 0-dim tensor to a number");
+  const int64_t d = kernels::wrap_dim(dim, a->dim());
+  const int64_t size = a->sizes[d];
+  if (index < -size || index >= size) {
+    ScenarioError e("index_out_of_range", "index " + std::to_string(index) + " is out of bounds for dimension " +
+                                              std::to_string(d) + " with size " + std::to_string(size));
+    e.facts = {{"index", index}, {"dim", d}, {"size", size}};
+    throw e;
+  }
+  const int64_t i = index < 0 ? index + size : index;
+  Shape sz = a->sizes, st = a->strides;
+  sz.erase(sz.begin() + d);
+  st.erase(st.begin() + d);
+  Tensor v = make_view(a, sz, st, a->offset + i * a->strides[d]);
+  if (needs_grad({&a})) {
+    auto node = make_node("SelectBackward0", select_backward, {a});
+    node->save_attr("dim", AttrValue::integer(d, true));
+    node->save_attr("index", AttrValue::integer(index, true));
+    node->save_attr("self_sizes", AttrValue::ints(a->sizes));
+    set_history(v, node);
+  }
+  return v;
+}
+
+Tensor slice(const Tensor& a, int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end, int64_t step) {
+  OpScope scope("slice");
+  if (a->dim() == 0) throw ScenarioError("index_out_of_range", "slice() cannot be applied to a 0-dim tensor.");
+  if (step <= 0) throw ScenarioError("type_error", "slice step must be positive");
+  const int64_t d = kernels::wrap_dim(dim, a->dim());
+  SliceBounds b = slice_bounds(a->sizes[d], start, end, step);
+  Shape sz = a->sizes, st = a->strides;
+  sz[d] = b.length;
+  st[d] *= step;
+  Tensor v = make_view(a, sz, st, a->offset + b.start * a->strides[d]);
+  if (needs_grad({&a})) {
+    auto node = make_node("SliceBackward0", slice_backward, {a});
+    node->save_attr("dim", AttrValue::integer(d, true));
+    node->save_attr("end", AttrValue::integer(end.value_or(std::numeric_limits<int64_t>::max())));
+    node->save_attr("self_sym_sizes", AttrValue::ints(a->sizes));
+    node->save_attr("start", AttrValue::integer(start.value_or(0)));
+    node->save_attr("step", AttrValue::integer(step));
+    set_history(v, node);
+  }
+  return v;
+}
+
+Tensor clone(const Tensor& a) {
+  OpScope scope("clone");
+  Tensor r = kernels::copy(a);
+  if (needs_grad({&a})) set_history(r, make_node("CloneBackward0", identity_backward, {a}));
+  return r;
+}
+
+Tensor contiguous(const Tensor& a) {
+  // Already contiguous: the very same object, no node (measured: contiguous_noop).
+  if (a->is_contiguous()) return a;
+  return clone(a);
+}
+
+Tensor detach(const Tensor& a) {
+  // detach() shares storage and the version counter, records no node, and is no view.
+  return make_alias(a, a->sizes, a->strides, a->offset);
+}
+
+}  // namespace agtrace::ops

@@ -1,0 +1,35 @@
+// Printers of a RunResult: JSON (the spec's stable core and more, described by
+// schema/report.schema.json), text for people, and Graphviz DOT.
+#pragma once
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "interp/result.hpp"
+
+namespace agtrace {
+
+nlohmann::ordered_json report_json(const RunResult& r, bool with_values);
+
+struct TextOptions {
+  bool color = false;
+  bool values = false;
+  bool quiet = false;  // summary only
+};
+std::string report_text(const RunResult& r, const TextOptions& opt);
+
+std::string report_dot(const RunResult& r);
+
+// Human byte units: "416 B", "1.5 KiB", "3.0 MiB".
+std::string human_bytes(int64_t bytes);
+
+// One fact of `expect` that differs from what happened.
+struct CheckFailure {
+  std::string fact;      // "walk of y", "printed[1]", "errors[0].kind", "memory.peak_bytes"
+  std::string expected;
+  std::string actual;
+};
+std::vector<CheckFailure> check_expect(const RunResult& r);
+
+}  // namespace agtrace

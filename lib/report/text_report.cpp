@@ -1,0 +1,240 @@
+// The report for people: a one-screen summary first, then the program, the walks with
+// each node's saved values, errors with their facts, lifetimes and byte accounting.
+#include <algorithm>
+#include <cstdio>
+#include <set>
+#include <sstream>
+
+#include "interp/value.hpp"
+#include "report/report.hpp"
+
+namespace agtrace {
+
+std::string human_bytes(int64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  if (bytes < 1024) return std::to_string(bytes) + " B";
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024.0 && u < 4) {
+    v /= 1024.0;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f %s", v, units[u]);
+  return buf;
+}
+
+namespace {
+
+struct Style {
+  bool on;
+  std::string bold(const std::string& s) const { return on ? "\x1b[1m" + s + "\x1b[0m" : s; }
+  std::string red(const std::string& s) const { return on ? "\x1b[31m" + s + "\x1b[0m" : s; }
+  std::string green(const std::string& s) const { return on ? "\x1b[32m" + s + "\x1b[0m" : s; }
+  std::string dim(const std::string& s) const { return on ? "\x1b[2m" + s + "\x1b[0m" : s; }
+  std::string yellow(const std::string& s) const { return on ? "\x1b[33m" + s + "\x1b[0m" : s; }
+};
+
+std::string pad(const std::string& s, size_t w) { return s.size() >= w ? s : s + std::string(w - s.size(), ' '); }
+std::string lpad(const std::string& s, size_t w) { return s.size() >= w ? s : std::string(w - s.size(), ' ') + s; }
+
+std::string stmt_ref(int i) { return i < 0 ? "setup" : "[" + std::to_string(i) + "]"; }
+
+std::string dtype_short(DType d) {
+  switch (d) {
+    case DType::Float32: return "f32";
+    case DType::Float64: return "f64";
+    case DType::Float16: return "f16";
+    case DType::BFloat16: return "bf16";
+    case DType::Int64: return "i64";
+    case DType::Bool: return "bool";
+  }
+  return "?";
+}
+
+std::string saved_line(const SavedSnapshot& s) {
+  std::string line = pad("_saved_" + s.attr, 24);
+  if (!s.is_tensor) return line + "= " + s.value;
+  if (!s.defined) return line + "None (not needed)";
+  std::string shape = dtype_short(s.dtype) + "[";
+  for (size_t i = 0; i < s.shape.size(); ++i) shape += (i ? ", " : "") + std::to_string(s.shape[i]);
+  shape += "]";
+  line += pad(shape, 14) + lpad(human_bytes(s.bytes), 9) + "  ";
+  if (!s.is_output) {
+    line += s.same_object_as.empty() ? "same object as tensor #" + std::to_string(s.tensor_id)
+                                     : "same object as " + s.same_object_as;
+  } else {
+    line += "new object";
+    if (!s.shares_with.empty()) {
+      line += ", shares storage with ";
+      for (size_t i = 0; i < s.shares_with.size(); ++i) line += (i ? ", " : "") + s.shares_with[i];
+    } else {
+      line += ", storage #" + std::to_string(s.storage_id);
+    }
+  }
+  line += "; v" + std::to_string(s.saved_version) + ", saved at " + stmt_ref(s.saved_at);
+  line += s.released ? ", released at " + stmt_ref(s.released_at) : ", alive";
+  return line;
+}
+
+}  // namespace
+
+std::string report_text(const RunResult& r, const TextOptions& opt) {
+  Style st{opt.color};
+  std::ostringstream o;
+  o << st.bold("agtrace") << " — scenario " << st.bold(r.scenario) << " (" << r.device << ")\n";
+  if (!r.description.empty()) o << r.description << "\n";
+
+  // ---- summary
+  int ok = 0, err = 0, not_run = 0;
+  for (const auto& s : r.statements) {
+    if (s.status == "ok") ++ok;
+    else if (s.status == "error") ++err;
+    else ++not_run;
+  }
+  int saved_count = 0;
+  for (const auto& s : r.saved) (void)s, ++saved_count;
+  o << "\n" << st.bold("Summary") << "\n";
+  o << "  statements   " << r.statements.size() << " (" << ok << " ok, " << err << " raised, " << not_run
+    << " not run)\n";
+  o << "  peak         " << human_bytes(r.memory.peak_bytes) << " (" << r.memory.peak_bytes << " B)";
+  if (r.memory.peak_statement >= -1) o << " during " << stmt_ref(r.memory.peak_statement);
+  o << "\n";
+  o << "  saved        " << human_bytes(r.memory.saved_bytes) << " in " << saved_count << " saved tensors, "
+    << human_bytes(r.memory.saved_unique_bytes) << " of distinct storage\n";
+  o << "  graph-only   " << human_bytes(r.memory.graph_only_bytes) << " at peak";
+  if (r.memory.graph_only_statement >= 0) o << " (after " << stmt_ref(r.memory.graph_only_statement) << ")";
+  o << "\n";
+  if (!r.errors.empty()) {
+    o << "  errors       " << r.errors.size() << ":";
+    for (const auto& e : r.errors) o << " " << stmt_ref(e.statement) << " " << st.red(e.kind);
+    o << "\n";
+  }
+  if (!r.expect.empty()) {
+    auto failures = check_expect(r);
+    o << "  expect       " << (failures.empty() ? st.green("all facts hold") : st.red(std::to_string(failures.size()) + " facts differ")) << "\n";
+  }
+  if (opt.quiet) return o.str();
+
+  // ---- program
+  o << "\n" << st.bold("Program") << "\n";
+  for (const auto& s : r.statements) {
+    std::string status = s.status == "ok" ? st.green(pad("ok", 8)) : s.status == "error" ? st.red(pad("error", 8)) : st.dim(pad("not run", 8));
+    o << "  " << lpad(stmt_ref(s.index), 5) << " " << status << s.source;
+    if (!s.block.empty()) o << st.dim("   (" + s.block + ")");
+    if (s.runs > 1) o << st.dim("   x" + std::to_string(s.runs));
+    o << "\n";
+  }
+  if (!r.printed.empty()) {
+    o << "\n" << st.bold("Printed") << "\n";
+    for (const auto& p : r.printed) o << "  " << p << "\n";
+  }
+
+  // ---- errors
+  if (!r.errors.empty()) {
+    o << "\n" << st.bold("Errors") << "\n";
+    for (const auto& e : r.errors) {
+      o << "  " << stmt_ref(e.statement) << " " << st.red(e.kind) << " (" << e.phase
+        << (e.caught ? ", caught by try" : ", ended the program") << ")\n";
+      o << "      " << e.message << "\n";
+      if (e.kind == "saved_tensor_modified") {
+        o << "      " << e.facts.value("node", std::string("?")) << "." << e.facts.value("attribute", std::string("?"))
+          << " was saved at " << stmt_ref(e.facts.value("saved_at", -1)) << " at version "
+          << e.facts.value("expected_version", 0) << "; it was edited in place at "
+          << stmt_ref(e.facts.value("modified_at", -1)) << " and is now at version "
+          << e.facts.value("found_version", 0) << "\n";
+      } else if (e.kind == "saved_tensors_freed") {
+        o << "      " << e.facts.value("node", std::string("?")) << "." << e.facts.value("attribute", std::string("?"))
+          << " was released by the backward at " << stmt_ref(e.facts.value("released_at", -1))
+          << " (no retain_graph=True)\n";
+      } else if (!e.facts.empty()) {
+        o << "      facts: " << e.facts.dump() << "\n";
+      }
+    }
+  }
+
+  // ---- walks
+  for (const auto& w : r.walks) {
+    o << "\n" << st.bold("Walk of " + w.key) << st.dim("  (captured at " + stmt_ref(w.statement) + ")") << "\n";
+    // Indented DFS tree: a node reached again is named, not expanded.
+    std::set<int64_t> shown;
+    struct Frame {
+      int64_t id;
+      int depth;
+    };
+    std::vector<Frame> stack{{w.nodes.empty() ? -1 : w.nodes.front(), 1}};
+    while (!stack.empty()) {
+      Frame f = stack.back();
+      stack.pop_back();
+      auto it = r.nodes.find(f.id);
+      if (it == r.nodes.end()) continue;
+      const NodeSnapshot& n = it->second;
+      std::string indent(static_cast<size_t>(f.depth) * 2, ' ');
+      if (!shown.insert(n.id).second) {
+        o << indent << st.dim(n.name + " #" + std::to_string(n.id) + " (above)") << "\n";
+        continue;
+      }
+      o << indent << st.bold(n.name) << st.dim(" #" + std::to_string(n.id));
+      if (!n.variable.empty()) o << " (" << n.variable << ")";
+      if (n.saved_bytes > 0) o << "  keeps " << human_bytes(n.saved_bytes);
+      o << "\n";
+      for (const auto& s : n.saved) {
+        std::string line = saved_line(s);
+        o << indent << "    " << (s.is_tensor && s.defined && s.released ? st.dim(line) : line) << "\n";
+      }
+      for (size_t i = n.next.size(); i-- > 0;)
+        if (n.next[i] >= 0) stack.push_back({n.next[i], f.depth + 1});
+    }
+  }
+
+  // ---- gradients
+  if (!r.grads.empty()) {
+    o << "\n" << st.bold("Gradients") << "\n";
+    for (const auto& g : r.grads) {
+      o << "  " << pad(g.name, 10) << dtype_short(g.dtype) << nlohmann::json(g.shape).dump();
+      if (opt.values && !g.values.empty()) {
+        o << "  [";
+        for (size_t i = 0; i < g.values.size(); ++i) o << (i ? ", " : "") << float_repr(g.values[i]);
+        o << "]";
+      }
+      o << "\n";
+    }
+  }
+
+  // ---- memory by statement
+  o << "\n" << st.bold("Memory by statement") << "  (bytes live after the statement, peak inside it)\n";
+  o << "  " << pad("stmt", 7) << lpad("live", 10) << lpad("peak", 10) << lpad("temps", 10) << "  categories\n";
+  for (const auto& m : r.memory_by_statement) {
+    o << "  " << pad(stmt_ref(m.index), 7) << lpad(std::to_string(m.live_after), 10)
+      << lpad(std::to_string(m.peak_inside), 10) << lpad(std::to_string(m.temporary_bytes), 10) << "  ";
+    bool first = true;
+    for (const auto& [k, v] : m.categories) {
+      o << (first ? "" : ", ") << k << " " << v;
+      first = false;
+    }
+    o << "\n";
+  }
+
+  // ---- lifetimes
+  o << "\n" << st.bold("Storage lifetimes") << "\n";
+  o << "  " << pad("id", 5) << lpad("bytes", 8) << "  " << pad("allocated", 24) << pad("freed", 8) << "held by\n";
+  for (const auto& s : r.storages) {
+    std::string alloc = stmt_ref(s.allocated_at) + " " + (s.in_backward ? "bw " : "") + s.allocated_by;
+    std::string holders;
+    for (size_t i = 0; i < s.holders.size(); ++i) holders += (i ? "; " : "") + s.holders[i];
+    if (holders.empty()) holders = st.dim("temporary");
+    o << "  " << pad("#" + std::to_string(s.id), 5) << lpad(std::to_string(s.bytes), 8) << "  " << pad(alloc, 24)
+      << pad(s.freed ? stmt_ref(s.freed_at) : "alive", 8) << holders << "\n";
+  }
+  if (!r.saved.empty()) {
+    o << "\n" << st.bold("Saved values") << "\n";
+    for (const auto& s : r.saved) {
+      o << "  " << pad(s.what, 34) << lpad(std::to_string(s.bytes) + " B", 8) << "  storage #" << s.storage_id
+        << "  saved at " << stmt_ref(s.saved_at) << ", "
+        << (s.released_at >= 0 ? "released at " + stmt_ref(s.released_at) : std::string("alive")) << "\n";
+    }
+  }
+  return o.str();
+}
+
+}  // namespace agtrace

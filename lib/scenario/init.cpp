@@ -1,0 +1,153 @@
+// Initial values of leaf tensors.
+//
+// THE RANDOM GENERATOR BELOW IS PART OF THE SCENARIO FORMAT: scenarios and golden reports
+// depend on the exact values, and other tools may reproduce them. It must never change.
+//
+// Every value is computed in IEEE double, in row-major order (element i = 0 .. numel-1),
+// and then rounded to the leaf's dtype with round_to_dtype (float32: round to nearest;
+// float16/bfloat16: round to nearest even; int64: truncate toward zero; bool: v != 0).
+//
+// Deterministic kinds:
+//   zeros            0
+//   ones             1
+//   full v           v
+//   values [...]     the given values, flattened row-major
+//   arange [s, d]    s + i * d                       (i converted to double)
+//   linspace [a, b]  like torch.linspace(a, b, numel): n = numel; n == 1 gives a;
+//                    otherwise step = (b - a) / (n - 1) and, with halfway = n / 2
+//                    (integer division), element i is a + i * step when i < halfway and
+//                    b - (n - 1 - i) * step otherwise (so both ends are exact).
+//
+// Random kinds: one generator per tensor, so adding, removing or reordering tensors never
+// changes another tensor's values.
+//   Hash:  FNV-1a 64 over the bytes of the tensor name:
+//            h = 0xcbf29ce484222325; for each byte c: h ^= c; h *= 0x100000001b3 (mod 2^64).
+//   State: s = scenario_seed XOR h   (uint64).
+//   next() (SplitMix64, Steele/Lea/Flood 2014, as published by Vigna):
+//            s += 0x9e3779b97f4a7c15
+//            z = s
+//            z = (z XOR (z >> 30)) * 0xbf58476d1ce4e5b9
+//            z = (z XOR (z >> 27)) * 0x94d049bb133111eb
+//            return z XOR (z >> 31)                  (all arithmetic mod 2^64)
+//   uniform01() = (next() >> 11) * 2^-53             in [0, 1), 53 random bits
+//   uniform [lo, hi]   element i: u = uniform01(); lo + (hi - lo) * u
+//   normal [mean, std] element i (Box-Muller, cosine branch only, two draws per element):
+//            u1 = ((next() >> 11) + 1) * 2^-53       in (0, 1], so log(u1) is finite
+//            u2 = uniform01()
+//            z  = sqrt(-2 * ln(u1)) * cos((2 * pi) * u2)
+//            value = mean + std * z
+//          where pi = 3.141592653589793 (the double nearest to pi); u1 is drawn first.
+//          (sqrt is exact; log and cos are the C library's, which on glibc are accurate
+//          to the last bit or so: a reimplementation elsewhere may differ in the last ulp
+//          of a float64 normal value, and only very rarely after rounding to float32.)
+//   randint [lo, hi]   element i: u = uniform01(); v = lo + floor(u * (hi - lo));
+//          if rounding ever made v >= hi, v = hi - 1 (lo, hi integral, |lo|,|hi| <= 2^53).
+// Elements draw in row-major order, one after the other from the same generator.
+//
+// Note that rounding to a narrow dtype can move a uniform value onto hi itself (the
+// interval is half-open before rounding).
+#include <cmath>
+#include <cstdint>
+#include <stdexcept>
+
+#include "scenario/scenario.hpp"
+
+namespace agtrace {
+namespace {
+
+uint64_t fnv1a64(const std::string& s) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+class SplitMix64 {
+ public:
+  explicit SplitMix64(uint64_t seed) : state_(seed) {}
+  uint64_t next() {
+    state_ += 0x9e3779b97f4a7c15ULL;
+    uint64_t z = state_;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+  // 53 random bits scaled to [0, 1): exactly representable, evenly spaced.
+  double uniform01() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
+  double uniform01_open_below() { return static_cast<double>((next() >> 11) + 1) * 0x1.0p-53; }
+
+ private:
+  uint64_t state_;
+};
+
+constexpr double kPi = 3.141592653589793;
+
+}  // namespace
+
+std::vector<double> initial_values(const LeafSpec& leaf, uint64_t scenario_seed) {
+  int64_t numel = 1;
+  for (int64_t d : leaf.shape) {
+    if (d < 0 || __builtin_mul_overflow(numel, d, &numel))
+      throw std::invalid_argument("initial_values: invalid shape for " + leaf.name);
+  }
+  const InitSpec& init = leaf.init;
+  const std::size_t n = static_cast<std::size_t>(numel);
+  std::vector<double> out;
+
+  if (init.kind == InitSpec::Kind::Values) {
+    // The loader has checked the count; a hand-made LeafSpec might not have.
+    if (init.values.size() != n)
+      throw std::invalid_argument("initial_values: " + leaf.name + " has " +
+                                  std::to_string(init.values.size()) + " values for " +
+                                  std::to_string(numel) + " elements");
+    out.reserve(n);
+    for (double v : init.values) out.push_back(round_to_dtype(v, leaf.dtype));
+    return out;
+  }
+
+  out.resize(n);
+  SplitMix64 gen(scenario_seed ^ fnv1a64(leaf.name));
+  const double a = init.a, b = init.b;
+  for (std::size_t i = 0; i < n; ++i) {
+    double v = 0.0;
+    switch (init.kind) {
+      case InitSpec::Kind::Zeros: v = 0.0; break;
+      case InitSpec::Kind::Ones: v = 1.0; break;
+      case InitSpec::Kind::Full: v = a; break;
+      case InitSpec::Kind::Values: break;  // handled above
+      case InitSpec::Kind::Arange: v = a + static_cast<double>(i) * b; break;
+      case InitSpec::Kind::Linspace: {
+        if (n == 1) {
+          v = a;
+        } else {
+          const double step = (b - a) / static_cast<double>(n - 1);
+          // PyTorch fills from both ends so that the last element is exactly hi.
+          const std::size_t halfway = n / 2;
+          v = i < halfway ? a + static_cast<double>(i) * step
+                          : b - static_cast<double>(n - 1 - i) * step;
+        }
+        break;
+      }
+      case InitSpec::Kind::Uniform: v = a + (b - a) * gen.uniform01(); break;
+      case InitSpec::Kind::Normal: {
+        const double u1 = gen.uniform01_open_below();
+        const double u2 = gen.uniform01();
+        const double z = std::sqrt(-2.0 * std::log(u1)) * std::cos((2.0 * kPi) * u2);
+        v = a + b * z;
+        break;
+      }
+      case InitSpec::Kind::Randint: {
+        const double u = gen.uniform01();
+        v = a + std::floor(u * (b - a));
+        if (v >= b) v = b - 1;
+        break;
+      }
+    }
+    out[i] = round_to_dtype(v, leaf.dtype);
+  }
+  return out;
+}
+
+}  // namespace agtrace

@@ -1,0 +1,24 @@
+// Element types a tensor can hold, with PyTorch's names, sizes and promotion rules.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace agtrace {
+
+enum class DType { Float32, Float64, Float16, BFloat16, Int64, Bool };
+
+// "float32" etc. as scenarios write them.
+std::string dtype_name(DType d);
+// "torch.float32", as Python prints a dtype.
+std::string dtype_torch_name(DType d);
+// "FloatTensor", as PyTorch's version error names a tensor type.
+std::string dtype_tensor_type(DType d);
+std::optional<DType> parse_dtype(const std::string& name);
+int64_t dtype_size(DType d);
+bool is_floating(DType d);
+
+// Rounds a value computed in double to what a tensor of dtype d stores.
+double round_to_dtype(double v, DType d);
+
+}  // namespace agtrace

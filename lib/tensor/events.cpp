@@ -1,0 +1,20 @@
+#include "tensor/events.hpp"
+
+namespace agtrace {
+
+namespace {
+EventSink* g_sink = nullptr;
+RunPosition g_position;
+IdCounters g_ids;
+}  // namespace
+
+EventSink* event_sink() { return g_sink; }
+void set_event_sink(EventSink* sink) { g_sink = sink; }
+RunPosition& run_position() { return g_position; }
+IdCounters& id_counters() { return g_ids; }
+void reset_run_state() {
+  g_position = RunPosition{};
+  g_ids = IdCounters{};
+}
+
+}  // namespace agtrace

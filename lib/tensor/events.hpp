@@ -1,0 +1,51 @@
+// Every allocation, free, save, release and version bump is announced as an Event.
+// The accountant (lib/report/accountant) observes them; ops and tensors never count
+// bytes themselves (design note "Accounting is an observer").
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace agtrace {
+
+struct Event {
+  enum class Kind { Alloc, Free, Save, Release, VersionBump };
+  Kind kind = Kind::Alloc;
+  int64_t storage_id = -1;
+  int64_t bytes = 0;
+  int64_t saved_id = -1;      // Save / Release
+  int64_t node_id = -1;       // Save / Release: the node holding the saved value
+  std::string what;           // Alloc: the op that allocated; Save: "Node.attr"
+  int64_t version = 0;        // VersionBump: the new version
+};
+
+class EventSink {
+ public:
+  virtual ~EventSink() = default;
+  virtual void on_event(const Event& e) = 0;
+};
+
+// The sink of the run in progress (single-threaded, one run at a time); null = nobody listens.
+EventSink* event_sink();
+void set_event_sink(EventSink* sink);
+inline void emit(const Event& e) {
+  if (EventSink* s = event_sink()) s->on_event(e);
+}
+
+// Where the run is: statement number and the op being computed, for Alloc events and
+// for the statements that errors and lifetimes name.
+struct RunPosition {
+  int statement = -1;
+  std::string op;        // op currently allocating, e.g. "mm" or "MmBackward0"
+  bool in_backward = false;
+};
+RunPosition& run_position();
+
+// Creation-order ids: deterministic, never pointers (design note "Deterministic output").
+struct IdCounters {
+  int64_t storage = 0, tensor = 0, node = 0, saved = 0;
+  uint64_t sequence_nr = 0;
+};
+IdCounters& id_counters();
+void reset_run_state();
+
+}  // namespace agtrace

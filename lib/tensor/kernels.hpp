@@ -1,0 +1,54 @@
+// Forward and backward arithmetic on tensors, without autograd. Every function returns
+// a new contiguous tensor with its own storage (an allocation the accountant sees),
+// except the explicit in-place helpers. On the meta device only shapes are computed.
+#pragma once
+#include <functional>
+#include <optional>
+
+#include "tensor/tensor.hpp"
+
+namespace agtrace::kernels {
+
+// PyTorch's type promotion (c10::promoteTypes with the dimensioned / 0-d / wrapped-number
+// priority of at::result_type): a Python float with an int tensor gives float32, a 0-d
+// float64 tensor with a float32 tensor gives float32.
+DType result_type(const Tensor& a, const Tensor& b);
+DType promote(DType a, DType b);
+
+// Broadcast shapes; throws ScenarioError shape_mismatch naming both shapes and `op`.
+Shape broadcast_shapes(const Shape& a, const Shape& b, const std::string& op);
+
+using UnaryFn = double (*)(double);
+Tensor unary(const Tensor& a, DType out, const std::function<double(double)>& f);
+Tensor binary(const Tensor& a, const Tensor& b, DType out,
+              const std::function<double(double, double)>& f, const std::string& op);
+Tensor ternary(const Tensor& a, const Tensor& b, const Tensor& c, DType out,
+               const std::function<double(double, double, double)>& f, const std::string& op);
+// In place: a = f(a, b) with b broadcast to a's shape.
+void binary_inplace(const Tensor& a, const Tensor& b, const std::function<double(double, double)>& f,
+                    const std::string& op);
+void unary_inplace(const Tensor& a, const std::function<double(double)>& f);
+
+Tensor full(const Shape& sizes, double v, DType dtype, bool meta);
+Tensor copy(const Tensor& a);                    // contiguous copy (clone)
+Tensor cast(const Tensor& a, DType dtype);       // new storage of another dtype
+// Sum over `dims` (empty = all); keepdim keeps size-1 dims.
+Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim, std::optional<DType> out = {});
+// Reduce a broadcast gradient back to `shape` (at::sum_to).
+Tensor sum_to(const Tensor& g, const Shape& shape);
+// Expand g (shape with reduced dims removed or kept) back to `shape` as a stride-0 view
+// (SumBackward's grad.expand), sharing g's storage.
+Tensor expand_to(const Tensor& g, const Shape& shape, const std::vector<int64_t>& dims, bool keepdim);
+Tensor mm(const Tensor& a, const Tensor& b);     // (n,k) @ (k,m)
+// A transposed alias of a 2-D tensor (no copy), for mm's backward (grad @ mat2.t()).
+Tensor transposed(const Tensor& a);
+// Scatter g (the gradient of a view of a tensor of `base_sizes`) into zeros of that shape,
+// placing it at the view's sizes/strides/offset relative to a contiguous base.
+Tensor view_backward(const Tensor& g, const Shape& base_sizes, const Shape& view_sizes,
+                     const Shape& view_strides, int64_t view_offset);
+
+// Normalises a possibly negative dim; throws index_out_of_range like PyTorch
+// ("Dimension out of range (expected to be in range of [-2, 1], but got 2)").
+int64_t wrap_dim(int64_t dim, int64_t ndim);
+
+}  // namespace agtrace::kernels

@@ -1,0 +1,141 @@
+#include "tensor/tensor.hpp"
+
+#include <algorithm>
+
+#include "tensor/events.hpp"
+
+namespace agtrace {
+
+namespace {
+std::vector<TensorImpl*>& registry() {
+  static std::vector<TensorImpl*> r;
+  return r;
+}
+}  // namespace
+
+const std::vector<TensorImpl*>& live_tensors() { return registry(); }
+
+Storage::Storage(DType d, int64_t n, bool is_meta) : dtype(d), numel(n), meta(is_meta) {
+  id = id_counters().storage++;
+  if (!meta) data.assign(static_cast<size_t>(n), 0.0);
+  Event e;
+  e.kind = Event::Kind::Alloc;
+  e.storage_id = id;
+  e.bytes = nbytes();
+  e.what = run_position().op;
+  emit(e);
+}
+
+Storage::~Storage() {
+  Event e;
+  e.kind = Event::Kind::Free;
+  e.storage_id = id;
+  e.bytes = nbytes();
+  emit(e);
+}
+
+void VersionCounter::bump() {
+  ++version;
+  last_bump_statement = run_position().statement;
+}
+
+TensorImpl::TensorImpl() {
+  id = id_counters().tensor++;
+  registry().push_back(this);
+}
+
+TensorImpl::~TensorImpl() {
+  auto& r = registry();
+  auto it = std::find(r.begin(), r.end(), this);
+  if (it != r.end()) r.erase(it);
+}
+
+int64_t TensorImpl::numel() const { return shape_numel(sizes); }
+
+bool TensorImpl::is_contiguous() const {
+  int64_t expected = 1;
+  for (size_t d = sizes.size(); d-- > 0;) {
+    if (sizes[d] != 1 && strides[d] != expected) return false;
+    expected *= sizes[d];
+  }
+  return true;
+}
+
+Shape contiguous_strides(const Shape& sizes) {
+  Shape s(sizes.size(), 1);
+  int64_t acc = 1;
+  for (size_t d = sizes.size(); d-- > 0;) {
+    s[d] = acc;
+    acc *= std::max<int64_t>(sizes[d], 1);
+  }
+  return s;
+}
+
+int64_t shape_numel(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t v : s) n *= v;
+  return n;
+}
+
+std::string shape_str(const Shape& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i) out += ", ";
+    out += std::to_string(s[i]);
+  }
+  return out + "]";
+}
+
+Tensor empty_tensor(const Shape& sizes, DType dtype, bool meta) {
+  auto t = std::make_shared<TensorImpl>();
+  t->storage = std::make_shared<Storage>(dtype, shape_numel(sizes), meta);
+  t->sizes = sizes;
+  t->strides = contiguous_strides(sizes);
+  t->version = std::make_shared<VersionCounter>();
+  return t;
+}
+
+Tensor tensor_from_values(const Shape& sizes, DType dtype, const std::vector<double>& values) {
+  Tensor t = empty_tensor(sizes, dtype, false);
+  for (size_t i = 0; i < values.size() && i < t->storage->data.size(); ++i)
+    t->storage->data[i] = round_to_dtype(values[i], dtype);
+  return t;
+}
+
+Tensor scalar_tensor(double v, DType dtype) { return tensor_from_values({}, dtype, {v}); }
+
+Tensor make_alias(const Tensor& src, const Shape& sizes, const Shape& strides, int64_t offset) {
+  auto t = std::make_shared<TensorImpl>();
+  t->storage = src->storage;
+  t->sizes = sizes;
+  t->strides = strides;
+  t->offset = offset;
+  t->version = src->version;
+  return t;
+}
+
+std::vector<double> to_values(const Tensor& t) {
+  std::vector<double> out;
+  if (t->is_meta()) return out;
+  out.resize(static_cast<size_t>(t->numel()));
+  const double* data = t->storage->data.data();
+  for_each_offset(t->sizes, t->strides, t->offset,
+                  [&](int64_t i, int64_t off) { out[static_cast<size_t>(i)] = data[off]; });
+  return out;
+}
+
+double item(const Tensor& t) {
+  if (t->is_meta() || t->numel() == 0) return 0.0;
+  return t->storage->data[static_cast<size_t>(t->offset)];
+}
+
+void write_values(const Tensor& t, const std::vector<double>& values) {
+  if (t->is_meta()) return;
+  double* data = t->storage->data.data();
+  const DType d = t->dtype();
+  for_each_offset(t->sizes, t->strides, t->offset, [&](int64_t i, int64_t off) {
+    data[off] = round_to_dtype(values[static_cast<size_t>(i)], d);
+  });
+}
+
+}  // namespace agtrace

@@ -1,0 +1,123 @@
+// Storage, version counters and tensor objects.
+//
+// Mirrors PyTorch's split between a Storage (bytes; shared by every view of it) and a
+// TensorImpl (sizes, strides, offset, autograd metadata). A Python-level tensor object
+// is a std::shared_ptr<TensorImpl>: `a is b` compares the pointers, and the tensor's
+// id (creation order) names it in reports.
+//
+// Element data is held as double and rounded to the tensor's dtype after every write
+// (round_to_dtype), so float32 results match PyTorch to float precision while every op
+// is written once. Bytes are always accounted at the dtype's real element size.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tensor/dtype.hpp"
+
+namespace agtrace {
+
+namespace autograd {
+struct Node;
+}
+
+using Shape = std::vector<int64_t>;
+
+struct Storage {
+  int64_t id = 0;
+  DType dtype = DType::Float32;
+  int64_t numel = 0;
+  bool meta = false;          // meta device: no element data
+  std::vector<double> data;   // numel values unless meta
+  std::string device = "cpu";
+
+  Storage(DType d, int64_t n, bool is_meta);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+  int64_t nbytes() const { return numel * dtype_size(dtype); }
+};
+
+// PyTorch keeps one version counter per view family: views and detach() share it, and
+// every in-place op bumps it once (c10::VariableVersion).
+struct VersionCounter {
+  int64_t version = 0;
+  int last_bump_statement = -1;
+  void bump();
+};
+
+struct TensorImpl;
+using Tensor = std::shared_ptr<TensorImpl>;
+
+struct TensorImpl {
+  int64_t id = 0;
+  std::shared_ptr<Storage> storage;
+  Shape sizes, strides;
+  int64_t offset = 0;
+  std::shared_ptr<VersionCounter> version;
+
+  // Autograd metadata (torch::autograd::AutogradMeta).
+  bool requires_grad_flag = false;          // for leaves
+  std::shared_ptr<autograd::Node> grad_fn;  // null for leaves
+  int output_nr = 0;
+  std::weak_ptr<autograd::Node> grad_accumulator;  // AccumulateGrad of a leaf (weak, as PyTorch)
+  Tensor grad;
+  Tensor base;  // _base of a view (the tensor the view family started from)
+  bool is_view() const { return base != nullptr; }
+  bool is_wrapped_number = false;  // a Python scalar turned into a 0-d tensor
+
+  TensorImpl();
+  ~TensorImpl();
+
+  DType dtype() const { return storage->dtype; }
+  int64_t dim() const { return static_cast<int64_t>(sizes.size()); }
+  int64_t numel() const;
+  bool requires_grad() const { return requires_grad_flag || grad_fn != nullptr; }
+  bool is_leaf() const { return grad_fn == nullptr; }
+  bool is_contiguous() const;
+  bool is_meta() const { return storage->meta; }
+  int64_t nbytes() const { return numel() * dtype_size(dtype()); }
+};
+
+// Registry of live tensor objects, in creation order, for the accountant's holder scan.
+const std::vector<TensorImpl*>& live_tensors();
+
+Shape contiguous_strides(const Shape& sizes);
+int64_t shape_numel(const Shape& s);
+std::string shape_str(const Shape& s);  // "[2, 3]"
+
+// A new contiguous tensor with its own storage (zero-filled).
+Tensor empty_tensor(const Shape& sizes, DType dtype, bool meta);
+Tensor tensor_from_values(const Shape& sizes, DType dtype, const std::vector<double>& values);
+Tensor scalar_tensor(double v, DType dtype);
+// A new tensor object over the same storage (a view or an alias), sharing the version counter.
+Tensor make_alias(const Tensor& src, const Shape& sizes, const Shape& strides, int64_t offset);
+
+// Element values in row-major order (gathers through strides). Meta: empty.
+std::vector<double> to_values(const Tensor& t);
+double item(const Tensor& t);
+// Writes row-major values through the tensor's strides, rounding to its dtype.
+void write_values(const Tensor& t, const std::vector<double>& values);
+
+// Calls f(linear_index, storage_offset) for every element in row-major order.
+template <typename F>
+void for_each_offset(const Shape& sizes, const Shape& strides, int64_t offset, F&& f) {
+  const int64_t n = shape_numel(sizes);
+  const size_t nd = sizes.size();
+  std::vector<int64_t> idx(nd, 0);
+  int64_t off = offset;
+  for (int64_t i = 0; i < n; ++i) {
+    f(i, off);
+    for (size_t d = nd; d-- > 0;) {
+      if (++idx[d] < sizes[d]) {
+        off += strides[d];
+        break;
+      }
+      off -= strides[d] * (sizes[d] - 1);
+      idx[d] = 0;
+    }
+  }
+}
+
+}  // namespace agtrace
