@@ -70,6 +70,7 @@ Node::~Node() {
 
 static void announce_save(const Node& node, SavedEntry& e, const Tensor& t) {
   e.var.shape = t->sizes;
+  e.var.from_python_number = t->is_wrapped_number;
   e.var.storage_id = t->storage->id;
   e.var.storage_bytes = t->storage->nbytes();
   e.var.id = id_counters().saved++;

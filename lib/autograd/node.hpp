@@ -64,6 +64,7 @@ struct SavedVariable {
   DType dtype = DType::Float32;
   // Kept after release, for reports: what was saved, where it lived.
   Shape shape;
+  bool from_python_number = false;  // a wrapped Python scalar (x * 3.0 saves 3.0 as a 0-d tensor)
   int64_t storage_id = -1;
   int64_t storage_bytes = 0;
 

@@ -124,10 +124,19 @@ bool py_is(const Value& a, const Value& b) {
   }
 }
 
+std::vector<double> display_values(const Tensor& t) {
+  std::vector<double> v = to_values(t);
+  for (double& x : v) x = display_value(x, t->dtype());
+  return v;
+}
+
 std::string root_label_of(const Expr* e) {
   if (e && e->kind == ExprKind::Name) return e->text;
   return "";
 }
+
+// Walks captured after the last statement carry this statement number.
+constexpr int kEndOfProgram = -2;
 
 class Interpreter : public ops::Runtime {
  public:
@@ -231,7 +240,7 @@ void Interpreter::create_leaves() {
     rec.dtype = leaf.dtype;
     rec.requires_grad = leaf.requires_grad;
     rec.bytes = t->nbytes();
-    if (opt_.keep_values) rec.values = to_values(t);
+    if (opt_.keep_values) rec.values = display_values(t);
     result_.leaves.push_back(rec);
   }
   run_position().op.clear();
@@ -1046,7 +1055,8 @@ NodeSnapshot Interpreter::snapshot(const autograd::Node& n) const {
       ss.defined = true;
       ss.is_output = v.is_output;
       ss.tensor_id = v.tensor_id;
-      if (!v.is_output) {
+      ss.from_python_number = v.from_python_number;
+      if (!v.is_output && !v.from_python_number) {
         auto it = tensor_label_.find(v.tensor_id);
         if (it != tensor_label_.end()) ss.same_object_as = it->second;
       }
@@ -1070,7 +1080,7 @@ NodeSnapshot Interpreter::snapshot(const autograd::Node& n) const {
 }
 
 void Interpreter::finish() {
-  statement_ = static_cast<int>(sc_.statements.size());
+  statement_ = kEndOfProgram;
   // Walks of every name bound to a tensor with a grad_fn at the end (spec: walks).
   for (const auto& [name, v] : env_) {
     if (v.kind != Value::Kind::Tensor || !v.t->grad_fn) continue;
@@ -1087,7 +1097,7 @@ void Interpreter::finish() {
     g.name = label_of(t->id);
     g.shape = t->grad->sizes;
     g.dtype = t->grad->dtype();
-    if (opt_.keep_values) g.values = to_values(t->grad);
+    if (opt_.keep_values) g.values = display_values(t->grad);
     result_.grads.push_back(g);
   }
   acc_.finish(result_);

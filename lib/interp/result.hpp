@@ -21,6 +21,7 @@ struct SavedSnapshot {
   bool is_output = false;    // saved output: unpacking gives a new object on the same storage
   int64_t tensor_id = -1;
   std::string same_object_as;            // name bound to the very object saved (saved inputs)
+  bool from_python_number = false;       // a Python scalar wrapped as a 0-d tensor
   std::vector<std::string> shares_with;  // names bound to tensors on the same storage
   Shape shape;
   DType dtype = DType::Float32;
@@ -50,7 +51,7 @@ struct NodeSnapshot {
 
 struct WalkRecord {
   std::string key;                 // name of the root tensor or "statement N"
-  int statement = -1;              // when captured
+  int statement = -1;              // when captured; -2 at the end of the program
   std::vector<int64_t> nodes;      // DFS order, each node once
 };
 

@@ -66,7 +66,7 @@ namespace {
 
 // Shortest decimal that reads back as the same value of the tensor's dtype.
 std::string element_repr(double v, DType d) {
-  if (d == DType::Bool) return v != 0.0 ? "True" : "False";
+  if (d == DType::Bool) return v != 0.0 ? "1" : "0";
   if (d == DType::Int64) return std::to_string(static_cast<int64_t>(v));
   if (d == DType::Float64 || std::isnan(v) || std::isinf(v)) return float_repr(v);
   char buf[64];
@@ -77,9 +77,16 @@ std::string element_repr(double v, DType d) {
   return float_repr(std::strtod(buf, nullptr));
 }
 
+}  // namespace
+
+double display_value(double v, DType d) { return std::strtod(element_repr(v, d).c_str(), nullptr); }
+
+namespace {
+
 void nested(std::string& out, const std::vector<double>& vals, const Shape& shape, size_t dim, size_t& pos, DType d) {
   if (dim == shape.size()) {
-    out += element_repr(vals[pos++], d);
+    const double v = vals[pos++];
+    out += d == DType::Bool ? (v != 0.0 ? "True" : "False") : element_repr(v, d);
     return;
   }
   out += "[";

@@ -59,5 +59,8 @@ std::string repr_form(const Value& v);
 
 // Shortest decimal that round-trips, as Python's repr(float).
 std::string float_repr(double v);
+// The double nearest to the shortest decimal that reads back as `v` in dtype d, so a
+// float32 0.800000011920929 is reported as 0.8 (the value PyTorch prints).
+double display_value(double v, DType d);
 
 }  // namespace agtrace

@@ -46,7 +46,8 @@ std::vector<Tensor> transpose_backward(Node& n, const std::vector<Tensor>& g) {
 // where the view looked (select_backward / slice_backward).
 std::vector<Tensor> select_backward(Node& n, const std::vector<Tensor>& g) {
   const auto& m = n.input_meta[0];
-  const int64_t dim = n.attr("dim").i;
+  // The node keeps dim as written (it may be negative); wrap it against the input's rank.
+  const int64_t dim = kernels::wrap_dim(n.attr("dim").i, static_cast<int64_t>(m.sizes.size()));
   int64_t index = n.attr("index").i;
   if (index < 0) index += m.sizes[dim];
   Shape base_strides = contiguous_strides(m.sizes);
@@ -71,7 +72,8 @@ SliceBounds slice_bounds(int64_t size, std::optional<int64_t> start_in, std::opt
 
 std::vector<Tensor> slice_backward(Node& n, const std::vector<Tensor>& g) {
   const auto& m = n.input_meta[0];
-  const int64_t dim = n.attr("dim").i, step = n.attr("step").i;
+  const int64_t dim = kernels::wrap_dim(n.attr("dim").i, static_cast<int64_t>(m.sizes.size()));
+  const int64_t step = n.attr("step").i;
   SliceBounds b = slice_bounds(m.sizes[dim], n.attr("start").i, n.attr("end").i, step);
   Shape base_strides = contiguous_strides(m.sizes);
   Shape sz = m.sizes, st = base_strides;
@@ -231,7 +233,9 @@ Tensor select(const Tensor& a, int64_t dim, int64_t index) {
   Tensor v = make_view(a, sz, st, a->offset + i * a->strides[d]);
   if (needs_grad({&a})) {
     auto node = make_node("SelectBackward0", select_backward, {a});
-    node->save_attr("dim", AttrValue::integer(d, true));
+    // PyTorch saves dim as passed, not wrapped: x.select(-1, -1).grad_fn._saved_dim reads
+    // 18446744073709551615 (torch 1.13, measured), like _saved_index.
+    node->save_attr("dim", AttrValue::integer(dim, true));
     node->save_attr("index", AttrValue::integer(index, true));
     node->save_attr("self_sizes", AttrValue::ints(a->sizes));
     set_history(v, node);
@@ -251,10 +255,13 @@ Tensor slice(const Tensor& a, int64_t dim, std::optional<int64_t> start, std::op
   Tensor v = make_view(a, sz, st, a->offset + b.start * a->strides[d]);
   if (needs_grad({&a})) {
     auto node = make_node("SliceBackward0", slice_backward, {a});
-    node->save_attr("dim", AttrValue::integer(d, true));
-    node->save_attr("end", AttrValue::integer(end.value_or(std::numeric_limits<int64_t>::max())));
+    // dim, start and end are saved as passed and read back as uint64 (torch 1.13, measured):
+    // x.narrow(-1, 0, 2) has _saved_dim 18446744073709551615, x[:, -2:] has _saved_start
+    // 18446744073709551614, x[:, :-1] has _saved_end 18446744073709551615.
+    node->save_attr("dim", AttrValue::integer(dim, true));
+    node->save_attr("end", AttrValue::integer(end.value_or(std::numeric_limits<int64_t>::max()), true));
     node->save_attr("self_sym_sizes", AttrValue::ints(a->sizes));
-    node->save_attr("start", AttrValue::integer(start.value_or(0)));
+    node->save_attr("start", AttrValue::integer(start.value_or(0), true));
     node->save_attr("step", AttrValue::integer(step));
     set_history(v, node);
   }

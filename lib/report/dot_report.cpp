@@ -60,8 +60,10 @@ std::string report_dot(const RunResult& r) {
         << ", fillcolor=\"#cde7f7\"];\n";
     } else {
       std::string label = n.name + " #" + std::to_string(n.id);
-      if (n.saved_bytes > 0) label += "\nkeeps " + human_bytes(n.saved_bytes);
       bool released = n.released && n.saved_bytes > 0;
+      if (n.saved_bytes > 0)
+        label += released ? "\nreleased " + human_bytes(n.saved_bytes) + " at [" + std::to_string(n.released_at) + "]"
+                          : "\nkeeps " + human_bytes(n.saved_bytes);
       o << "  " << nid << " [label=" << q(label)
         << (released ? ", fillcolor=\"#f4f4f4\", fontcolor=\"#888888\", color=\"#aaaaaa\"" : "") << "];\n";
     }
@@ -71,7 +73,8 @@ std::string report_dot(const RunResult& r) {
       if (!s.is_tensor || !s.defined) continue;
       const std::string sid = nid + "_" + s.attr;
       std::string label = "_saved_" + s.attr + "\n" + shape_text(s) + " " + human_bytes(s.bytes);
-      if (!s.is_output) label += "\nsame object as " + (s.same_object_as.empty() ? "#" + std::to_string(s.tensor_id) : s.same_object_as);
+ if (s.from_python_number) label += "\na Python number as a 0-d tensor";
+      else if (!s.is_output) label += "\nsame object as " + (s.same_object_as.empty() ? "#" + std::to_string(s.tensor_id) : s.same_object_as);
       else label += "\nnew object, same storage";
       if (s.released) label += "\nreleased at [" + std::to_string(s.released_at) + "]";
       o << "  " << sid << " [label=" << q(label) << ", shape=note, "
@@ -100,7 +103,7 @@ std::string report_dot(const RunResult& r) {
     auto leaf = leaf_by_storage.find(storage);
     if (leaf != leaf_by_storage.end())
       o << "  " << members.front() << " -> " << leaf->second
-        << " [style=dotted, dir=none, color=\"#7a3db8\", label=\"storage of\", fontcolor=\"#7a3db8\"];\n";
+        << " [style=dotted, dir=none, color=\"#7a3db8\", label=\"same object\", fontcolor=\"#7a3db8\"];\n";
   }
   // Roots.
   int k = 0;
@@ -118,8 +121,9 @@ std::string report_dot(const RunResult& r) {
   o << "    lg_leaf [label=\"leaf (AccumulateGrad)\", fillcolor=\"#cde7f7\"];\n";
   o << "    lg_saved [label=\"saved tensor\", shape=note, fillcolor=\"#fde3b0\"];\n";
   o << "    lg_freed [label=\"released saved tensor\", shape=note, style=\"filled,dashed\", fillcolor=\"#eeeeee\", fontcolor=\"#999999\"];\n";
-  o << "    lg_root -> lg_node -> lg_leaf [style=invis];\n";
+  o << "    { rank=same; lg_root; lg_node; lg_leaf; lg_saved; lg_freed; }\n";
   o << "    lg_saved -> lg_freed [style=dotted, dir=none, color=\"#7a3db8\", label=\"same storage\", fontcolor=\"#7a3db8\"];\n";
+  o << "    lg_root -> lg_node -> lg_leaf [style=invis];\n";
   o << "  }\n";
   o << "}\n";
   return o.str();

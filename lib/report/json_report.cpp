@@ -31,6 +31,7 @@ ojson saved_json(const SavedSnapshot& s, bool) {
   j["storage"] = s.storage_id;
   j["storage_bytes"] = s.storage_bytes;
   j["relation"] = s.is_output ? "new_object_shares_storage" : "same_object";
+  if (s.from_python_number) j["from_python_number"] = true;
   j["tensor"] = s.tensor_id;
   if (!s.same_object_as.empty()) j["same_object_as"] = s.same_object_as;
   j["shares_storage_with"] = s.shares_with;

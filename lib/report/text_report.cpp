@@ -38,7 +38,7 @@ struct Style {
 std::string pad(const std::string& s, size_t w) { return s.size() >= w ? s : s + std::string(w - s.size(), ' '); }
 std::string lpad(const std::string& s, size_t w) { return s.size() >= w ? s : std::string(w - s.size(), ' ') + s; }
 
-std::string stmt_ref(int i) { return i < 0 ? "setup" : "[" + std::to_string(i) + "]"; }
+std::string stmt_ref(int i) { return i == -2 ? "end" : i < 0 ? "setup" : "[" + std::to_string(i) + "]"; }
 
 std::string dtype_short(DType d) {
   switch (d) {
@@ -60,7 +60,9 @@ std::string saved_line(const SavedSnapshot& s) {
   for (size_t i = 0; i < s.shape.size(); ++i) shape += (i ? ", " : "") + std::to_string(s.shape[i]);
   shape += "]";
   line += pad(shape, 14) + lpad(human_bytes(s.bytes), 9) + "  ";
-  if (!s.is_output) {
+  if (s.from_python_number) {
+    line += "a Python number as a 0-d tensor";
+  } else if (!s.is_output) {
     line += s.same_object_as.empty() ? "same object as tensor #" + std::to_string(s.tensor_id)
                                      : "same object as " + s.same_object_as;
   } else {
