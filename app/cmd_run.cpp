@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "commands.hpp"
+#include "cuda/device.hpp"
 #include "errors.hpp"
 #include "interp/interpreter.hpp"
 #include "report/report.hpp"
@@ -43,8 +44,9 @@ Runner add_run(CLI::App& root) {
   return [opts]() -> int {
     auto sc = load_scenario_file(opts->scenario);
     const std::string device = opts->device.empty() ? sc->device : opts->device;
-    if (device == "cuda") {
-      InputError e("usage", "--device cuda: this build of agtrace has no CUDA support (no GPU device interface compiled in)");
+    const device::Availability avail = device::check(device);
+    if (!avail.available) {
+      InputError e("usage", "device '" + device + "' is not available: " + avail.reason);
       e.file = opts->scenario;
       throw e;
     }

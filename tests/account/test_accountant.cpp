@@ -1,0 +1,126 @@
+// The accountant: events in, lifetimes, live bytes, peaks and totals out.
+#include <catch2/catch.hpp>
+
+#include "account/accountant.hpp"
+#include "interp/run_helpers.hpp"
+
+using namespace agtrace;
+
+namespace {
+Event alloc(int64_t id, int64_t bytes) {
+  Event e;
+  e.kind = Event::Kind::Alloc;
+  e.storage_id = id;
+  e.bytes = bytes;
+  e.what = "op";
+  return e;
+}
+Event free_(int64_t id, int64_t bytes) {
+  Event e;
+  e.kind = Event::Kind::Free;
+  e.storage_id = id;
+  e.bytes = bytes;
+  return e;
+}
+Event save(int64_t saved, int64_t storage, int64_t bytes) {
+  Event e;
+  e.kind = Event::Kind::Save;
+  e.saved_id = saved;
+  e.storage_id = storage;
+  e.bytes = bytes;
+  e.what = "N._saved_self";
+  return e;
+}
+}  // namespace
+
+TEST_CASE("peaks include temporaries freed inside the statement", "[account]") {
+  Accountant acc;
+  run_position().statement = 0;
+  acc.begin_statement(0);
+  acc.on_event(alloc(0, 100));
+  acc.on_event(alloc(1, 50));
+  acc.on_event(free_(1, 50));
+  HolderScan scan;
+  scan.category[0] = "named";
+  acc.end_statement(0, false, scan);
+  RunResult r;
+  acc.finish(r);
+  CHECK(r.memory.peak_bytes == 150);
+  CHECK(r.memory.peak_statement == 0);
+  REQUIRE(r.memory_by_statement.size() == 1);
+  CHECK(r.memory_by_statement[0].live_after == 100);
+  CHECK(r.memory_by_statement[0].peak_inside == 150);
+  CHECK(r.memory_by_statement[0].temporary_bytes == 50);
+  CHECK(r.memory_by_statement[0].categories.at("named") == 100);
+  REQUIRE(r.storages.size() == 2);
+  CHECK_FALSE(r.storages[0].freed);
+  CHECK(r.storages[1].freed);
+  CHECK(r.storages[1].freed_at == 0);
+}
+
+TEST_CASE("saved bytes exclude statements that raised; unique bytes count storages once", "[account]") {
+  Accountant acc;
+  run_position().statement = 0;
+  acc.begin_statement(0);
+  acc.on_event(alloc(0, 24));
+  acc.on_event(save(0, 0, 24));
+  acc.on_event(save(1, 0, 24));  // the same storage saved twice (x * x)
+  acc.end_statement(0, false, {});
+  run_position().statement = 1;
+  acc.begin_statement(1);
+  acc.on_event(alloc(1, 8));
+  acc.on_event(save(2, 1, 8));
+  acc.end_statement(1, true, {});  // raised: its save does not count
+  RunResult r;
+  acc.finish(r);
+  CHECK(r.memory.saved_bytes == 48);
+  CHECK(r.memory.saved_unique_bytes == 24);
+  CHECK(r.saved.size() == 3);
+}
+
+TEST_CASE("graph-only bytes are the peak over statement ends", "[account]") {
+  Accountant acc;
+  run_position().statement = 0;
+  acc.begin_statement(0);
+  acc.on_event(alloc(0, 32));
+  HolderScan s0;
+  s0.category[0] = "graph_only";
+  acc.end_statement(0, false, s0);
+  run_position().statement = 1;
+  acc.begin_statement(1);
+  acc.on_event(free_(0, 32));
+  acc.end_statement(1, false, {});
+  RunResult r;
+  acc.finish(r);
+  CHECK(r.memory.graph_only_bytes == 32);
+  CHECK(r.memory.graph_only_statement == 0);
+}
+
+TEST_CASE("a run's figures for y = x * 2.0, worked out by hand", "[account]") {
+  // x: f32[2,3] 24 B. `x * 2.0` wraps 2.0 as an f64[] tensor (8 B), saved by MulBackward0
+  // because x requires grad; the result y is 24 B. Live after: 24 + 8 + 24 = 56.
+  auto r = agtrace::test::run_text(
+      R"JSON({"name": "t", "tensors": {"x": {"shape": [2, 3], "requires_grad": true}}, "program": ["y = x * 2.0", "del y"]})JSON");
+  CHECK(r.memory.saved_bytes == 8);
+  CHECK(r.memory.saved_unique_bytes == 8);
+  REQUIRE(r.memory_by_statement.size() == 3);  // setup, [0], [1]
+  CHECK(r.memory_by_statement[1].live_after == 56);
+  CHECK(r.memory_by_statement[1].categories.at("leaf_param") == 24);
+  CHECK(r.memory_by_statement[1].categories.at("named") == 24);
+  CHECK(r.memory_by_statement[1].categories.at("graph_only") == 8);
+  // del y drops the last reference to the graph: result and saved scalar are freed.
+  CHECK(r.memory_by_statement[2].live_after == 24);
+  CHECK(r.memory.peak_bytes == 56);
+  CHECK(r.memory.graph_only_bytes == 8);
+}
+
+TEST_CASE("seed walk: saved 104 B, graph-only 32 B (the relu output)", "[account]") {
+  auto r = agtrace::test::run_text(R"JSON({"name": "t", "tensors": {
+      "x": {"shape": [2, 3], "requires_grad": true}, "W": {"shape": [3, 4], "requires_grad": true},
+      "b": {"shape": [4], "requires_grad": true}}, "program": ["y = (x @ W + b).relu().sum()"]})JSON");
+  CHECK(r.memory.saved_bytes == 24 + 48 + 32);
+  CHECK(r.memory.saved_unique_bytes == 104);
+  CHECK(r.memory.graph_only_bytes == 32);
+  // Inside the statement: leaves 88, mm out 32, add out 32 at once = 152.
+  CHECK(r.memory.peak_bytes == 152);
+}

@@ -1,0 +1,220 @@
+// The interpreter: statements, blocks, Python values, errors at the right statement.
+#include <catch2/catch.hpp>
+
+#include "errors.hpp"
+#include "interp/run_helpers.hpp"
+
+using agtrace::test::run_text;
+using Catch::Matchers::Contains;
+
+namespace {
+const char* kX = R"JSON("x": {"shape": [2, 3], "requires_grad": true, "init": {"linspace": [-1, 1]}})JSON";
+std::string scenario(const std::string& program, const std::string& tensors = kX) {
+  return std::string(R"JSON({"name": "t", "tensors": {)JSON") + tensors + R"JSON(}, "program": )JSON" + program + "}";
+}
+}  // namespace
+
+TEST_CASE("print uses Python's printed forms", "[interp]") {
+  auto r = run_text(scenario(R"JSON([
+    "print(1, 2.5, True, None, 'hi')",
+    "print((1,), (1, 2), [3, 4], x.shape, x.dtype, torch.int64)",
+    "print(0.1 + 0.2, 1e-05, 1 / 3, 2 ** 10, 7 // 2, -7 % 3, 10 / 4)",
+    "print(x.size(1), x.size(), len(x.shape), x.shape[-1])",
+    "print(x.shape == (2, 3), x.shape == [2, 3], x.dtype == torch.float32)"
+  ])JSON"));
+  REQUIRE(r.printed.size() == 5);
+  CHECK(r.printed[0] == "1 2.5 True None hi");
+  CHECK(r.printed[1] == "(1,) (1, 2) [3, 4] torch.Size([2, 3]) torch.float32 torch.int64");
+  CHECK(r.printed[2] == "0.30000000000000004 1e-05 0.3333333333333333 1024 3 2 2.5");
+  CHECK(r.printed[3] == "3 torch.Size([2, 3]) 2 3");
+  CHECK(r.printed[4] == "True False True");
+}
+
+TEST_CASE("tensors print their values, grad_fn and requires_grad", "[interp]") {
+  auto r = run_text(scenario(R"JSON(["print(x)", "print(x * 2)", "print(x.detach()[0])", "print(x > 0)"])JSON"));
+  REQUIRE(r.printed.size() == 4);
+  CHECK(r.printed[0] == "tensor([[-1.0, -0.6, -0.2], [0.2, 0.6, 1.0]], requires_grad=True)");
+  CHECK(r.printed[1] == "tensor([[-2.0, -1.2, -0.4], [0.4, 1.2, 2.0]], grad_fn=<MulBackward0>)");
+  CHECK(r.printed[2] == "tensor([-1.0, -0.6, -0.2])");
+  CHECK(r.printed[3] == "tensor([[False, False, False], [True, True, True]])");
+}
+
+TEST_CASE("an error inside try ends the block; the program goes on", "[interp]") {
+  auto r = run_text(scenario(R"JSON([
+    {"try": ["a = 1", "x.add_(1)", "b = 2"]},
+    "print(a)",
+    {"try": ["print(b)"]}
+  ])JSON"));
+  REQUIRE(r.statements.size() == 5);
+  CHECK(r.statements[0].status == "ok");
+  CHECK(r.statements[1].status == "error");
+  CHECK(r.statements[2].status == "not_run");
+  CHECK(r.statements[3].status == "ok");
+  CHECK(r.statements[4].status == "error");
+  REQUIRE(r.errors.size() == 2);
+  CHECK(r.errors[0].kind == "leaf_inplace");
+  CHECK(r.errors[0].caught);
+  CHECK(r.errors[1].kind == "name_error");
+  CHECK_FALSE(r.raised);
+}
+
+TEST_CASE("an error outside try ends the program", "[interp]") {
+  auto r = run_text(scenario(R"JSON(["y = x @ x", "print('after')"])JSON"));
+  CHECK(r.raised);
+  CHECK(r.statements[0].status == "error");
+  CHECK(r.statements[1].status == "not_run");
+  REQUIRE(r.errors.size() == 1);
+  CHECK(r.errors[0].kind == "shape_mismatch");
+  CHECK_THAT(r.errors[0].message, Contains("mat1 and mat2 shapes cannot be multiplied (2x3 and 2x3)"));
+  CHECK(r.printed.empty());
+}
+
+TEST_CASE("no_grad and enable_grad blocks switch grad mode", "[interp]") {
+  auto r = run_text(scenario(R"JSON([
+    {"no_grad": ["a = x * 2", "print(torch.is_grad_enabled(), a.requires_grad)",
+                 {"enable_grad": ["b = x * 2", "print(torch.is_grad_enabled(), b.requires_grad)"]}]},
+    "print(torch.is_grad_enabled())"
+  ])JSON"));
+  REQUIRE(r.printed.size() == 3);
+  CHECK(r.printed[0] == "False False");
+  CHECK(r.printed[1] == "True True");
+  CHECK(r.printed[2] == "True");
+}
+
+TEST_CASE("repeat runs its body again; statements are numbered once", "[interp]") {
+  auto r = run_text(scenario(R"JSON([
+    "n = 0",
+    {"repeat": 3, "body": ["n = n + 1", "loss = (x * x).sum()", "loss.backward()"]},
+    "print(n, x.grad[0, 0].item())"
+  ])JSON"));
+  REQUIRE(r.statements.size() == 5);
+  CHECK(r.statements[1].runs == 3);
+  REQUIRE(r.printed.size() == 1);
+  CHECK(r.printed[0] == "3 -6.0");  // d/dx sum(x*x) = 2x = -2, accumulated three times
+}
+
+TEST_CASE("names: tuple unpacking, del, rebinding, is", "[interp]") {
+  auto r = run_text(scenario(R"JSON([
+    "a, b = 1, 2",
+    "(c,) = (3,)",
+    "print(a, b, c)",
+    "y = x",
+    "print(y is x, x * 1 is x, None is None, a is not b)",
+    "del y",
+    {"try": ["print(y)"]},
+    {"try": ["p, q = 1, 2, 3"]}
+  ])JSON"));
+  CHECK(r.printed[0] == "1 2 3");
+  CHECK(r.printed[1] == "True False True True");
+  REQUIRE(r.errors.size() == 2);
+  CHECK(r.errors[0].kind == "name_error");
+  CHECK(r.errors[1].kind == "type_error");
+  CHECK_THAT(r.errors[1].message, Contains("too many values to unpack"));
+}
+
+TEST_CASE("x.grad = None drops the gradient; grads accumulate otherwise", "[interp]") {
+  auto r = run_text(scenario(R"JSON([
+    "(x * 3.0).sum().backward()",
+    "(x * 3.0).sum().backward()",
+    "print(x.grad[0, 0].item())",
+    "x.grad = None",
+    "print(x.grad)",
+    "(x * 3.0).sum().backward()",
+    "print(x.grad[1, 2].item())"
+  ])JSON"));
+  CHECK(r.printed == std::vector<std::string>{"6.0", "None", "3.0"});
+}
+
+TEST_CASE("torch.autograd.grad returns gradients without touching .grad", "[interp]") {
+  auto r = run_text(scenario(R"JSON([
+    "y = (x ** 3).sum()",
+    "(g,) = torch.autograd.grad(y, [x])",
+    "print(g[0, 0].item(), x.grad)",
+    {"try": ["torch.autograd.grad(y, [x])"]},
+    "z = (x * 2).sum()",
+    {"try": ["torch.autograd.grad(z, [x, torch.ones(2)])"]}
+  ])JSON"));
+  REQUIRE(r.printed.size() == 1);
+  CHECK(r.printed[0] == "3.0 None");
+  REQUIRE(r.errors.size() == 2);
+  CHECK(r.errors[0].kind == "saved_tensors_freed");
+  CHECK(r.errors[0].phase == "backward");
+}
+
+TEST_CASE("walks are keyed by the root's name or by statement", "[interp]") {
+  auto r = run_text(scenario(R"JSON([
+    "(x * 2).sum().backward()",
+    "y = x.exp()",
+    "y.sum().backward()",
+    "z = y.sum()"
+  ])JSON"));
+  std::vector<std::string> keys;
+  for (const auto& w : r.walks) keys.push_back(w.key);
+  CHECK(keys == std::vector<std::string>{"statement 0", "statement 2", "y", "z"});
+}
+
+TEST_CASE("errors carry the facts PyTorch's message holds", "[interp]") {
+  auto r = run_text(scenario(R"JSON([
+    "h = x * 2",
+    "s = (h * h).sum()",
+    "h.mul_(3)",
+    {"try": ["s.backward()"]}
+  ])JSON"));
+  REQUIRE(r.errors.size() == 1);
+  const auto& e = r.errors[0];
+  CHECK(e.kind == "saved_tensor_modified");
+  CHECK(e.phase == "backward");
+  CHECK(e.statement == 3);
+  CHECK(e.facts["expected_version"] == 0);
+  CHECK(e.facts["found_version"] == 1);
+  CHECK(e.facts["saved_at"] == 1);
+  CHECK(e.facts["modified_at"] == 2);
+  CHECK(e.facts["node"] == "MulBackward0");
+  // For a saved input PyTorch names the tensor's current grad_fn.
+  CHECK_THAT(e.message, Contains("[torch.FloatTensor [2, 3]], which is output 0 of MulBackward0, is at version 1; "
+                                 "expected version 0 instead"));
+}
+
+TEST_CASE("unknown names, methods and keywords are clear errors", "[interp]") {
+  auto r = run_text(scenario(R"JSON([
+    {"try": ["x.sum(dims=1)"]},
+    {"try": ["x.frobnicate()"]},
+    {"try": ["F.gelu(x)"]},
+    {"try": ["x.view(4, 2)"]},
+    {"try": ["x.mm()"]}
+  ])JSON"));
+  REQUIRE(r.errors.size() == 5);
+  CHECK(r.errors[0].kind == "type_error");
+  CHECK_THAT(r.errors[0].message, Contains("unexpected keyword argument 'dims'"));
+  CHECK_THAT(r.errors[0].message, Contains("did you mean 'dim'"));
+  CHECK(r.errors[1].kind == "unsupported");
+  CHECK(r.errors[2].kind == "unsupported");
+  CHECK(r.errors[3].kind == "shape_mismatch");
+  CHECK_THAT(r.errors[3].message, Contains("shape '[4, 2]' is invalid for input of size 6"));
+  CHECK(r.errors[4].kind == "type_error");
+  CHECK_THAT(r.errors[4].message, Contains("missing required argument: 'mat2'"));
+}
+
+TEST_CASE("blocks not implemented yet are unsupported, not silently run", "[interp]") {
+  auto r = run_text(scenario(R"JSON([
+    {"saved_tensor_hooks": "count", "body": ["y = (x * x).sum()"]},
+    "print('after')"
+  ])JSON"));
+  REQUIRE(r.errors.size() == 1);
+  CHECK(r.errors[0].kind == "unsupported");
+  CHECK(r.errors[0].statement == 0);
+  CHECK(r.raised);
+  CHECK(r.statements[1].status == "not_run");
+}
+
+TEST_CASE("a syntax error is bad input naming the statement and column", "[interp]") {
+  try {
+    run_text(scenario(R"JSON(["y = 1", "z = y +* 2"])JSON"));
+    FAIL("expected an InputError");
+  } catch (const agtrace::InputError& e) {
+    CHECK(e.kind == "syntax");
+    CHECK(e.statement == 1);
+    CHECK(e.column == 8);
+    CHECK(e.json_pointer == "/program/1");
+  }
+}

@@ -1,0 +1,75 @@
+// Printers and expect checks, on runs of small scenarios.
+#include <catch2/catch.hpp>
+
+#include "interp/run_helpers.hpp"
+#include "report/report.hpp"
+
+using namespace agtrace;
+
+namespace {
+const char* kSeed = R"JSON({"name": "t", "tensors": {
+    "x": {"shape": [2, 3], "requires_grad": true}, "W": {"shape": [3, 4], "requires_grad": true}},
+    "program": ["y = (x @ W).relu().sum()", "print(y.grad_fn.name())"]})JSON";
+}
+
+TEST_CASE("the JSON report holds the spec's stable core", "[report]") {
+  auto j = report_json(test::run_text(kSeed), false);
+  for (const char* key : {"format", "scenario", "device", "statements", "printed", "walks", "errors", "grads", "memory"})
+    CHECK(j.contains(key));
+  CHECK(j["format"] == 1);
+  CHECK(j["walks"]["y"] == nlohmann::ordered_json({"SumBackward0", "ReluBackward0", "MmBackward0", "AccumulateGrad", "AccumulateGrad"}));
+  for (const char* key : {"peak_bytes", "saved_bytes", "saved_unique_bytes", "graph_only_bytes"})
+    CHECK(j["memory"].contains(key));
+  CHECK(j["statements"][0]["status"] == "ok");
+}
+
+TEST_CASE("human byte units", "[report]") {
+  CHECK(human_bytes(0) == "0 B");
+  CHECK(human_bytes(1023) == "1023 B");
+  CHECK(human_bytes(1536) == "1.5 KiB");
+  CHECK(human_bytes(3 * 1024 * 1024) == "3.0 MiB");
+}
+
+TEST_CASE("check_expect reports each fact that differs", "[report]") {
+  RunResult r = test::run_text(kSeed);
+  r.expect = nlohmann::json::parse(R"JSON({
+    "walk": {"y": ["SumBackward0", "ReluBackward0", "MmBackward0", "AccumulateGrad", "AccumulateGrad"], "nope": []},
+    "printed": ["SumBackward0"],
+    "memory": {"saved_bytes": 104, "peak_bytes": {"max": 1}, "graph_only_bytes": {"min": 0, "max": 1000}}
+  })JSON");
+  auto failures = check_expect(r);
+  std::vector<std::string> facts;
+  for (const auto& f : failures) facts.push_back(f.fact);
+  CHECK(facts == std::vector<std::string>{"walk of nope", "memory.peak_bytes"});
+
+  r.expect = nlohmann::json::parse(R"JSON({"printed": ["ReluBackward0"], "memory": {"saved_bytes": 105},
+                                       "errors": [{"kind": "leaf_inplace"}]})JSON");
+  failures = check_expect(r);
+  REQUIRE(failures.size() == 3);
+  CHECK(failures[0].fact == "printed");
+  CHECK(failures[1].fact == "errors (count)");
+  CHECK(failures[2].fact == "memory.saved_bytes");
+  CHECK(failures[2].actual == "104");
+}
+
+TEST_CASE("the text report starts with a summary and shows saved identity", "[report]") {
+  const std::string t = report_text(test::run_text(kSeed), {});
+  CHECK(t.find("Summary") < t.find("Program"));
+  CHECK(t.find("same object as x") != std::string::npos);
+  CHECK(t.find("new object") != std::string::npos);
+  CHECK(t.find("\x1b[") == std::string::npos);
+  TextOptions colored;
+  colored.color = true;
+  CHECK(report_text(test::run_text(kSeed), colored).find("\x1b[") != std::string::npos);
+}
+
+TEST_CASE("DOT has nodes, edges, saved tensors and a legend, and escapes strings", "[report]") {
+  RunResult r = test::run_text(kSeed);
+  r.scenario = "quote\"back\\slash";
+  const std::string d = report_dot(r);
+  CHECK(d.rfind("digraph agtrace {", 0) == 0);
+  CHECK(d.find("MmBackward0") != std::string::npos);
+  CHECK(d.find("_saved_result") != std::string::npos);
+  CHECK(d.find("cluster_legend") != std::string::npos);
+  CHECK(d.find("quote\\\"back\\\\slash") != std::string::npos);
+}

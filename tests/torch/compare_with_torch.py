@@ -1,0 +1,1082 @@
+#!/usr/bin/python3
+"""Differential test: agtrace against real PyTorch.
+
+Usage:
+  /usr/bin/python3 tests/torch/compare_with_torch.py --agtrace build/agtrace scenarios/*.json
+  /usr/bin/python3 tests/torch/compare_with_torch.py --agtrace build/agtrace --self-test
+
+For every scenario, agtrace runs it (`run --format json --values`) and the same program
+runs here, in-process, under PyTorch, starting from the very leaf values agtrace reports.
+The facts both produce are compared (see tests/torch/README.md for exactly which, and
+with which tolerance).  The output is one line per scenario:
+
+  PASS name
+  FAIL name
+    - what differs
+  SKIP name (why)
+
+and, last, "N passed, M failed".  The exit status is 1 when a scenario failed (or the
+self-test found a corruption the comparison did not flag), 2 on a usage error, else 0.
+"""
+
+import argparse
+import ast
+import copy
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import warnings
+import weakref
+
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError:  # pragma: no cover - depends on the interpreter
+    sys.stderr.write("compare_with_torch.py needs PyTorch: run it with /usr/bin/python3\n")
+    sys.exit(2)
+
+
+# ---------------------------------------------------------------------------------------
+# Constants
+
+# agtrace exit statuses that still come with a report: 0 ok, 1 an expect fact differs,
+# 3 the program raised outside a try block.  2 is bad input, 4 an internal error.
+AGTRACE_REPORT_CODES = (0, 1, 3)
+
+DTYPES = {
+    "float32": torch.float32,
+    "float64": torch.float64,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "int64": torch.int64,
+    "bool": torch.bool,
+}
+
+# Tolerances for gradient values, by dtype: (rtol, atol).  float32 is what the brief
+# fixes; the others scale with the dtype's resolution (two ulps for the half types).
+GRAD_TOLERANCE = {
+    "float32": (1e-5, 1e-6),
+    "float64": (1e-10, 1e-12),
+    "float16": (2e-3, 1e-5),
+    "bfloat16": (1.6e-2, 1e-4),
+    "int64": (0.0, 0.0),
+    "bool": (0.0, 0.0),
+}
+
+# Floats inside printed lines (agtrace prints Python floats in Python's repr; a value
+# computed through float32 arithmetic may differ in the last digits when the summation
+# order differs).
+PRINT_FLOAT_RTOL, PRINT_FLOAT_ATOL = 1e-5, 1e-6
+
+UNSUPPORTED_BLOCKS = ("saved_tensor_hooks", "checkpoint")
+
+# Error kinds, from PyTorch's exception message.  Order matters: the first pattern that
+# matches wins ("a view of a leaf Variable" before "a leaf Variable").
+ERROR_PATTERNS = [
+    ("view_of_leaf_inplace", ["a view of a leaf Variable that requires grad"]),
+    ("leaf_inplace", ["a leaf Variable that requires grad is being used in an in-place operation"]),
+    ("saved_tensor_modified", ["modified by an inplace operation"]),
+    ("saved_tensors_freed", ["Trying to backward through the graph a second time",
+                             "after they have already been freed"]),
+    ("no_grad_fn", ["does not require grad and does not have a grad_fn",
+                    "One of the differentiated Tensors does not require grad"]),
+    ("unused_input", ["appears to not have been used in the graph"]),
+    ("grad_not_scalar", ["grad can be implicitly created only for scalar outputs"]),
+    ("shape_mismatch", ["must match the size", "shapes cannot be multiplied", "is invalid for input of size",
+                        "Mismatch in shape", "only one dimension can be inferred", "invalid shape dimension",
+                        "view size is not compatible", "expects a tensor with <= 2 dimensions",
+                        "must be a matrix", "need to be at least 1D", "negative dimension",
+                        "expected sequence of length", "has data of a different size", "size mismatch",
+                        "Sizes of tensors must match", "doesn't match the broadcast shape",
+                        "The expanded size", "inconsistent tensor size", "must have the same shape",
+                        "shape mismatch", "Expected input batch_size", "does not match the shape"]),
+    ("dtype_mismatch", ["not implemented for", "expected scalar type", "can't be cast to the desired output type",
+                        "could not infer output dtype", "to have same dtype", "Found dtype",
+                        "expected both vectors to have same dtype", "must have the same dtype",
+                        "result type Float can't be cast", "Expected object of scalar type"]),
+    ("index_out_of_range", ["out of bounds", "Dimension out of range", "invalid index of a 0-dim tensor",
+                            "cannot be applied to a 0-dim tensor", "too many indices", "index out of range",
+                            "single ellipsis", "out of range"]),
+    # PyTorch raises these as RuntimeError or ValueError; agtrace files them under type_error.
+    ("type_error", ["can require gradients", "you can only change requires_grad flags",
+                    "Boolean value of Tensor with more than one value is ambiguous",
+                    "on a bool tensor is not supported", "cannot be converted to Scalar",
+                    "only one element tensors can be converted", "appears multiple times in the list of dims",
+                    "step must be greater than zero", "slice step must be positive",
+                    "division by zero", "takes no arguments", "not enough values to unpack",
+                    "too many values to unpack", "cannot unpack non-iterable"]),
+]
+
+EXCEPTION_TYPE_KINDS = [
+    ((NameError, AttributeError), "name_error"),
+    ((IndexError,), "index_out_of_range"),
+    ((TypeError, ValueError, ZeroDivisionError), "type_error"),
+    ((SyntaxError,), "syntax_error"),
+]
+
+VERSION_RE = re.compile(r"is at version (\d+); expected version (\d+)")
+
+
+def classify_error(exc):
+    """(kind, facts) for a PyTorch exception, in the spec's vocabulary."""
+    msg = str(exc)
+    kind = None
+    for k, patterns in ERROR_PATTERNS:
+        if any(p in msg for p in patterns):
+            kind = k
+            break
+    if kind is None:
+        for types, k in EXCEPTION_TYPE_KINDS:
+            if isinstance(exc, types):
+                kind = k
+                break
+    if kind is None:
+        kind = "unclassified:" + type(exc).__name__
+    facts = {}
+    if kind == "saved_tensor_modified":
+        m = VERSION_RE.search(msg)
+        if m:
+            facts["found_version"] = int(m.group(1))
+            facts["expected_version"] = int(m.group(2))
+    return kind, facts
+
+
+# ---------------------------------------------------------------------------------------
+# The program: statements numbered from 0, blocks flattened (spec "Statements")
+
+
+def flatten_program(items, out=None):
+    """List of statement strings in numbering order."""
+    if out is None:
+        out = []
+    for it in items:
+        if isinstance(it, str):
+            out.append(it)
+        elif isinstance(it, dict):
+            for key in ("no_grad", "enable_grad", "try", "checkpoint"):
+                if key in it:
+                    flatten_program(it[key], out)
+            if "body" in it:
+                flatten_program(it["body"], out)
+    return out
+
+
+def unsupported_block(items):
+    for it in items:
+        if isinstance(it, dict):
+            for b in UNSUPPORTED_BLOCKS:
+                if b in it:
+                    return b
+            for key in ("no_grad", "enable_grad", "try", "body"):
+                if key in it and isinstance(it[key], list):
+                    inner = unsupported_block(it[key])
+                    if inner:
+                        return inner
+    return None
+
+
+def dotted(node):
+    """'torch.autograd.grad' for an ast Attribute/Name chain, else None."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def root_labels(source):
+    """Names of the roots of the backward calls in a statement, in source order.
+
+    As agtrace names walks: `NAME.backward(...)` -> NAME, `torch.autograd.grad(NAME, ...)`
+    -> NAME, any other root ("" here) -> "statement N"."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    calls = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        label = None
+        if isinstance(f, ast.Attribute) and f.attr == "backward" and dotted(f) != "torch.autograd.backward":
+            label = f.value.id if isinstance(f.value, ast.Name) else ""
+        elif dotted(f) == "torch.autograd.grad":
+            label = node.args[0].id if node.args and isinstance(node.args[0], ast.Name) else ""
+        elif dotted(f) == "torch.autograd.backward":
+            label = ""
+        if label is not None:
+            calls.append((node.lineno, node.col_offset, label))
+    calls.sort()
+    return [c[2] for c in calls]
+
+
+def storage_ptr(t):
+    if hasattr(t, "untyped_storage"):
+        return t.untyped_storage().data_ptr()
+    return t.storage().data_ptr()
+
+
+def shares_storage(a, b):
+    return storage_ptr(a) == storage_ptr(b)
+
+
+def walk_names(fn):
+    """Depth-first from a node, next_functions in order, each node once, None skipped."""
+    order, seen = [], {}
+    stack = [fn]
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen[id(n)] = n  # keeps the wrapper alive, so ids are not reused during the walk
+        order.append(type(n).__name__)
+        for nxt, _ in reversed(n.next_functions):
+            if nxt is not None and id(nxt) not in seen:
+                stack.append(nxt)
+    return order
+
+
+class _ProgramEnded(Exception):
+    pass
+
+
+class TorchRun:
+    """One run of a scenario's program under PyTorch."""
+
+    INJECTED = ("torch", "F", "shares_storage", "print", "__builtins__")
+
+    def __init__(self, scenario, leaves, device, count_saved=False):
+        self.scenario = scenario
+        self.leaf_specs = leaves
+        self.device = device
+        self.count_saved = count_saved
+        self.sources = flatten_program(scenario.get("program", []))
+        n = len(self.sources)
+        self.status = ["not_run"] * n
+        self.runs = [0] * n
+        self.printed = []
+        self.errors = []
+        self.walks = {}
+        self.grads = {}
+        self.saved_bytes = 0
+        self._stmt_saved = 0
+        self._labels = {}      # id(tensor) -> (weakref, latest name bound)
+        self._ever_bound = {}  # id(tensor) -> weakref, every tensor ever bound to a name
+        self._label_queue = []
+        self._current = -1
+        self._in_backward = 0
+        self.leaf_tensors = []
+
+    # ---- setup
+
+    def _make_leaf(self, spec):
+        dtype = DTYPES[spec["dtype"]]
+        shape = list(spec["shape"])
+        if self.device == "meta":
+            t = torch.empty(shape, dtype=dtype, device="meta")
+        else:
+            values = spec.get("values")
+            if values is None:
+                raise ValueError("leaf %s has no values in the report (run agtrace with --values)" % spec["name"])
+            values = [float("nan") if v is None else v for v in values]
+            if dtype == torch.bool:
+                values = [bool(v) for v in values]
+            elif dtype == torch.int64:
+                values = [int(v) for v in values]
+            t = torch.tensor(values, dtype=torch.float64 if dtype.is_floating_point else dtype)
+            t = t.to(dtype).reshape(shape).clone()
+        if spec.get("requires_grad"):
+            t.requires_grad_(True)
+        return t
+
+    def _print(self, *args, sep=" ", end="\n", file=None, flush=False):
+        self.printed.append(sep.join(str(a) for a in args))
+
+    # ---- autograd entry points: record the walk of each root before backward runs
+
+    def _record_roots(self, roots):
+        label = self._label_queue.pop(0) if self._label_queue else ""
+        roots = [roots] if isinstance(roots, torch.Tensor) else list(roots)
+        for i, r in enumerate(roots):
+            if not isinstance(r, torch.Tensor) or r.grad_fn is None:
+                continue
+            if len(roots) == 1:
+                key = label if label else "statement %d" % self._current
+            else:
+                key = "statement %d output %d" % (self._current, i)
+            self.walks[key] = walk_names(r.grad_fn)
+
+    def _wrap(self, original, roots_of):
+        def wrapper(*args, **kwargs):
+            self._record_roots(roots_of(args, kwargs))
+            self._in_backward += 1
+            try:
+                return original(*args, **kwargs)
+            except Exception as e:
+                e._agtrace_phase = "backward"
+                raise
+            finally:
+                self._in_backward -= 1
+        return wrapper
+
+    # ---- statements
+
+    def _bind_labels(self, ns, before):
+        for name, v in ns.items():
+            if name in self.INJECTED or name.startswith("__"):
+                continue
+            if name in before and before[name] is v:
+                continue
+            if isinstance(v, torch.Tensor):
+                self._labels[id(v)] = (weakref.ref(v), name)
+                self._ever_bound[id(v)] = weakref.ref(v)
+
+    def _run_statement(self, index, ns, in_try):
+        src = self.sources[index]
+        self._current = index
+        self.runs[index] += 1
+        self._label_queue = root_labels(src)
+        self._stmt_saved = 0
+        before = dict(ns)
+        try:
+            code = compile(src, "<statement %d>" % index, "exec")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                exec(code, ns)
+        except Exception as e:
+            self.status[index] = "error"
+            kind, facts = classify_error(e)
+            phase = getattr(e, "_agtrace_phase", None)
+            if phase is None:
+                # Spec: "backward (raised while a backward or a saved-value read ran)".
+                phase = "backward" if kind in ("saved_tensors_freed", "saved_tensor_modified") else "forward"
+            err = {"statement": index, "phase": phase, "kind": kind, "caught": in_try,
+                   "message": "%s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else "")}
+            err.update(facts)
+            self.errors.append(err)
+            self._bind_labels(ns, before)
+            return False
+        self.status[index] = "ok"
+        self.saved_bytes += self._stmt_saved
+        self._bind_labels(ns, before)
+        return True
+
+    def _run_items(self, items, ns, in_try):
+        for it in items:
+            ok = True
+            kind = it[0]
+            if kind == "stmt":
+                ok = self._run_statement(it[1], ns, in_try)
+            elif kind == "no_grad":
+                with torch.no_grad():
+                    ok = self._run_items(it[1], ns, in_try)
+            elif kind == "enable_grad":
+                with torch.enable_grad():
+                    ok = self._run_items(it[1], ns, in_try)
+            elif kind == "try":
+                self._run_items(it[1], ns, True)
+            elif kind == "repeat":
+                for _ in range(it[2]):
+                    ok = self._run_items(it[1], ns, in_try)
+                    if not ok:
+                        break
+            else:
+                raise ValueError("block not supported by this translator: %s" % kind)
+            if not ok:
+                return False
+        return True
+
+    def run(self):
+        ns = {"torch": torch, "F": F, "shares_storage": shares_storage, "print": self._print}
+        for spec in self.leaf_specs:
+            t = self._make_leaf(spec)
+            self.leaf_tensors.append(t)
+            ns[spec["name"]] = t
+            self._labels[id(t)] = (weakref.ref(t), spec["name"])
+            self._ever_bound[id(t)] = weakref.ref(t)
+
+        orig_backward, orig_grad = torch.autograd.backward, torch.autograd.grad
+        torch.autograd.backward = self._wrap(
+            orig_backward, lambda a, k: a[0] if a else k.get("tensors"))
+        torch.autograd.grad = self._wrap(
+            orig_grad, lambda a, k: a[0] if a else k.get("outputs"))
+        prev_grad_mode = torch.is_grad_enabled()
+        try:
+            tree = program_tree(self.scenario.get("program", []))
+            if self.count_saved:
+                # Under hooks PyTorch 1.13 no longer checks saved versions itself, so the
+                # hooks check them, with PyTorch's wording, to keep the run's course.
+                def pack(t):
+                    self._stmt_saved += t.numel() * t.element_size()
+                    return (t, t._version)
+
+                def unpack(packed):
+                    t, version = packed
+                    if t._version != version:
+                        raise RuntimeError(
+                            "one of the variables needed for gradient computation has been modified by an "
+                            "inplace operation: is at version %d; expected version %d instead." % (t._version, version))
+                    return t
+                with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+                    self._run_items(tree, ns, False)
+            else:
+                self._run_items(tree, ns, False)
+        finally:
+            torch.autograd.backward, torch.autograd.grad = orig_backward, orig_grad
+            torch.set_grad_enabled(prev_grad_mode)
+
+        # Walks of every name bound to a tensor with a grad_fn at the end.
+        self._current = -2
+        for name, v in ns.items():
+            if name in self.INJECTED or name.startswith("__"):
+                continue
+            if isinstance(v, torch.Tensor) and v.grad_fn is not None:
+                self.walks[name] = walk_names(v.grad_fn)
+
+        # Gradients of every leaf that requires grad and has one, named by the latest
+        # name bound to that very tensor object.
+        candidates, seen = [], set()
+        def add(t):
+            if isinstance(t, torch.Tensor) and id(t) not in seen:
+                seen.add(id(t))
+                candidates.append(t)
+        for t in self.leaf_tensors:
+            add(t)
+        for name, v in ns.items():
+            if name in self.INJECTED or name.startswith("__"):
+                continue
+            if isinstance(v, (tuple, list)):
+                for x in v:
+                    add(x)
+            else:
+                add(v)
+        for ref in self._ever_bound.values():
+            add(ref())
+        for t in candidates:
+            if t.is_leaf and t.requires_grad and t.grad is not None:
+                entry = self._labels.get(id(t))
+                name = entry[1] if entry and entry[0]() is t else "#unnamed"
+                g = t.grad
+                self.grads[name] = {
+                    "shape": list(g.shape),
+                    "dtype": str(g.dtype).replace("torch.", ""),
+                    "values": None if g.device.type == "meta" else g.detach().double().flatten().tolist(),
+                }
+        return self
+
+
+def program_tree(items, counter=None):
+    """The program with statement numbers: ("stmt", N), (block kind, children[, count])."""
+    if counter is None:
+        counter = [0]
+    out = []
+    for it in items:
+        if isinstance(it, str):
+            out.append(("stmt", counter[0]))
+            counter[0] += 1
+            continue
+        for key in ("no_grad", "enable_grad", "try"):
+            if key in it:
+                out.append((key, program_tree(it[key], counter)))
+                break
+        else:
+            if "repeat" in it:
+                out.append(("repeat", program_tree(it["body"], counter), int(it["repeat"])))
+            else:
+                kind = next((b for b in UNSUPPORTED_BLOCKS if b in it), "unknown block")
+                body = it.get("checkpoint") if kind == "checkpoint" else it.get("body")
+                out.append((kind, program_tree(body if isinstance(body, list) else [], counter)))
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# Comparison
+
+
+def close(a, b, rtol, atol):
+    if a is None:
+        a = float("nan")
+    if b is None:
+        b = float("nan")
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    if math.isinf(a) or math.isinf(b):
+        return a == b
+    return abs(a - b) <= atol + rtol * abs(b)
+
+
+FLOAT_TOKEN = re.compile(r"(-?(?:\d+\.\d*(?:e[-+]?\d+)?|\d+e[-+]?\d+|nan|inf))")
+
+
+def printed_line_matches(ours, theirs):
+    if ours == theirs:
+        return True
+    a, b = FLOAT_TOKEN.split(ours), FLOAT_TOKEN.split(theirs)
+    if len(a) != len(b):
+        return False
+    for i, (x, y) in enumerate(zip(a, b)):
+        if i % 2 == 0:
+            if x != y:
+                return False
+        elif not close(float(x), float(y), PRINT_FLOAT_RTOL, PRINT_FLOAT_ATOL):
+            return False
+    return True
+
+
+def comparable_print(line):
+    """Lines holding a tensor or a node object print in agtrace's own documented form."""
+    return "tensor(" not in line and "object" not in line
+
+
+def compare_errors(label, agt_errors, torch_errors, keys):
+    diffs = []
+    if len(agt_errors) != len(torch_errors):
+        diffs.append("%s: %d errors in agtrace, %d in torch: agtrace %s; torch %s" % (
+            label, len(agt_errors), len(torch_errors),
+            [(e.get("statement"), e.get("kind")) for e in agt_errors],
+            [(e.get("statement"), e.get("kind")) for e in torch_errors]))
+    for i, (a, t) in enumerate(zip(agt_errors, torch_errors)):
+        for key in keys:
+            if key in ("expected_version", "found_version") and (key not in a or key not in t):
+                if key in a or key in t:
+                    diffs.append("%s[%d].%s: agtrace %s, torch %s" % (
+                        label, i, key, json.dumps(a.get(key)), json.dumps(t.get(key))))
+                continue
+            if key not in a:
+                continue
+            if a.get(key) != t.get(key):
+                diffs.append("%s[%d].%s: agtrace %s, torch %s (agtrace message: %s; torch message: %s)" % (
+                    label, i, key, json.dumps(a.get(key)), json.dumps(t.get(key)),
+                    (a.get("message") or "")[:160], (t.get("message") or "")[:160]))
+    return diffs
+
+
+def compare(report, run, saved_bytes, scenario):
+    """Differences between agtrace's report and the PyTorch run, as strings."""
+    diffs = []
+    # Statements: same numbering, same text, same status (and run count in loops).
+    stmts = report.get("statements", [])
+    if len(stmts) != len(run.sources):
+        diffs.append("statements: agtrace has %d, the scenario flattens to %d" % (len(stmts), len(run.sources)))
+    for s in stmts:
+        i = s.get("index")
+        if not isinstance(i, int) or not 0 <= i < len(run.sources):
+            diffs.append("statement %r: no such statement in the scenario" % i)
+            continue
+        if s.get("source") != run.sources[i]:
+            diffs.append("statement %d: source %r in agtrace, %r in the scenario" % (i, s.get("source"), run.sources[i]))
+        if s.get("status") != run.status[i]:
+            diffs.append("statement %d status (%s): agtrace %s, torch %s" % (i, run.sources[i], s.get("status"), run.status[i]))
+        agt_runs = s.get("runs", 1 if s.get("status") != "not_run" else 0)
+        if run.runs[i] > 1 or "runs" in s:
+            if agt_runs != run.runs[i]:
+                diffs.append("statement %d runs: agtrace %s, torch %d" % (i, agt_runs, run.runs[i]))
+
+    # Printed lines.
+    ap, tp = report.get("printed", []), run.printed
+    if len(ap) != len(tp):
+        diffs.append("printed: agtrace printed %d lines, torch %d: agtrace %s, torch %s" % (
+            len(ap), len(tp), json.dumps(ap), json.dumps(tp)))
+    for i, (a, t) in enumerate(zip(ap, tp)):
+        if comparable_print(a) and comparable_print(t) and not printed_line_matches(a, t):
+            diffs.append("printed[%d]: agtrace %r, torch %r" % (i, a, t))
+
+    # Errors.
+    diffs += compare_errors("errors", report.get("errors", []), run.errors,
+                            ("statement", "kind", "phase", "caught", "expected_version", "found_version"))
+
+    # Walks.
+    aw, tw = report.get("walks", {}), run.walks
+    for key in sorted(set(aw) | set(tw)):
+        if key not in tw:
+            diffs.append("walk %r: agtrace %s, torch has no such walk" % (key, json.dumps(aw[key])))
+        elif key not in aw:
+            diffs.append("walk %r: torch %s, agtrace has no such walk" % (key, json.dumps(tw[key])))
+        elif aw[key] != tw[key]:
+            diffs.append("walk %r: agtrace %s, torch %s" % (key, json.dumps(aw[key]), json.dumps(tw[key])))
+
+    # Gradients.
+    ag, tg = report.get("grads", {}), run.grads
+    for name in sorted(set(ag) | set(tg)):
+        if name not in tg:
+            diffs.append("grad of %s: agtrace has one (shape %s), torch has none" % (name, ag[name].get("shape")))
+            continue
+        if name not in ag:
+            diffs.append("grad of %s: torch has one (shape %s), agtrace has none" % (name, tg[name]["shape"]))
+            continue
+        a, t = ag[name], tg[name]
+        if a.get("shape") != t["shape"]:
+            diffs.append("grad of %s shape: agtrace %s, torch %s" % (name, a.get("shape"), t["shape"]))
+            continue
+        if "dtype" in a and a["dtype"] != t["dtype"]:
+            diffs.append("grad of %s dtype: agtrace %s, torch %s" % (name, a["dtype"], t["dtype"]))
+        if t["values"] is None:
+            continue
+        av = a.get("values")
+        if av is None:
+            diffs.append("grad of %s: agtrace report has no values" % name)
+            continue
+        if len(av) != len(t["values"]):
+            diffs.append("grad of %s: agtrace %d values, torch %d" % (name, len(av), len(t["values"])))
+            continue
+        rtol, atol = GRAD_TOLERANCE.get(t["dtype"], GRAD_TOLERANCE["float32"])
+        bad = [i for i, (x, y) in enumerate(zip(av, t["values"])) if not close(x, y, rtol, atol)]
+        if bad:
+            i = bad[0]
+            diffs.append("grad of %s: %d of %d values differ beyond rtol %g atol %g; first at %d: agtrace %r, torch %r" % (
+                name, len(bad), len(av), rtol, atol, i, av[i], t["values"][i]))
+
+    # Saved bytes.
+    mem = report.get("memory", {})
+    if mem.get("saved_bytes") != saved_bytes:
+        diffs.append("memory.saved_bytes: agtrace %s, torch %s" % (mem.get("saved_bytes"), saved_bytes))
+
+    # The scenario's own expect block must hold in PyTorch too (facts PyTorch can show).
+    diffs += compare_expect(scenario.get("expect") or {}, run, saved_bytes)
+    return diffs
+
+
+def compare_expect(expect, run, saved_bytes):
+    diffs = []
+    for key, names in (expect.get("walk") or {}).items():
+        if key not in run.walks:
+            diffs.append("expect.walk %r: the scenario expects %s, torch has no such walk" % (key, json.dumps(names)))
+        elif run.walks[key] != names:
+            diffs.append("expect.walk %r: the scenario expects %s, torch %s" % (key, json.dumps(names), json.dumps(run.walks[key])))
+    if "printed" in expect:
+        ex = expect["printed"]
+        if len(ex) != len(run.printed):
+            diffs.append("expect.printed: the scenario expects %s, torch %s" % (json.dumps(ex), json.dumps(run.printed)))
+        else:
+            for i, (a, t) in enumerate(zip(ex, run.printed)):
+                if comparable_print(a) and comparable_print(t) and not printed_line_matches(a, t):
+                    diffs.append("expect.printed[%d]: the scenario expects %r, torch %r" % (i, a, t))
+    if "errors" in expect:
+        ex = expect["errors"]
+        if len(ex) != len(run.errors):
+            diffs.append("expect.errors: the scenario expects %d errors, torch raised %d" % (len(ex), len(run.errors)))
+        for i, (a, t) in enumerate(zip(ex, run.errors)):
+            for k in ("statement", "kind", "phase", "expected_version", "found_version"):
+                if k in a and a[k] != t.get(k):
+                    diffs.append("expect.errors[%d].%s: the scenario expects %s, torch %s" % (
+                        i, k, json.dumps(a[k]), json.dumps(t.get(k))))
+    sb = (expect.get("memory") or {}).get("saved_bytes")
+    if isinstance(sb, int) and sb != saved_bytes:
+        diffs.append("expect.memory.saved_bytes: the scenario expects %d, torch %d" % (sb, saved_bytes))
+    elif isinstance(sb, dict):
+        if "min" in sb and saved_bytes < sb["min"]:
+            diffs.append("expect.memory.saved_bytes: the scenario expects >= %d, torch %d" % (sb["min"], saved_bytes))
+        if "max" in sb and saved_bytes > sb["max"]:
+            diffs.append("expect.memory.saved_bytes: the scenario expects <= %d, torch %d" % (sb["max"], saved_bytes))
+    return diffs
+
+
+def check_leaf_inits(scenario, report):
+    """The leaf values agtrace reports follow the scenario's initialisers (as PyTorch
+    would compute the deterministic ones; the random ones stay in range)."""
+    diffs = []
+    default_dtype = scenario.get("dtype", "float32")
+    specs = scenario.get("tensors") or {}
+    by_name = {l.get("name"): l for l in report.get("leaves", [])}
+    if list(by_name) != list(specs):
+        diffs.append("leaves: agtrace reports %s, the scenario defines %s" % (list(by_name), list(specs)))
+    for name, spec in specs.items():
+        leaf = by_name.get(name)
+        if leaf is None:
+            continue
+        dtype_name = spec.get("dtype", default_dtype)
+        if leaf.get("dtype") != dtype_name:
+            diffs.append("leaf %s dtype: agtrace %s, scenario %s" % (name, leaf.get("dtype"), dtype_name))
+        if leaf.get("shape") != spec.get("shape"):
+            diffs.append("leaf %s shape: agtrace %s, scenario %s" % (name, leaf.get("shape"), spec.get("shape")))
+        if bool(leaf.get("requires_grad")) != bool(spec.get("requires_grad", False)):
+            diffs.append("leaf %s requires_grad: agtrace %s, scenario %s" % (name, leaf.get("requires_grad"), spec.get("requires_grad", False)))
+        values = leaf.get("values")
+        if values is None or report.get("device") == "meta":
+            continue
+        dtype = DTYPES[dtype_name]
+        shape = spec.get("shape", [])
+        numel = 1
+        for d in shape:
+            numel *= d
+        if len(values) != numel:
+            diffs.append("leaf %s: %d values for shape %s" % (name, len(values), shape))
+            continue
+        init = spec.get("init", "zeros")
+        expected, scale = None, 0.0
+        if init == "zeros":
+            expected = torch.zeros(numel, dtype=dtype)
+        elif init == "ones":
+            expected = torch.ones(numel, dtype=dtype)
+        elif isinstance(init, dict) and len(init) == 1:
+            (k, arg), = init.items()
+            if k == "full":
+                expected = torch.full((numel,), arg, dtype=dtype)
+            elif k == "values":
+                flat = []
+                def rec(v):
+                    if isinstance(v, list):
+                        for x in v:
+                            rec(x)
+                    else:
+                        flat.append(v)
+                rec(arg)
+                expected = torch.tensor(flat, dtype=torch.float64).to(dtype) if dtype.is_floating_point else torch.tensor(flat, dtype=dtype)
+            elif k == "arange":
+                start, step = arg
+                expected = (torch.tensor(float(start), dtype=torch.float64) +
+                            torch.arange(numel, dtype=torch.float64) * step).to(dtype)
+                scale = max(abs(start), abs(start + (numel - 1) * step), 1e-30)
+            elif k == "linspace":
+                # torch.linspace in float32 computes start + i * step in float32, so it is
+                # exact to about one ulp of the range, not of each element.
+                expected = torch.linspace(arg[0], arg[1], numel, dtype=dtype)
+                scale = max(abs(arg[0]), abs(arg[1]), 1e-30)
+            elif k in ("uniform", "randint"):
+                lo, hi = arg
+                out = [v for v in values if v is None or not (lo <= v <= hi)]
+                if k == "randint":
+                    out += [v for v in values if v is not None and (v != int(v) or v >= hi)]
+                if out:
+                    diffs.append("leaf %s init %s: values out of range, e.g. %r" % (name, k, out[0]))
+            elif k == "normal":
+                out = [v for v in values if v is None or math.isnan(v) or math.isinf(v)]
+                if out:
+                    diffs.append("leaf %s init normal: non-finite value %r" % (name, out[0]))
+        if expected is None:
+            continue
+        exp = expected.double().tolist()
+        eps = torch.finfo(dtype).eps if dtype.is_floating_point else 0.0
+        for i, (v, e) in enumerate(zip(values, exp)):
+            if not close(v, e, eps, 2 * eps * scale):
+                diffs.append("leaf %s init %s: element %d is %r in agtrace, %r in torch" % (
+                    name, json.dumps(init), i, v, e))
+                break
+    return diffs
+
+
+# ---------------------------------------------------------------------------------------
+# Driver
+
+
+def run_agtrace(binary, path):
+    """(report or None, problem or None)."""
+    try:
+        p = subprocess.run([binary, "run", path, "--format", "json", "--values"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return None, "agtrace could not run: %s" % e
+    if p.returncode not in AGTRACE_REPORT_CODES:
+        return None, "agtrace exited %d: %s" % (p.returncode, p.stderr.decode(errors="replace").strip()[:500])
+    try:
+        return json.loads(p.stdout), None
+    except ValueError as e:
+        return None, "agtrace (exit %d) printed no JSON report: %s" % (p.returncode, e)
+
+
+def torch_side(scenario, report):
+    """(run, saved_bytes, harness problems)."""
+    leaves = report.get("leaves", [])
+    device = report.get("device", scenario.get("device", "cpu"))
+    run = TorchRun(scenario, leaves, device).run()
+    counted = TorchRun(scenario, leaves, device, count_saved=True).run()
+    problems = []
+    if counted.status != run.status:
+        problems.append("harness: the run under saved_tensors_hooks ended differently (%s vs %s)" % (
+            counted.status, run.status))
+    return run, counted.saved_bytes, problems
+
+
+def check_scenario(path, binary):
+    """('PASS'|'FAIL'|'SKIP', name, [lines])."""
+    try:
+        with open(path) as f:
+            scenario = json.load(f)
+    except (OSError, ValueError) as e:
+        return "FAIL", os.path.basename(path), ["cannot read the scenario: %s" % e]
+    name = scenario.get("name") if isinstance(scenario, dict) else None
+    name = name or os.path.splitext(os.path.basename(path))[0]
+    if not isinstance(scenario, dict) or not isinstance(scenario.get("program"), list):
+        return "FAIL", name, ["not a scenario object with a program"]
+    blk = unsupported_block(scenario["program"])
+    if blk:
+        return "SKIP", name, ["the translator does not support %s blocks" % blk]
+    device = scenario.get("device", "cpu")
+    report, problem = run_agtrace(binary, path)
+    if problem:
+        if device == "cuda" and not torch.cuda.is_available():
+            return "SKIP", name, ["device cuda: %s" % problem.splitlines()[0]]
+        return "FAIL", name, [problem]
+    if device == "cuda" and report.get("device") == "cuda" and not torch.cuda.is_available():
+        return "SKIP", name, ["device cuda is not available to PyTorch here"]
+    try:
+        run, saved, problems = torch_side(scenario, report)
+    except Exception as e:  # a harness failure is a test failure, with its reason
+        return "FAIL", name, ["harness error: %s: %s" % (type(e).__name__, e)]
+    diffs = problems + check_leaf_inits(scenario, report) + compare(report, run, saved, scenario)
+    gaps = ["agtrace does not implement what statement %s uses: %s" % (e.get("statement"), e.get("message"))
+            for e in report.get("errors", []) if e.get("kind") == "unsupported"]
+    if diffs:
+        diffs = gaps + diffs
+    return ("FAIL" if diffs else "PASS"), name, diffs
+
+
+# ---------------------------------------------------------------------------------------
+# Self-test: the comparison must flag deliberate corruptions of a report.
+
+SELF_TEST_SCENARIOS = [
+    {
+        "format": 1, "name": "selftest_walk_grad",
+        "tensors": {
+            "x": {"shape": [2, 3], "requires_grad": True, "init": {"values": [[0.5, -1.0, 2.0], [1.5, 0.25, -0.75]]}},
+            "W": {"shape": [3, 2], "requires_grad": True, "init": {"linspace": [-1, 1]}},
+        },
+        "program": [
+            "h = x @ W",
+            "y = (h * h).sum()",
+            "print(y.grad_fn.name(), h.shape, y.requires_grad)",
+            "y.backward()",
+            "print(x.grad.shape)",
+        ],
+    },
+    {
+        "format": 1, "name": "selftest_errors",
+        "tensors": {"x": {"shape": [3], "requires_grad": True, "init": {"arange": [1, 1]}}},
+        "program": [
+            {"try": ["x.add_(1)", "print('never')"]},
+            "e = x.exp()",
+            "s = e.sum()",
+            "e.mul_(2)",
+            {"try": ["s.backward()"]},
+            {"no_grad": ["z = x * 2"]},
+            "q = (x * 3).sum()",
+            "q.backward()",
+            {"try": ["q.backward()"]},
+            {"repeat": 2, "body": ["(x * x).sum().backward()"]},
+            "print(z.requires_grad, x._version)",
+        ],
+    },
+]
+
+
+def corruptions(report):
+    """(description, corrupted report) pairs; each must make the comparison fail."""
+    out = []
+
+    def variant(desc, fn):
+        r = copy.deepcopy(report)
+        if fn(r) is not False:
+            out.append((desc, r))
+
+    def walk_name(r):
+        for k in r.get("walks", {}):
+            if r["walks"][k]:
+                r["walks"][k][0] = r["walks"][k][0] + "X"
+                return True
+        return False
+
+    def walk_order(r):
+        for k, v in r.get("walks", {}).items():
+            if len(v) > 1 and v[0] != v[-1]:
+                v[0], v[-1] = v[-1], v[0]
+                return True
+        return False
+
+    def extra_walk(r):
+        r.setdefault("walks", {})["phantom"] = ["SumBackward0"]
+
+    def drop_walk(r):
+        if not r.get("walks"):
+            return False
+        del r["walks"][sorted(r["walks"])[0]]
+
+    def grad_value(r):
+        for g in r.get("grads", {}).values():
+            if g.get("values"):
+                g["values"][0] = g["values"][0] * 1.01 + 0.01
+                return True
+        return False
+
+    def grad_missing(r):
+        if not r.get("grads"):
+            return False
+        del r["grads"][sorted(r["grads"])[0]]
+
+    def saved_bytes(r):
+        r["memory"]["saved_bytes"] = r["memory"].get("saved_bytes", 0) + 8
+
+    def printed(r):
+        for i, line in enumerate(r.get("printed", [])):
+            if comparable_print(line):
+                r["printed"][i] = line + " "
+                return True
+        return False
+
+    def status(r):
+        if not r.get("statements"):
+            return False
+        s = r["statements"][-1]
+        s["status"] = "error" if s["status"] != "error" else "ok"
+
+    def error_kind(r):
+        if not r.get("errors"):
+            return False
+        r["errors"][0]["kind"] = "shape_mismatch" if r["errors"][0]["kind"] != "shape_mismatch" else "type_error"
+
+    def error_version(r):
+        for e in r.get("errors", []):
+            if "found_version" in e:
+                e["found_version"] += 1
+                return True
+        return False
+
+    def error_dropped(r):
+        if not r.get("errors"):
+            return False
+        r["errors"].pop()
+
+    variant("a walk's node name", walk_name)
+    variant("a walk's order", walk_order)
+    variant("an extra walk key", extra_walk)
+    variant("a missing walk key", drop_walk)
+    variant("a gradient value", grad_value)
+    variant("a missing gradient", grad_missing)
+    variant("memory.saved_bytes", saved_bytes)
+    variant("a printed line", printed)
+    variant("a statement status", status)
+    variant("an error kind", error_kind)
+    variant("an error's found_version", error_version)
+    variant("a dropped error", error_dropped)
+    return out
+
+
+def self_test(binary):
+    failures = 0
+    checks = 0
+    with tempfile.TemporaryDirectory(prefix="agtrace-selftest-") as tmp:
+        for sc in SELF_TEST_SCENARIOS:
+            path = os.path.join(tmp, sc["name"] + ".json")
+            with open(path, "w") as f:
+                json.dump(sc, f)
+            report, problem = run_agtrace(binary, path)
+            if problem:
+                print("SELF-TEST FAIL %s: %s" % (sc["name"], problem))
+                failures += 1
+                continue
+            run, saved, problems = torch_side(sc, report)
+            baseline = set(problems + compare(report, run, saved, sc))
+            if baseline:
+                # Not a self-test failure (agtrace may disagree with PyTorch), but shown.
+                print("note: %s already differs from torch before any corruption:" % sc["name"])
+                for d in sorted(baseline):
+                    print("    - %s" % d)
+            # A report that agrees with PyTorch must pass: agtrace's own when it agrees,
+            # else agtrace's with every compared fact replaced by PyTorch's.  This proves
+            # the comparison is not always failing; the corruptions below, that it fails.
+            if baseline:
+                base, what = synthesize_report(report, run, saved), "agtrace's report with torch's facts"
+            else:
+                base, what = report, "agtrace's report"
+            clean = problems + compare(base, run, saved, {})
+            checks += 1
+            if clean:
+                failures += 1
+                print("SELF-TEST FAIL %s: %s, which agrees with torch, is flagged: %s" % (sc["name"], what, clean))
+            else:
+                print("ok   %s: %s passes" % (sc["name"], what))
+            for desc, bad in corruptions(base):
+                checks += 1
+                diffs = compare(bad, run, saved, {})
+                if diffs:
+                    print("ok   %s: corrupted %s -> flagged (%s)" % (sc["name"], desc, diffs[0][:100]))
+                else:
+                    failures += 1
+                    print("SELF-TEST FAIL %s: corrupted %s was NOT flagged" % (sc["name"], desc))
+    # Pure functions.
+    unit = [
+        (classify_error(RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation."))[0], "view_of_leaf_inplace"),
+        (classify_error(RuntimeError("a leaf Variable that requires grad is being used in an in-place operation."))[0], "leaf_inplace"),
+        (classify_error(RuntimeError("... is at version 3; expected version 1 instead."))[0], "unclassified:RuntimeError"),
+        (classify_error(RuntimeError("has been modified by an inplace operation: [torch.FloatTensor [2]], which is output 0 of ExpBackward0, is at version 3; expected version 1 instead."))[1], {"found_version": 3, "expected_version": 1}),
+        (root_labels("y.backward()"), ["y"]),
+        (root_labels("(x * 2).sum().backward()"), [""]),
+        (root_labels("g, = torch.autograd.grad(loss, [x])"), ["loss"]),
+        (printed_line_matches("12.0 True", "12.000001 True"), True),
+        (printed_line_matches("12.0 True", "12.5 True"), False),
+        (printed_line_matches("(2, 3)", "(2, 4)"), False),
+        (flatten_program(["a", {"try": ["b", {"no_grad": ["c"]}]}, {"repeat": 2, "body": ["d"]}, "e"]), ["a", "b", "c", "d", "e"]),
+    ]
+    for got, want in unit:
+        checks += 1
+        if got != want:
+            failures += 1
+            print("SELF-TEST FAIL unit: got %r, want %r" % (got, want))
+    print("self-test: %d checks, %d failed" % (checks, failures))
+    return failures
+
+
+def synthesize_report(report, run, saved):
+    """agtrace's report with every compared fact replaced by what PyTorch did."""
+    r = copy.deepcopy(report)
+    r["statements"] = []
+    for i, src in enumerate(run.sources):
+        s = {"index": i, "source": src, "status": run.status[i]}
+        if run.runs[i] > 1:
+            s["runs"] = run.runs[i]
+        r["statements"].append(s)
+    r["printed"] = list(run.printed)
+    r["walks"] = copy.deepcopy(run.walks)
+    r["errors"] = copy.deepcopy(run.errors)
+    r["grads"] = copy.deepcopy(run.grads)
+    r.setdefault("memory", {})["saved_bytes"] = saved
+    return r
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="Compare agtrace's reports with real PyTorch 1.13.")
+    ap.add_argument("--agtrace", required=True, help="path of the agtrace binary")
+    ap.add_argument("--self-test", action="store_true",
+                    help="check that the comparison flags deliberately corrupted reports")
+    ap.add_argument("scenarios", nargs="*", help="scenario files (JSON)")
+    args = ap.parse_args(argv)
+    if not os.access(args.agtrace, os.X_OK):
+        ap.error("--agtrace %s is not an executable file" % args.agtrace)
+    status = 0
+    if args.self_test:
+        if self_test(args.agtrace):
+            status = 1
+        if not args.scenarios:
+            return status
+    if not args.scenarios:
+        ap.error("no scenario files given")
+    passed = failed = skipped = 0
+    for path in args.scenarios:
+        verdict, name, lines = check_scenario(path, args.agtrace)
+        if verdict == "SKIP":
+            skipped += 1
+            print("SKIP %s (%s)" % (name, "; ".join(lines)))
+            continue
+        print("%s %s" % (verdict, name))
+        for line in lines:
+            print("    - %s" % line)
+        if verdict == "PASS":
+            passed += 1
+        else:
+            failed += 1
+        sys.stdout.flush()
+    if skipped:
+        print("%d skipped" % skipped)
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed or status else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
