@@ -86,10 +86,12 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
       pos.op = "ones_like";
       g = kernels::full(r->sizes, 1.0, r->dtype(), r->is_meta());  // torch.ones_like(root)
     } else if (g->sizes != r->sizes) {
+      // PyTorch prints the shapes as torch.Size objects: "Mismatch in shape: grad_output[0]
+      // has a shape of torch.Size([3]) and output[0] has a shape of torch.Size([2, 3])."
       ScenarioError e("shape_mismatch", "Mismatch in shape: grad_output[" + std::to_string(i) +
-                                            "] has a shape of " + shape_str(g->sizes) +
-                                            " and output[" + std::to_string(i) + "] has a shape of " +
-                                            shape_str(r->sizes) + ".");
+                                            "] has a shape of torch.Size(" + shape_str(g->sizes) +
+                                            ") and output[" + std::to_string(i) + "] has a shape of torch.Size(" +
+                                            shape_str(r->sizes) + ").");
       e.facts = {{"shapes", {g->sizes, r->sizes}}, {"op", "backward"}};
       throw e;
     }

@@ -66,6 +66,27 @@ Node::~Node() {
   auto& r = registry();
   auto it = std::find(r.begin(), r.end(), this);
   if (it != r.end()) r.erase(it);
+
+  // Tear long chains down iteratively (cf. PyTorch's deleteNode/gatherFunctions in
+  // torch/csrc/autograd/function.cpp): letting the last edge to a node go inside this
+  // destructor recurses once per node, and a chain of ~300,000 ops overflowed the stack.
+  // The children this node alone owns are handed to the outermost ~Node, which destroys
+  // them in the order the recursive destruction would (next[0]'s subtree first).
+  static std::vector<std::shared_ptr<Node>>* pending = nullptr;
+  std::vector<std::shared_ptr<Node>> owned;
+  for (auto e = next.rbegin(); e != next.rend(); ++e)
+    if (e->fn && e->fn.use_count() == 1) owned.push_back(std::move(e->fn));
+  if (pending) {
+    for (auto& n : owned) pending->push_back(std::move(n));
+    return;
+  }
+  pending = &owned;
+  while (!owned.empty()) {
+    std::shared_ptr<Node> n = std::move(owned.back());
+    owned.pop_back();
+    n.reset();  // may append n's own children to `owned`
+  }
+  pending = nullptr;
 }
 
 static void announce_save(const Node& node, SavedEntry& e, const Tensor& t) {

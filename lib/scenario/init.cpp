@@ -16,7 +16,9 @@
 //   linspace [a, b]  like torch.linspace(a, b, numel): n = numel; n == 1 gives a;
 //                    otherwise step = (b - a) / (n - 1) and, with halfway = n / 2
 //                    (integer division), element i is a + i * step when i < halfway and
-//                    b - (n - 1 - i) * step otherwise (so both ends are exact).
+//                    b - (n - 1 - i) * step otherwise (so both ends are exact). For
+//                    float64 this is computed in double; for the other dtypes in float
+//                    (IEEE binary32), as PyTorch's CPU linspace kernel does.
 //
 // Random kinds: one generator per tensor, so adding, removing or reordering tensors never
 // changes another tensor's values.
@@ -122,11 +124,18 @@ std::vector<double> initial_values(const LeafSpec& leaf, uint64_t scenario_seed)
         if (n == 1) {
           v = a;
         } else {
-          const double step = (b - a) / static_cast<double>(n - 1);
-          // PyTorch fills from both ends so that the last element is exactly hi.
           const std::size_t halfway = n / 2;
-          v = i < halfway ? a + static_cast<double>(i) * step
-                          : b - static_cast<double>(n - 1 - i) * step;
+          if (leaf.dtype == DType::Float64) {
+            const double step = (b - a) / static_cast<double>(n - 1);
+            // PyTorch fills from both ends so that the last element is exactly hi.
+            v = i < halfway ? a + static_cast<double>(i) * step : b - static_cast<double>(n - 1 - i) * step;
+          } else {
+            // For float32 (and the half types) PyTorch's linspace kernel does this
+            // arithmetic in float, so the values match torch.linspace bit for bit.
+            const float fa = static_cast<float>(a), fb = static_cast<float>(b);
+            const float step = (fb - fa) / static_cast<float>(n - 1);
+            v = i < halfway ? fa + static_cast<float>(i) * step : fb - static_cast<float>(n - 1 - i) * step;
+          }
         }
         break;
       }

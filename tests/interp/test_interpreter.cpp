@@ -31,11 +31,13 @@ TEST_CASE("print uses Python's printed forms", "[interp]") {
 }
 
 TEST_CASE("tensors print their values, grad_fn and requires_grad", "[interp]") {
+  // x is float32 linspace(-1, 1, 6): -0.2 is stored as -0.19999998807907104, printed as the
+  // shortest decimal that reads back as that float32.
   auto r = run_text(scenario(R"JSON(["print(x)", "print(x * 2)", "print(x.detach()[0])", "print(x > 0)"])JSON"));
   REQUIRE(r.printed.size() == 4);
-  CHECK(r.printed[0] == "tensor([[-1.0, -0.6, -0.2], [0.2, 0.6, 1.0]], requires_grad=True)");
-  CHECK(r.printed[1] == "tensor([[-2.0, -1.2, -0.4], [0.4, 1.2, 2.0]], grad_fn=<MulBackward0>)");
-  CHECK(r.printed[2] == "tensor([-1.0, -0.6, -0.2])");
+  CHECK(r.printed[0] == "tensor([[-1.0, -0.6, -0.19999999], [0.19999999, 0.6, 1.0]], requires_grad=True)");
+  CHECK(r.printed[1] == "tensor([[-2.0, -1.2, -0.39999998], [0.39999998, 1.2, 2.0]], grad_fn=<MulBackward0>)");
+  CHECK(r.printed[2] == "tensor([-1.0, -0.6, -0.19999999])");
   CHECK(r.printed[3] == "tensor([[False, False, False], [True, True, True]])");
 }
 

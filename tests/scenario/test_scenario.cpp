@@ -797,3 +797,24 @@ TEST_CASE("random initialisers from a scenario file", "[init]") {
   REQUIRE(n.size() == 8);
   for (double v : n) CHECK(v == agtrace::round_to_dtype(v, DType::BFloat16));
 }
+
+TEST_CASE("float32 linspace matches torch.linspace bit for bit", "[scenario][init]") {
+  // Measured with PyTorch 1.13: torch.linspace(-0.5, 0.9, 12) and torch.linspace(-1, 1, 6).
+  agtrace::LeafSpec leaf;
+  leaf.name = "w";
+  leaf.shape = {12};
+  leaf.init.kind = agtrace::InitSpec::Kind::Linspace;
+  leaf.init.a = -0.5;
+  leaf.init.b = 0.9;
+  const std::vector<double> torch12 = {-0.5, -0.37272727489471436, -0.2454545497894287, -0.11818182468414307,
+                                       0.009090900421142578, 0.13636362552642822, 0.26363635063171387,
+                                       0.3909090757369995, 0.5181818008422852, 0.6454545259475708,
+                                       0.7727272510528564, 0.8999999761581421};
+  CHECK(agtrace::initial_values(leaf, 0) == torch12);
+  leaf.shape = {6};
+  leaf.init.a = -1;
+  leaf.init.b = 1;
+  const std::vector<double> torch6 = {-1.0, -0.6000000238418579, -0.19999998807907104, 0.19999998807907104,
+                                      0.6000000238418579, 1.0};
+  CHECK(agtrace::initial_values(leaf, 0) == torch6);
+}

@@ -244,8 +244,21 @@ def walk_names(fn):
     return order
 
 
-class _ProgramEnded(Exception):
-    pass
+def graph_leaves(fn):
+    """The leaf tensors of the AccumulateGrad nodes reachable from a node."""
+    out, seen, stack = [], {}, [fn] if fn is not None else []
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen[id(n)] = n
+        var = getattr(n, "variable", None)
+        if isinstance(var, torch.Tensor):
+            out.append(var)
+        for nxt, _ in n.next_functions:
+            if nxt is not None:
+                stack.append(nxt)
+    return out
 
 
 class TorchRun:
@@ -293,6 +306,8 @@ class TorchRun:
                 values = [int(v) for v in values]
             t = torch.tensor(values, dtype=torch.float64 if dtype.is_floating_point else dtype)
             t = t.to(dtype).reshape(shape).clone()
+            if self.device == "cuda":
+                t = t.to("cuda")
         if spec.get("requires_grad"):
             t.requires_grad_(True)
         return t
@@ -460,10 +475,14 @@ class TorchRun:
                 add(v)
         for ref in self._ever_bound.values():
             add(ref())
+        # Leaves no name ever held, alive because a graph holds them (AccumulateGrad).
+        for t in list(candidates):
+            for leaf in graph_leaves(t.grad_fn):
+                add(leaf)
         for t in candidates:
             if t.is_leaf and t.requires_grad and t.grad is not None:
                 entry = self._labels.get(id(t))
-                name = entry[1] if entry and entry[0]() is t else "#unnamed"
+                name = entry[1] if entry and entry[0]() is t else "#unnamed%d" % len(self.grads)
                 g = t.grad
                 self.grads[name] = {
                     "shape": list(g.shape),
@@ -603,8 +622,15 @@ def compare(report, run, saved_bytes, scenario):
         elif aw[key] != tw[key]:
             diffs.append("walk %r: agtrace %s, torch %s" % (key, json.dumps(aw[key]), json.dumps(tw[key])))
 
-    # Gradients.
-    ag, tg = report.get("grads", {}), run.grads
+    # Gradients.  Leaves that no name ever held are "#<id>" in agtrace and "#unnamed<k>"
+    # here: those are paired up by shape and values instead of by name.
+    ag, tg = dict(report.get("grads", {})), dict(run.grads)
+    a_anon = sorted((ag.pop(k) for k in list(ag) if k.startswith("#")), key=grad_sort_key)
+    t_anon = sorted((tg.pop(k) for k in list(tg) if k.startswith("#")), key=grad_sort_key)
+    if len(a_anon) != len(t_anon):
+        diffs.append("grads of unnamed leaves: agtrace has %d, torch %d" % (len(a_anon), len(t_anon)))
+    for i, (a, t) in enumerate(zip(a_anon, t_anon)):
+        ag["#unnamed leaf %d" % i], tg["#unnamed leaf %d" % i] = a, t
     for name in sorted(set(ag) | set(tg)):
         if name not in tg:
             diffs.append("grad of %s: agtrace has one (shape %s), torch has none" % (name, ag[name].get("shape")))
@@ -642,6 +668,11 @@ def compare(report, run, saved_bytes, scenario):
     # The scenario's own expect block must hold in PyTorch too (facts PyTorch can show).
     diffs += compare_expect(scenario.get("expect") or {}, run, saved_bytes)
     return diffs
+
+
+def grad_sort_key(g):
+    vals = g.get("values") or []
+    return (list(g.get("shape") or []), [round(v, 4) if isinstance(v, float) and math.isfinite(v) else 0.0 for v in vals])
 
 
 def compare_expect(expect, run, saved_bytes):
