@@ -140,7 +140,8 @@ constexpr int kEndOfProgram = -2;
 
 class Interpreter : public ops::Runtime {
  public:
-  Interpreter(const Scenario& sc, const RunOptions& opt) : sc_(sc), opt_(opt) {
+  Interpreter(const Scenario& sc, const RunOptions& opt)
+      : sc_(sc), opt_(opt), rng_(sc.seed ^ fnv1a64("__program__")) {
     device_ = opt.device.empty() ? sc.device : opt.device;
   }
 
@@ -151,10 +152,12 @@ class Interpreter : public ops::Runtime {
   Value backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph,
                  bool create_graph, const std::vector<Tensor>* inputs, bool allow_unused) override;
   std::string device() const override { return device_; }
+  SplitMix64& generator() override { return rng_; }
 
  private:
   const Scenario& sc_;
   RunOptions opt_;
+  SplitMix64 rng_;
   std::string device_;
   RunResult result_;
   Accountant acc_;

@@ -6,19 +6,16 @@
 #include "errors.hpp"
 #include "ops/ops.hpp"
 #include "tensor/kernels.hpp"
+#include "ops/table_util.hpp"
 
 namespace agtrace::ops {
 
-namespace {
-
-[[noreturn]] void type_error(const std::string& msg) { throw ScenarioError("type_error", msg); }
+void type_error(const std::string& msg) { throw ScenarioError("type_error", msg); }
 
 std::string short_fn(const std::string& fn) {
   auto dot = fn.rfind('.');
   return dot == std::string::npos ? fn : fn.substr(dot + 1);
 }
-
-}  // namespace
 
 // ---------------------------------------------------------------- argument access
 
@@ -117,8 +114,6 @@ std::vector<Tensor> Args::tensors(const std::string& name) const {
 // ---------------------------------------------------------------- implementations
 
 namespace {
-
-Value T(Tensor t) { return Value::tensor(std::move(t)); }
 
 // Python number or tensor operand of an arithmetic op.
 Value binary_dispatch(Args& a, Tensor (*f)(const Tensor&, const Tensor&)) {
@@ -395,7 +390,9 @@ std::vector<Param> parse_signature(const std::string& sig) {
   return out;
 }
 
-std::vector<OpEntry> build_table() {
+}  // namespace
+
+std::vector<OpEntry> core_ops() {
   const std::string none = "-";
   std::vector<OpEntry> t = {
       // ---- arithmetic
@@ -505,8 +502,22 @@ std::vector<OpEntry> build_table() {
       {"data_ptr", {"Tensor.data_ptr"}, "(self)", "introspection", none, "for comparison only", impl_data_ptr, {}},
       {"item", {"Tensor.item"}, "(self)", "introspection", none, "-", impl_item, {}},
   };
-  for (OpEntry& e : t) e.params = parse_signature(e.signature);
   return t;
+}
+
+namespace {
+
+// Every fragment of the table, in the order `agtrace ops` lists them.
+const TableFragment kFragments[] = {core_ops, activation_ops, shape_ops, nn_ops};
+
+std::vector<OpEntry> build_table() {
+  std::vector<OpEntry> all;
+  for (TableFragment fragment : kFragments)
+    for (OpEntry& e : fragment()) {
+      e.params = parse_signature(e.signature);
+      all.push_back(std::move(e));
+    }
+  return all;
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "interp/value.hpp"
+#include "scenario/random.hpp"
 
 namespace agtrace::ops {
 
@@ -29,6 +30,9 @@ class Runtime {
   virtual Value backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph,
                          bool create_graph, const std::vector<Tensor>* inputs, bool allow_unused) = 0;
   virtual std::string device() const = 0;
+  // The run-wide generator for random operations (dropout masks), seeded with the
+  // scenario seed XOR fnv1a64("__program__"); see lib/scenario/random.hpp.
+  virtual SplitMix64& generator() = 0;
 };
 
 struct Args {
@@ -62,6 +66,14 @@ struct OpEntry {
 };
 
 const std::vector<OpEntry>& op_table();
+
+// The table is assembled from fragments, one per family of operations, each in its own
+// file (table.cpp lists them in kFragments).
+using TableFragment = std::vector<OpEntry> (*)();
+std::vector<OpEntry> core_ops();        // table.cpp
+std::vector<OpEntry> activation_ops();  // table_activations.cpp: pointwise math, activations, reductions, losses
+std::vector<OpEntry> shape_ops();       // table_shapes.cpp: shape ops, indexing, matmul family
+std::vector<OpEntry> nn_ops();          // table_nn.cpp: layer_norm, batch_norm, dropout, embedding, conv2d, pooling
 // Looks up "Tensor.<method>", "torch.<fn>", "F.<fn>", "torch.autograd.<fn>" or a builtin.
 const OpEntry* find_op(const std::string& spelling);
 // All spellings, for "did you mean" suggestions.

@@ -52,37 +52,11 @@
 #include <cstdint>
 #include <stdexcept>
 
+#include "scenario/random.hpp"
 #include "scenario/scenario.hpp"
 
 namespace agtrace {
 namespace {
-
-uint64_t fnv1a64(const std::string& s) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 0x100000001b3ULL;
-  }
-  return h;
-}
-
-class SplitMix64 {
- public:
-  explicit SplitMix64(uint64_t seed) : state_(seed) {}
-  uint64_t next() {
-    state_ += 0x9e3779b97f4a7c15ULL;
-    uint64_t z = state_;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-  // 53 random bits scaled to [0, 1): exactly representable, evenly spaced.
-  double uniform01() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
-  double uniform01_open_below() { return static_cast<double>((next() >> 11) + 1) * 0x1.0p-53; }
-
- private:
-  uint64_t state_;
-};
 
 constexpr double kPi = 3.141592653589793;
 
