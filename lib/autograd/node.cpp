@@ -7,6 +7,7 @@
 #include "autograd/grad_mode.hpp"
 #include "errors.hpp"
 #include "tensor/events.hpp"
+#include "tensor/kernels.hpp"
 
 namespace agtrace::autograd {
 
@@ -230,6 +231,7 @@ const AttrValue& Node::attr(const std::string& name_) const {
 }
 
 void Node::release_saved(int statement) {
+  if (wrapped) wrapped->release_saved(statement);
   for (auto& e : saved) {
     if (!e.is_tensor || !e.var.defined || e.var.released) continue;
     e.var.released = true;
@@ -252,7 +254,7 @@ void Node::release_saved(int statement) {
 }
 
 int64_t Node::saved_bytes() const {
-  int64_t n = 0;
+  int64_t n = wrapped ? wrapped->saved_bytes() : 0;
   for (auto& e : saved)
     if (e.is_tensor && e.var.defined && !e.var.released) n += e.var.nbytes();
   return n;
@@ -274,6 +276,7 @@ std::shared_ptr<Node> grad_accumulator(const Tensor& leaf) {
 }  // namespace
 
 Edge gradient_edge(const Tensor& t) {
+  refresh_view_grad_fn(t);
   if (!t || !t->requires_grad()) return {};
   if (t->grad_fn) return {t->grad_fn, t->output_nr};
   return {grad_accumulator(t), 0};
@@ -292,9 +295,78 @@ std::shared_ptr<Node> make_node(const std::string& name, BackwardFn fn, const st
 
 void set_history(const Tensor& result, const std::shared_ptr<Node>& node, int output_nr) {
   result->grad_fn = node;
+  result->grad_fn_version = result->version->version;
   result->output_nr = output_nr;
   if (static_cast<int>(node->outputs.size()) <= output_nr) node->outputs.resize(output_nr + 1);
   node->outputs[output_nr] = {result->sizes, result->dtype(), result->is_meta()};
+}
+
+namespace {
+
+// AsStridedBackward0: the gradient of the base is zeros with the view's gradient placed at
+// the view's size, stride and storage offset (as_strided_backward).
+std::vector<Tensor> as_strided_backward(Node& n, const std::vector<Tensor>& g) {
+  const Node::Geometry& geo = n.geometry;
+  return {kernels::view_backward(g[0], geo.base_sizes, geo.sizes, geo.strides, geo.offset - geo.base_offset)};
+}
+
+// CopySlices::apply: the base's gradient is copied, the view's slice of it is run through
+// the wrapped node, and that node's gradient for the view is written back into the slice;
+// its other gradients go to the other inputs.
+std::vector<Tensor> copy_slices_backward(Node& n, const std::vector<Tensor>& g) {
+  const Node::Geometry& geo = n.geometry;
+  Tensor result = kernels::copy(g[0]);
+  Tensor slice = make_alias(result, geo.sizes, geo.strides, geo.offset - geo.base_offset);
+  Tensor slice_grad = kernels::copy(slice);
+  Node& fn = *n.wrapped;
+  std::vector<Tensor> res = fn.backward(fn, {slice_grad});
+  if (!res.empty() && res[0]) {
+    write_values(slice, to_values(res[0]));
+  } else {
+    write_values(slice, std::vector<double>(static_cast<size_t>(slice->numel()), 0.0));
+  }
+  std::vector<Tensor> out{result};
+  for (size_t i = 1; i < res.size(); ++i) out.push_back(res[i]);
+  return out;
+}
+
+std::shared_ptr<Node> make_as_strided(const Tensor& view) {
+  const Tensor& base = view->base;
+  auto node = make_node("AsStridedBackward0", as_strided_backward, {base});
+  node->geometry = {view->sizes, view->strides, view->offset, base->sizes, base->strides, base->offset};
+  node->save_attr("size", AttrValue::ints(view->sizes));
+  node->save_attr("storage_offset", AttrValue::integer(view->offset));
+  node->save_attr("stride", AttrValue::ints(view->strides));
+  return node;
+}
+
+}  // namespace
+
+void rebase_view_history(const Tensor& view, const std::shared_ptr<Node>& fn) {
+  const Tensor& base = view->base;
+  if (!base->is_contiguous())
+    throw ScenarioError("unsupported", "in-place operation on a view of a non-contiguous base is not supported yet");
+  auto cs = std::make_shared<Node>();
+  cs->name = "CopySlices";
+  cs->cpp_name_prefix = true;
+  cs->backward = copy_slices_backward;
+  cs->wrapped = fn;
+  cs->geometry = {view->sizes, view->strides, view->offset, base->sizes, base->strides, base->offset};
+  cs->next.push_back(gradient_edge(base));
+  cs->input_meta.push_back({base->sizes, base->dtype(), base->is_meta()});
+  for (size_t i = 1; i < fn->next.size(); ++i) {
+    cs->next.push_back(fn->next[i]);
+    cs->input_meta.push_back(fn->input_meta[i]);
+  }
+  set_history(base, cs);
+  set_history(view, make_as_strided(view));
+}
+
+void refresh_view_grad_fn(const Tensor& t) {
+  if (!t || !t->is_view() || t->grad_fn_version == t->version->version) return;
+  // Only differentiable views (made in grad mode, so they have a grad_fn) are regenerated.
+  if (!t->grad_fn || !t->base->requires_grad()) return;
+  set_history(t, make_as_strided(t));
 }
 
 }  // namespace agtrace::autograd

@@ -109,6 +109,18 @@ struct Node : std::enable_shared_from_this<Node> {
   bool released = false;        // saved values released by a backward without retain_graph
   int released_at = -1;
   Tensor variable;              // AccumulateGrad: the leaf
+  // CopySlices: the node of the in-place op applied to the view, run on the view's slice
+  // of the gradient (torch/csrc/autograd/functions/tensor.h). Its saved values belong
+  // to this graph, but it is not reachable through next_functions.
+  std::shared_ptr<Node> wrapped;
+  // CopySlices / AsStridedBackward0: where the view sits in its base's storage, and the
+  // base's own geometry (hidden state, not a `_saved_` attribute in PyTorch).
+  struct Geometry {
+    Shape sizes, strides;
+    int64_t offset = 0;
+    Shape base_sizes, base_strides;
+    int64_t base_offset = 0;
+  } geometry;
 
   Node();
   ~Node();
@@ -141,5 +153,15 @@ std::shared_ptr<Node> make_node(const std::string& name, BackwardFn fn, const st
 Edge gradient_edge(const Tensor& t);
 // Connects an op result to its node (result->grad_fn = node, output_nr).
 void set_history(const Tensor& result, const std::shared_ptr<Node>& node, int output_nr = 0);
+
+// After an in-place op on a view: the base's grad_fn becomes CopySlices wrapping `fn`, and
+// the view's grad_fn becomes AsStridedBackward0 over it (PyTorch's rebase_history for
+// views; measured: `h[0].mul_(2)` gives h CopySlices and h[0] AsStridedBackward0).
+void rebase_view_history(const Tensor& view, const std::shared_ptr<Node>& fn);
+
+// A view whose base was edited in place after the view's grad_fn was set gets a new
+// grad_fn, AsStridedBackward0 over the base's current one, as PyTorch regenerates it on
+// access. Called wherever a view's grad_fn is read.
+void refresh_view_grad_fn(const Tensor& t);
 
 }  // namespace agtrace::autograd

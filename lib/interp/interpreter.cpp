@@ -629,6 +629,7 @@ Value Interpreter::eval_attribute(const Expr& e) {
     }
     case Value::Kind::Tensor: {
       const Tensor& t = obj.t;
+      autograd::refresh_view_grad_fn(t);  // PyTorch regenerates a stale view's grad_fn on access
       if (name == "grad_fn") return Value::node_of(t->grad_fn);
       if (name == "grad") return t->grad ? Value::tensor(t->grad) : Value::none();
       if (name == "requires_grad") return Value::boolean(t->requires_grad());
@@ -1047,7 +1048,15 @@ NodeSnapshot Interpreter::snapshot(const autograd::Node& n) const {
   }
   s.released = n.released;
   s.released_at = n.released_at;
-  for (const auto& e : n.saved) {
+  // CopySlices shows the saved values of the node it wraps (they are part of this graph).
+  std::vector<const autograd::SavedEntry*> entries;
+  for (const auto& e : n.saved) entries.push_back(&e);
+  if (n.wrapped) {
+    s.wraps = n.wrapped->name;
+    for (const auto& e : n.wrapped->saved) entries.push_back(&e);
+  }
+  for (const autograd::SavedEntry* ep : entries) {
+    const autograd::SavedEntry& e = *ep;
     SavedSnapshot ss;
     ss.attr = e.name;
     ss.is_tensor = e.is_tensor;
@@ -1074,7 +1083,7 @@ NodeSnapshot Interpreter::snapshot(const autograd::Node& n) const {
       ss.saved_at = v.saved_at;
       ss.released = v.released;
       ss.released_at = v.released_at;
-      ss.why = why_saved(n, e.name);
+      ss.why = why_saved(n.wrapped ? *n.wrapped : n, e.name);
       s.saved_bytes += ss.bytes;
     }
     s.saved.push_back(ss);
@@ -1086,6 +1095,7 @@ void Interpreter::finish() {
   statement_ = kEndOfProgram;
   // Walks of every name bound to a tensor with a grad_fn at the end (spec: walks).
   for (const auto& [name, v] : env_) {
+    if (v.kind == Value::Kind::Tensor) autograd::refresh_view_grad_fn(v.t);
     if (v.kind != Value::Kind::Tensor || !v.t->grad_fn) continue;
     record_walk(name, v.t->grad_fn);
   }

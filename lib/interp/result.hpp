@@ -43,6 +43,7 @@ struct NodeSnapshot {
   std::vector<SavedSnapshot> saved;
   int created_at = -1;
   std::string variable;            // AccumulateGrad: the leaf's name
+  std::string wraps;               // CopySlices: the in-place node it runs on the view's slice
   int64_t variable_tensor_id = -1;
   bool released = false;
   int released_at = -1;

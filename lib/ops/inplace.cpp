@@ -29,13 +29,15 @@ void check_inplace_allowed(const Tensor& self, const Tensor* other) {
     e.facts = {{"tensor_id", self->id}, {"base_id", self->base->id}};
     throw e;
   }
-  const bool graph = self->requires_grad() || (other && *other && (*other)->requires_grad());
-  if (self->is_view() && graph) {
-    // PyTorch turns the base's grad_fn into CopySlices here; agtrace does not model it yet,
-    // and says so rather than record a wrong graph.
-    throw ScenarioError("unsupported",
-                        "in-place operation on a view that takes part in autograd (CopySlices) is not supported yet");
-  }
+}
+
+// Records the in-place op's node: on a view the base gets CopySlices and the view
+// AsStridedBackward0; otherwise the tensor's grad_fn is simply replaced.
+void record_history(const Tensor& self, const std::shared_ptr<autograd::Node>& node) {
+  if (self->is_view())
+    autograd::rebase_view_history(self, node);
+  else
+    set_history(self, node);
 }
 
 void bump(const Tensor& self) {
@@ -69,7 +71,7 @@ void binary_inplace_op(const Tensor& self, const Tensor& other, const std::strin
   std::shared_ptr<autograd::Node> node = needs_grad({&self, &other}) ? record() : nullptr;
   kernels::binary_inplace(self, other, f, op);
   bump(self);
-  if (node) set_history(self, node);
+  if (node) record_history(self, node);
 }
 
 }  // namespace
@@ -122,7 +124,7 @@ static void pointwise_inplace(const Tensor& self, const std::string& name) {
   kernels::unary_inplace(self, op->f);
   bump(self);
   if (node) {
-    set_history(self, node);
+    record_history(self, node);
     // The saved result is the edited tensor at its new version (SUMMARY: relu_ saves a
     // result sharing storage with h, and its _version is 1).
     node->save_output("result", self, 0);
@@ -147,7 +149,7 @@ void zero_(const Tensor& self) {
   std::shared_ptr<autograd::Node> node = needs_grad({&self}) ? make_node("ZeroBackward0", zero_backward, {self}) : nullptr;
   kernels::unary_inplace(self, [](double) { return 0.0; });
   bump(self);
-  if (node) set_history(self, node);
+  if (node) record_history(self, node);
 }
 
 }  // namespace agtrace::ops

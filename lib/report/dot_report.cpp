@@ -60,6 +60,7 @@ std::string report_dot(const RunResult& r) {
         << ", fillcolor=\"#cde7f7\"];\n";
     } else {
       std::string label = n.name + " #" + std::to_string(n.id);
+      if (!n.wraps.empty()) label += "\nwraps " + n.wraps;
       bool released = n.released && n.saved_bytes > 0;
       if (n.saved_bytes > 0)
         label += released ? "\nreleased " + human_bytes(n.saved_bytes) + " at [" + std::to_string(n.released_at) + "]"

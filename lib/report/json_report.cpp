@@ -132,6 +132,7 @@ nlohmann::ordered_json report_json(const RunResult& r, bool with_values) {
       next.push_back(n.next[i] < 0 ? ojson(nullptr) : ojson{{"node", n.next[i]}, {"input_nr", n.next_input_nr[i]}});
     nj["next_functions"] = next;
     if (!n.variable.empty()) nj["variable"] = n.variable;
+    if (!n.wraps.empty()) nj["wraps"] = n.wraps;
     ojson saved = ojson::array();
     for (const auto& s : n.saved) saved.push_back(saved_json(s, with_values));
     nj["saved"] = saved;

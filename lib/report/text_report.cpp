@@ -178,6 +178,7 @@ std::string report_text(const RunResult& r, const TextOptions& opt) {
       }
       o << indent << st.bold(n.name) << st.dim(" #" + std::to_string(n.id));
       if (!n.variable.empty()) o << " (" << n.variable << ")";
+      if (!n.wraps.empty()) o << " (wraps " << n.wraps << ")";
       if (n.saved_bytes > 0) o << "  keeps " << human_bytes(n.saved_bytes);
       o << "\n";
       for (const auto& s : n.saved) {

@@ -111,6 +111,7 @@ Tensor make_alias(const Tensor& src, const Shape& sizes, const Shape& strides, i
   t->strides = strides;
   t->offset = offset;
   t->version = src->version;
+  t->grad_fn_version = src->version->version;
   return t;
 }
 

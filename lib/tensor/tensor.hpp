@@ -64,6 +64,7 @@ struct TensorImpl {
   std::weak_ptr<autograd::Node> grad_accumulator;  // AccumulateGrad of a leaf (weak, as PyTorch)
   Tensor grad;
   Tensor base;  // _base of a view (the tensor the view family started from)
+  int64_t grad_fn_version = 0;  // version counter value when grad_fn was last set (views)
   bool is_view() const { return base != nullptr; }
   bool is_wrapped_number = false;  // a Python scalar turned into a 0-d tensor
 
