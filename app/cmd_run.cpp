@@ -10,6 +10,7 @@
 #include "report/report.hpp"
 #include "scenario/scenario.hpp"
 #include "util/atomic_file.hpp"
+#include "util/process.hpp"
 
 namespace agtrace::app {
 
@@ -20,6 +21,8 @@ struct RunOpts {
   bool values = false;
   bool quiet = false;
   std::string dot_file;
+  std::string svg_file;
+  std::string png_file;
   std::string output;
   std::string device;
   std::string color = "auto";
@@ -32,12 +35,14 @@ Runner add_run(CLI::App& root) {
                                              "Examples:\n"
                                              "  agtrace run scenarios/seed_walk.json\n"
                                              "  agtrace run scenarios/seed_walk.json --format json --values\n"
-                                             "  agtrace run scenarios/seed_walk.json --dot walk.dot && dot -Tsvg walk.dot -o walk.svg");
+                                             "  agtrace run scenarios/seed_walk.json --svg walk.svg");
   cmd->add_option("scenario", opts->scenario, "scenario file (JSON)")->required();
   cmd->add_option("--format", opts->format, "text or json")->check(CLI::IsMember({"text", "json"}));
   cmd->add_flag("--values", opts->values, "include element values of leaves and gradients");
   cmd->add_flag("-q,--quiet", opts->quiet, "text: the summary only");
   cmd->add_option("--dot", opts->dot_file, "also write the graph as Graphviz DOT to FILE");
+  cmd->add_option("--svg", opts->svg_file, "also render the graph to FILE with Graphviz's dot");
+  cmd->add_option("--png", opts->png_file, "also render the graph to FILE (PNG) with Graphviz's dot");
   cmd->add_option("-o,--output", opts->output, "write the report to FILE instead of stdout");
   cmd->add_option("--device", opts->device, "override the scenario's device")->check(CLI::IsMember({"cpu", "meta", "cuda"}));
   cmd->add_option("--color", opts->color, "auto, always or never")->check(CLI::IsMember({"auto", "always", "never"}));
@@ -66,6 +71,8 @@ Runner add_run(CLI::App& root) {
       out = report_text(r, to);
     }
     if (!opts->dot_file.empty()) write_file_atomic(opts->dot_file, report_dot(r));
+    if (!opts->svg_file.empty()) render_graphviz(report_dot(r), "svg", opts->svg_file);
+    if (!opts->png_file.empty()) render_graphviz(report_dot(r), "png", opts->png_file);
     if (opts->output.empty()) std::cout << out << std::flush;
     else write_file_atomic(opts->output, out);
     if (r.raised) return kRaised;

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <pthread.h>
 #include <string>
 #include <vector>
 
@@ -318,4 +319,45 @@ TEST_CASE("engine: a 10,000-op chain runs backward without recursion", "[engine]
   }
   // The whole chain is destroyed when the last reference goes (no deep recursion crash).
   CHECK(x->grad != nullptr);
+}
+
+namespace {
+// Builds a chain of n adds, runs backward and drops the graph, on a thread whose stack is
+// only `stack_kb` KiB. Catch's assertions are not thread-safe, so it only reports back.
+struct ChainRun {
+  int n = 0;
+  bool done = false;
+  double grad0 = 0.0, h0 = 0.0;
+};
+void* run_chain(void* arg) {
+  auto* run = static_cast<ChainRun*>(arg);
+  Tensor x = agtrace::tensor_from_values({3}, DType::Float32, {1, 2, 3});
+  x->requires_grad_flag = true;
+  {
+    Tensor h = x;
+    for (int i = 0; i < run->n; ++i) h = ops::add(h, num(0.001), I(1));
+    backward(total(ops::mul(h, h)));
+    run->h0 = agtrace::to_values(h)[0];
+  }  // the 20,000 nodes die here
+  run->grad0 = agtrace::to_values(x->grad)[0];
+  run->done = true;
+  return nullptr;
+}
+}  // namespace
+
+TEST_CASE("engine: a long chain is built, differentiated and freed on a small stack", "[engine][chain]") {
+  // Regression: ~Node used to free its inputs' nodes recursively, one stack frame chain
+  // per node; 20,000 nodes overflowed a 256 KiB stack (and ~300,000 the main thread's).
+  ChainRun run;
+  run.n = 20000;
+  pthread_attr_t attr;
+  REQUIRE(pthread_attr_init(&attr) == 0);
+  REQUIRE(pthread_attr_setstacksize(&attr, 256 * 1024) == 0);
+  pthread_t thread;
+  REQUIRE(pthread_create(&thread, &attr, run_chain, &run) == 0);
+  REQUIRE(pthread_join(thread, nullptr) == 0);
+  pthread_attr_destroy(&attr);
+  REQUIRE(run.done);
+  CHECK(run.grad0 == Approx(2 * run.h0).epsilon(1e-6));
+  CHECK(run.h0 == Approx(21.0).epsilon(1e-2));
 }

@@ -1,0 +1,97 @@
+// agtrace check: expect blocks, golden reports with readable differences, --update,
+// JUnit XML, and Graphviz rendering through run --svg/--png.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+
+#include "report/golden_diff.hpp"
+#include "support/command.hpp"
+
+namespace fs = std::filesystem;
+using namespace agtrace::test;
+
+namespace {
+const char* kScenario = R"JSON({"name": "g", "tensors": {"x": {"shape": [2, 4], "requires_grad": true, "init": {"linspace": [-1, 1]}}},
+  "program": ["y = x.relu().sum()"], "expect": {"walk": {"y": ["SumBackward0", "ReluBackward0", "AccumulateGrad"]}}})JSON";
+const char* kBigger = R"JSON({"name": "g", "tensors": {"x": {"shape": [4, 4], "requires_grad": true, "init": {"linspace": [-1, 1]}}},
+  "program": ["y = x.relu().exp().sum()"], "expect": {"walk": {"y": ["SumBackward0", "ExpBackward0", "ReluBackward0", "AccumulateGrad"]}}})JSON";
+}  // namespace
+
+TEST_CASE("check --golden creates, passes, and explains a change", "[cli][check]") {
+  const std::string dir = temp_dir();
+  const std::string sc = dir + "/g.json", golden = dir + "/golden";
+  spit(sc, kScenario);
+  auto missing = run_agtrace("check " + sc + " --golden " + golden);
+  CHECK(missing.status == 1);
+  CHECK(missing.out.find("--update") != std::string::npos);
+
+  auto created = run_agtrace("check " + sc + " --golden " + golden + " --update");
+  CHECK(created.status == 0);
+  CHECK(created.out.find("CREATED") != std::string::npos);
+  REQUIRE(fs::exists(golden + "/g.json"));
+  CHECK(slurp(golden + "/g.json").find("agtrace_version") == std::string::npos);
+
+  auto same = run_agtrace("check " + sc + " --golden " + golden);
+  CHECK(same.status == 0);
+  CHECK(same.out.find("1 passed, 0 failed") != std::string::npos);
+
+  spit(sc, kBigger);
+  auto changed = run_agtrace("check " + sc + " --golden " + golden + " --junit " + dir + "/j.xml");
+  INFO(changed.out);
+  CHECK(changed.status == 1);
+  CHECK(changed.out.find("walk of y: +ExpBackward0") != std::string::npos);
+  CHECK(changed.out.find("ReluBackward0._saved_result: 32 B -> 64 B") != std::string::npos);
+  CHECK(changed.out.find("ExpBackward0._saved_result: newly saved (64 B)") != std::string::npos);
+  const std::string xml = slurp(dir + "/j.xml");
+  CHECK(xml.find("<testsuite name=\"agtrace check\" tests=\"1\" failures=\"1\"") != std::string::npos);
+  CHECK(xml.find("<failure message=\"golden: walk of y") != std::string::npos);
+
+  auto updated = run_agtrace("check " + sc + " --golden " + golden + " --update");
+  CHECK(updated.status == 0);
+  CHECK(updated.out.find("UPDATED") != std::string::npos);
+  CHECK(run_agtrace("check " + sc + " --golden " + golden).status == 0);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("check budgets: memory max fails CI when the graph holds more", "[cli][check]") {
+  const std::string dir = temp_dir();
+  spit(dir + "/b.json", R"JSON({"name": "b", "tensors": {"x": {"shape": [4, 4], "requires_grad": true}},
+    "program": ["y = x.exp().exp().sum()"], "expect": {"memory": {"graph_only_bytes": {"max": 64}}}})JSON");
+  auto r = run_agtrace("check " + dir + "/b.json");
+  CHECK(r.status == 1);
+  CHECK(r.out.find("memory.graph_only_bytes: expected <= 64, got 128") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("report_differences on hand-made reports", "[check]") {
+  auto a = nlohmann::json::parse(R"JSON({"agtrace_version": "1", "walks": {"y": ["A", "B"]}, "memory": {"peak_bytes": 10}})JSON");
+  auto b = nlohmann::json::parse(R"JSON({"agtrace_version": "2", "walks": {"y": ["A", "C"]}, "memory": {"peak_bytes": 12}})JSON");
+  auto d = agtrace::report_differences(a, b);
+  REQUIRE(d.size() == 2);
+  CHECK(d[0].find("walk of y: -B +C") == 0);
+  CHECK(d[1] == "memory.peak_bytes: 10 -> 12");
+  CHECK(agtrace::report_differences(a, a).empty());
+  b = a;
+  b["agtrace_version"] = "3";
+  CHECK(agtrace::report_differences(a, b).empty());  // the version is volatile
+  b["description"] = "x";
+  CHECK(agtrace::report_differences(a, b).size() == 1);
+}
+
+TEST_CASE("run --svg and --png render with Graphviz, and say so when dot is missing", "[cli][dot]") {
+  const std::string dir = temp_dir();
+  const std::string sc = source_dir() + "/scenarios/seed_walk.json";
+  auto r = run_agtrace("run " + sc + " -o /dev/null --svg " + dir + "/g.svg --png " + dir + "/g.png");
+  REQUIRE(r.status == 0);
+  CHECK(slurp(dir + "/g.svg").find("<svg") != std::string::npos);
+  CHECK(slurp(dir + "/g.png").substr(1, 3) == "PNG");
+  auto no_dot = run_shell(std::string("PATH=/nonexistent ") + AGTRACE_BINARY + " run " + sc + " -o /dev/null --svg " + dir + "/h.svg");
+  CHECK(no_dot.status == 2);
+  CHECK(no_dot.err.find("Graphviz") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir + "/h.svg"));
+  int leftovers = 0;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().filename().string().rfind(".agtrace-", 0) == 0) ++leftovers;
+  CHECK(leftovers == 0);
+  fs::remove_all(dir);
+}
