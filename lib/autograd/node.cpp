@@ -200,7 +200,9 @@ Tensor Node::unpack(const std::string& attr) {
                       "one of the variables needed for gradient computation has been modified by an "
                       "inplace operation: [torch." + dtype_tensor_type(v.dtype) + " " + shape_str(sz) +
                           "]" + which + " is at version " + std::to_string(current) +
-                          "; expected version " + std::to_string(v.saved_version) + " instead.");
+                          "; expected version " + std::to_string(v.saved_version) +
+                          " instead. Hint: enable anomaly detection to find the operation that failed to compute "
+                          "its gradient, with torch.autograd.set_detect_anomaly(True).");
     err.facts = {{"node", name},
                  {"node_id", id},
                  {"attribute", "_saved_" + attr},

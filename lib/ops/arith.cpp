@@ -197,6 +197,8 @@ Tensor neg(const Tensor& a) {
 Tensor pow_scalar(const Tensor& a, const Value& exponent) {
   OpScope scope("pow");
   const double e = exponent.number();
+  if (!is_floating(a->dtype()) && exponent.kind == Value::Kind::Int && e < 0)
+    throw ScenarioError("type_error", "Integers to negative integer powers are not allowed.");
   DType out = a->dtype();
   if (!is_floating(out) && exponent.kind == Value::Kind::Float) out = DType::Float32;
   Tensor r = kernels::unary(a, out, [e](double x) { return std::pow(x, e); });

@@ -35,11 +35,12 @@ std::vector<Tensor> transpose_backward(Node& n, const std::vector<Tensor>& g) {
     d0 = n.attr("dim0").i < 0 ? n.attr("dim0").i + nd : n.attr("dim0").i;
     d1 = n.attr("dim1").i < 0 ? n.attr("dim1").i + nd : n.attr("dim1").i;
   }
-  if (g[0]->dim() < 2) return {kernels::copy(g[0])};
+  // PyTorch's TBackward0 / TransposeBackward0 return grad.t() / grad.transpose(): views.
+  if (g[0]->dim() < 2) return {g[0]};
   Shape sz = g[0]->sizes, st = g[0]->strides;
   std::swap(sz[d0], sz[d1]);
   std::swap(st[d0], st[d1]);
-  return {kernels::copy(make_alias(g[0], sz, st, g[0]->offset))};
+  return {make_alias(g[0], sz, st, g[0]->offset)};
 }
 
 // SelectBackward0 / SliceBackward0: zeros of the input's shape with the gradient placed
