@@ -95,3 +95,28 @@ TEST_CASE("run --svg and --png render with Graphviz, and say so when dot is miss
   CHECK(leftovers == 0);
   fs::remove_all(dir);
 }
+
+TEST_CASE("JUnit XML is well-formed and names each scenario", "[cli][check]") {
+  const std::string dir = temp_dir();
+  spit(dir + "/a.json", R"JSON({"name": "a", "program": ["print(1)"], "expect": {"printed": ["2"]}})JSON");
+  spit(dir + "/b.json", R"JSON({"name": "b", "program": ["print(1)"], "expect": {"printed": ["1"]}})JSON");
+  auto r = run_agtrace("check " + dir + " --junit " + dir + "/out.xml");
+  CHECK(r.status == 1);
+  auto parse = run_shell("/usr/bin/python3 -c \"import xml.etree.ElementTree as E, sys; t = E.parse(sys.argv[1]); "
+                         "s = t.getroot().find('testsuite'); print(s.get('tests'), s.get('failures'), "
+                         "[c.get('name') for c in s.findall('testcase')])\" " + dir + "/out.xml");
+  INFO(parse.err);
+  CHECK(parse.status == 0);
+  CHECK(parse.out == "2 1 ['a', 'b']\n");
+  fs::remove_all(dir);
+}
+
+TEST_CASE("logs go to stderr and never into the report", "[cli]") {
+  const std::string sc = source_dir() + "/scenarios/seed_walk.json";
+  auto quiet = run_agtrace("run " + sc + " --format json");
+  auto verbose = run_agtrace("-v run " + sc + " --format json");
+  CHECK(verbose.status == 0);
+  CHECK(verbose.out == quiet.out);
+  CHECK(verbose.err.find("running seed_walk") != std::string::npos);
+  CHECK(quiet.err.empty());
+}
