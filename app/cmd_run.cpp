@@ -26,6 +26,7 @@ struct RunOpts {
   std::string output;
   std::string device;
   std::string color = "auto";
+  std::string max_memory = "4G";
 };
 }  // namespace
 
@@ -45,6 +46,7 @@ Runner add_run(CLI::App& root) {
   cmd->add_option("--png", opts->png_file, "also render the graph to FILE (PNG) with Graphviz's dot");
   cmd->add_option("-o,--output", opts->output, "write the report to FILE instead of stdout");
   cmd->add_option("--device", opts->device, "override the scenario's device")->check(CLI::IsMember({"cpu", "meta", "cuda"}));
+  cmd->add_option("--max-memory", opts->max_memory, "budget for element data, e.g. 512M or 4G (default 4G; meta is exempt)");
   cmd->add_option("--color", opts->color, "auto, always or never")->check(CLI::IsMember({"auto", "always", "never"}));
   return [opts]() -> int {
     auto sc = load_scenario_file(opts->scenario);
@@ -57,6 +59,7 @@ Runner add_run(CLI::App& root) {
     }
     spdlog::debug("running {} ({} statements)", sc->name, sc->statement_count);
     RunOptions ro;
+    ro.max_memory = parse_bytes(opts->max_memory);
     ro.device = opts->device;
     ro.keep_values = opts->values;
     RunResult r = run_scenario(*sc, ro);

@@ -16,8 +16,12 @@ Runner add_run(CLI::App& root);
 Runner add_check(CLI::App& root);
 Runner add_validate(CLI::App& root);
 Runner add_ops(CLI::App& root);
+Runner add_export(CLI::App& root);
 
 // --color auto|always|never, honouring NO_COLOR and whether stdout is a terminal.
 bool want_color(const std::string& mode);
+
+// "4G", "512M", "64K" or a plain number of bytes; throws InputError (usage) otherwise.
+int64_t parse_bytes(const std::string& text);
 
 }  // namespace agtrace::app

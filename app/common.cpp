@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "commands.hpp"
+#include "errors.hpp"
 
 namespace agtrace::app {
 
@@ -12,6 +13,24 @@ bool want_color(const std::string& mode) {
   const char* no_color = std::getenv("NO_COLOR");
   if (no_color && *no_color) return false;  // https://no-color.org
   return ::isatty(STDOUT_FILENO) != 0;
+}
+
+int64_t parse_bytes(const std::string& text) {
+  size_t used = 0;
+  long long v = -1;
+  try {
+    v = std::stoll(text, &used);
+  } catch (...) {
+  }
+  int shift = 0;
+  const std::string unit = text.substr(used < text.size() ? used : text.size());
+  if (unit == "K" || unit == "KiB") shift = 10;
+  else if (unit == "M" || unit == "MiB") shift = 20;
+  else if (unit == "G" || unit == "GiB") shift = 30;
+  else if (!unit.empty() && unit != "B") v = -1;
+  if (v <= 0 || v > (int64_t{1} << 50) >> shift)
+    throw InputError("usage", "--max-memory: expected a positive size such as 512M or 4G, got '" + text + "'");
+  return static_cast<int64_t>(v) << shift;
 }
 
 }  // namespace agtrace::app

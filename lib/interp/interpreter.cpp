@@ -232,6 +232,17 @@ void Interpreter::create_leaves() {
     if (device_ == "meta") {
       t = empty_tensor(leaf.shape, leaf.dtype, true);
     } else {
+      // Refuse a leaf over the memory budget before its values are generated.
+      const RunLimits& lim = run_limits();
+      const int64_t n = shape_numel(leaf.shape);
+      if (n > (lim.max_memory - lim.held) / static_cast<int64_t>(sizeof(double))) {
+        InputError e("limit", "tensor '" + leaf.name + "' of " + std::to_string(n) +
+                                  " elements exceeds the memory budget of " + std::to_string(lim.max_memory) +
+                                  " bytes (raise it with --max-memory, or use --device meta)");
+        e.file = sc_.file;
+        e.json_pointer = leaf.pointer + "/shape";
+        throw e;
+      }
       t = tensor_from_values(leaf.shape, leaf.dtype, initial_values(leaf, sc_.seed));
     }
     t->requires_grad_flag = leaf.requires_grad;
@@ -266,6 +277,7 @@ void Interpreter::bind(const std::string& name, const Value& v) {
 
 RunResult Interpreter::run() {
   reset_run_state();
+  run_limits().max_memory = opt_.max_memory;
   autograd::set_grad_enabled(true);
   set_event_sink(&acc_);
   struct SinkGuard {

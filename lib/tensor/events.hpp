@@ -40,6 +40,15 @@ struct RunPosition {
 };
 RunPosition& run_position();
 
+// Budget for element data held in memory (agtrace keeps 8 bytes per element internally,
+// whatever the dtype): checked before each allocation, so a hostile shape is refused
+// instead of exhausting the machine. The meta device holds no element data and is exempt.
+struct RunLimits {
+  int64_t max_memory = int64_t{4} << 30;  // bytes of element data
+  int64_t held = 0;                        // bytes of element data held now
+};
+RunLimits& run_limits();
+
 // Creation-order ids: deterministic, never pointers (design note "Deterministic output").
 struct IdCounters {
   int64_t storage = 0, tensor = 0, node = 0, saved = 0;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "errors.hpp"
 #include "tensor/events.hpp"
 
 namespace agtrace {
@@ -16,8 +17,19 @@ std::vector<TensorImpl*>& registry() {
 const std::vector<TensorImpl*>& live_tensors() { return registry(); }
 
 Storage::Storage(DType d, int64_t n, bool is_meta) : dtype(d), numel(n), meta(is_meta) {
+  if (!meta) {
+    RunLimits& lim = run_limits();
+    const int64_t need = n * static_cast<int64_t>(sizeof(double));
+    if (n > lim.max_memory / static_cast<int64_t>(sizeof(double)) || lim.held + need > lim.max_memory) {
+      ScenarioError e("limit", "allocating " + std::to_string(n) + " elements would exceed the memory budget of " +
+                                   std::to_string(lim.max_memory) + " bytes (--max-memory; the meta device is exempt)");
+      e.facts = {{"elements", n}, {"max_memory", lim.max_memory}, {"held", lim.held}};
+      throw e;
+    }
+    data.assign(static_cast<size_t>(n), 0.0);
+    lim.held += need;
+  }
   id = id_counters().storage++;
-  if (!meta) data.assign(static_cast<size_t>(n), 0.0);
   Event e;
   e.kind = Event::Kind::Alloc;
   e.storage_id = id;
@@ -27,6 +39,7 @@ Storage::Storage(DType d, int64_t n, bool is_meta) : dtype(d), numel(n), meta(is
 }
 
 Storage::~Storage() {
+  if (!meta) run_limits().held -= numel * static_cast<int64_t>(sizeof(double));
   Event e;
   e.kind = Event::Kind::Free;
   e.storage_id = id;
