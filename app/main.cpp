@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
   root.add_flag("-v,--verbose", verbose, "same as --log-level debug");
 
   app::Runner run = app::add_run(root), check = app::add_check(root), validate = app::add_validate(root),
-              ops = app::add_ops(root);
+              ops = app::add_ops(root), export_ = app::add_export(root);
   try {
     root.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
       if (name == "check") return check();
       if (name == "validate") return validate();
       if (name == "ops") return ops();
+      if (name == "export") return export_();
     }
   } catch (const InputError& e) {
     std::cerr << "agtrace: error: " << e.describe() << "\n";

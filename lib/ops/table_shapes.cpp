@@ -1,9 +1,172 @@
-// Op-table fragment: see table.hpp. Entries are added by the family's implementation.
+// Op-table fragment: shape ops, indexing, concatenation, dtype conversion and the matmul
+// family (see table.hpp). view/reshape/t/transpose/select/matmul/mm are in core_ops();
+// matmul's entry there calls ops::matmul (linalg.cpp), which handles every rank pair.
+#include "errors.hpp"
+#include "ops/ops.hpp"
+#include "ops/shapes.hpp"
 #include "ops/table.hpp"
 #include "ops/table_util.hpp"
 
 namespace agtrace::ops {
 
-std::vector<OpEntry> shape_ops() { return {}; }
+namespace {
+
+Value tensor_tuple(const std::vector<Tensor>& ts) {
+  std::vector<Value> items;
+  for (const Tensor& t : ts) items.push_back(T(t));
+  return Value::tuple(std::move(items));
+}
+
+Value impl_permute(Args& a, Runtime&) { return T(permute(a.tensor("self"), a.shape("dims"))); }
+Value impl_expand(Args& a, Runtime&) { return T(expand(a.tensor("self"), a.shape("size"))); }
+// x.expand_as(y) is x.expand(y.size()) (measured: ExpandBackward0, self_sym_sizes of x).
+Value impl_expand_as(Args& a, Runtime&) { return T(expand(a.tensor("self"), a.tensor("other")->sizes)); }
+Value impl_unsqueeze(Args& a, Runtime&) { return T(unsqueeze(a.tensor("self"), a.integer("dim"))); }
+Value impl_squeeze(Args& a, Runtime&) {
+  Tensor x = a.tensor("self");
+  return T(a.given("dim") ? squeeze(x, a.integer("dim")) : squeeze(x));
+}
+Value impl_flatten(Args& a, Runtime&) {
+  return T(flatten(a.tensor("self"), a.integer("start_dim"), a.integer("end_dim")));
+}
+
+Value impl_split(Args& a, Runtime&) {
+  Tensor x = a.tensor("self");
+  const Value& s = a.get("split_size_or_sections");
+  const int64_t dim = a.integer("dim");
+  if (s.kind == Value::Kind::Int) return tensor_tuple(split(x, s.i, dim));
+  if (s.kind == Value::Kind::Tuple || s.kind == Value::Kind::List) {
+    std::vector<int64_t> sizes;
+    for (const Value& v : s.items) {
+      if (v.kind != Value::Kind::Int)
+        type_error("split_with_sizes(): argument 'split_sizes' must be tuple of ints, but found element of type " +
+                   type_name(v));
+      sizes.push_back(v.i);
+    }
+    return tensor_tuple(split_with_sizes(x, sizes, dim));
+  }
+  type_error("split(): argument 'split_size' must be int or list of ints, not " + type_name(s));
+}
+Value impl_chunk(Args& a, Runtime&) {
+  return tensor_tuple(chunk(a.tensor("self"), a.integer("chunks"), a.integer("dim")));
+}
+Value impl_unbind(Args& a, Runtime&) { return tensor_tuple(unbind(a.tensor("self"), a.integer("dim"))); }
+
+Value impl_index_select(Args& a, Runtime&) {
+  return T(index_select(a.tensor("self"), a.integer("dim"), a.tensor("index")));
+}
+Value impl_cat(Args& a, Runtime&) { return T(cat(a.tensors("tensors"), a.integer("dim"))); }
+Value impl_stack(Args& a, Runtime&) { return T(stack(a.tensors("tensors"), a.integer("dim"))); }
+
+// x.to(dtype), x.to(other), x.to('cpu'), x.to(dtype=...), with copy=.
+Value impl_to(Args& a, Runtime&) {
+  Tensor x = a.tensor("self");
+  const std::string device = x->is_meta() && x->storage->device == "cpu" ? "meta" : x->storage->device;
+  DType target = x->dtype();
+  for (const Value& v : a.get("args").items) {
+    if (v.kind == Value::Kind::DType) {
+      target = v.dtype;
+    } else if (v.kind == Value::Kind::Tensor) {
+      target = v.t->dtype();
+    } else if (v.kind == Value::Kind::Str) {
+      if (v.s != device) throw ScenarioError("unsupported", "to('" + v.s + "'): moving a tensor to another device is not supported");
+    } else {
+      type_error("to() received an invalid combination of arguments - got (" + type_name(v) + ")");
+    }
+  }
+  if (a.given("dtype")) {
+    const Value& d = a.get("dtype");
+    if (d.kind != Value::Kind::DType) type_error("to(): argument 'dtype' must be torch.dtype, not " + type_name(d));
+    target = d.dtype;
+  }
+  return T(to_dtype(x, target, a.flag("copy")));
+}
+
+template <DType D>
+Value impl_cast(Args& a, Runtime&) {
+  return T(to_dtype(a.tensor("self"), D));
+}
+
+Value impl_dot(Args& a, Runtime&) { return T(dot(a.tensor("self"), a.tensor("tensor"))); }
+Value impl_mv(Args& a, Runtime&) { return T(mv(a.tensor("self"), a.tensor("vec"))); }
+Value impl_bmm(Args& a, Runtime&) { return T(bmm(a.tensor("self"), a.tensor("mat2"))); }
+Value impl_addmm(Args& a, Runtime&) {
+  const Value& beta = a.get("beta");
+  const Value& alpha = a.get("alpha");
+  if (!beta.is_number() || !alpha.is_number()) type_error("addmm(): argument 'beta' and 'alpha' must be numbers");
+  return T(addmm(a.tensor("self"), a.tensor("mat1"), a.tensor("mat2"), beta, alpha));
+}
+Value impl_linear(Args& a, Runtime&) {
+  Tensor bias = a.given("bias") ? a.tensor("bias") : nullptr;
+  return T(linear(a.tensor("input"), a.tensor("weight"), bias));
+}
+
+}  // namespace
+
+std::vector<OpEntry> shape_ops() {
+  const std::string none = "-";
+  return {
+      // ---- views
+      {"permute", {"torch.permute", "Tensor.permute"}, "(self, *dims)", "view", "PermuteBackward0",
+       "dims (as passed; -1 reads 2**64-1)", impl_permute, {}},
+      {"expand", {"Tensor.expand"}, "(self, *size)", "view", "ExpandBackward0",
+       "self_sym_sizes (a node even when nothing broadcasts; -1 keeps a size)", impl_expand, {}},
+      {"expand_as", {"Tensor.expand_as"}, "(self, other)", "view", "ExpandBackward0", "as expand(other.size())",
+       impl_expand_as, {}},
+      {"unsqueeze", {"torch.unsqueeze", "Tensor.unsqueeze"}, "(self, dim)", "view", "UnsqueezeBackward0", "dim",
+       impl_unsqueeze, {}},
+      {"squeeze", {"torch.squeeze", "Tensor.squeeze"}, "(self, dim=None)", "view", "SqueezeBackward1 / SqueezeBackward0",
+       "squeeze(dim): dim, self_sizes; squeeze(): self_sizes", impl_squeeze, {}},
+      {"flatten", {"torch.flatten", "Tensor.flatten"}, "(self, start_dim=0, end_dim=-1)", "view",
+       "ReshapeAliasBackward0 / UnsafeViewBackward0 over CloneBackward0",
+       "self_sym_sizes; copies when no view fits; start_dim == end_dim returns the input itself", impl_flatten, {}},
+      {"split", {"torch.split", "Tensor.split"}, "(self, split_size_or_sections, dim=0)", "view",
+       "SplitBackward0 / SplitWithSizesBackward0",
+       "one node for all the views: dim, self_sizes, split_size (int) or split_sizes (list)", impl_split, {}},
+      {"chunk", {"torch.chunk", "Tensor.chunk"}, "(self, chunks, dim=0)", "view", "SplitBackward0",
+       "split(ceil(size / chunks)): dim, self_sizes, split_size", impl_chunk, {}},
+      {"unbind", {"torch.unbind", "Tensor.unbind"}, "(self, dim=0)", "view", "UnbindBackward0",
+       "dim; one node for all the views", impl_unbind, {}},
+      // ---- indexing and concatenation (new storage)
+      {"index_select", {"torch.index_select", "Tensor.index_select"}, "(self, dim, index)", "indexing",
+       "IndexSelectBackward0", "dim, index (the same object), self_sizes", impl_index_select, {}},
+      {"index", {"x[idx]"}, "(self, indices)", "indexing", "IndexBackward0",
+       "indices (a list holding the int64 index tensor, the same object), self_sizes; a 0-d index selects",
+       nullptr, {}},
+      {"cat", {"torch.cat", "torch.concat"}, "(tensors, dim=0)", "math", "CatBackward0",
+       "dim only; no tensors (dtype promoted over the inputs)", impl_cat, {}},
+      {"stack", {"torch.stack"}, "(tensors, dim=0)", "math", "StackBackward0", "dim only; no tensors", impl_stack, {}},
+      // ---- dtype conversion
+      {"to", {"Tensor.to"}, "(self, *args, dtype=None, non_blocking=False, copy=False)", "math", "ToCopyBackward0",
+       "nothing; the same object (no node) when the dtype does not change; no node for an integer result", impl_to,
+       {}},
+      {"float", {"Tensor.float"}, "(self)", "math", "ToCopyBackward0", "as to(torch.float32)",
+       impl_cast<DType::Float32>, {}},
+      {"double", {"Tensor.double"}, "(self)", "math", "ToCopyBackward0", "as to(torch.float64)",
+       impl_cast<DType::Float64>, {}},
+      {"half", {"Tensor.half"}, "(self)", "math", "ToCopyBackward0", "as to(torch.float16)", impl_cast<DType::Float16>,
+       {}},
+      {"bfloat16", {"Tensor.bfloat16"}, "(self)", "math", "ToCopyBackward0", "as to(torch.bfloat16)",
+       impl_cast<DType::BFloat16>, {}},
+      {"long", {"Tensor.long"}, "(self)", "math", none, "as to(torch.int64): not differentiable",
+       impl_cast<DType::Int64>, {}},
+      // ---- the matmul family (matmul and mm are in core_ops)
+      {"dot", {"torch.dot", "Tensor.dot"}, "(self, tensor)", "linalg", "DotBackward0",
+       "self if tensor requires grad; tensor if self requires grad", impl_dot, {}},
+      {"mv", {"torch.mv", "Tensor.mv"}, "(self, vec)", "linalg", "MvBackward0",
+       "self if vec requires grad; vec if self requires grad", impl_mv, {}},
+      {"bmm", {"torch.bmm", "Tensor.bmm"}, "(self, mat2)", "linalg", "BmmBackward0",
+       "self if mat2 requires grad; mat2 if self requires grad", impl_bmm, {}},
+      {"addmm", {"torch.addmm", "Tensor.addmm"}, "(self, mat1, mat2, *, beta=1, alpha=1)", "linalg", "AddmmBackward0",
+       "alpha, beta; mat1 if mat2 requires grad, mat2 if mat1 requires grad; sizes; strides of an operand that "
+       "requires grad",
+       impl_addmm, {}},
+      {"linear", {"F.linear"}, "(input, weight, bias=None)", "linalg",
+       "AddmmBackward0 over TBackward0 / MmBackward0 / ViewBackward0 over AddmmBackward0",
+       "as addmm (mat2 is W.t(), a view of W) for 2-D input with bias; 3-D contiguous input: views around "
+       "addmm; else matmul(x, W.t()) and an in-place add of the bias",
+       impl_linear, {}},
+  };
+}
 
 }  // namespace agtrace::ops

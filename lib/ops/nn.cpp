@@ -1,0 +1,1011 @@
+// Neural-network layers: layer_norm, batch_norm, dropout, embedding, conv2d, max_pool2d.
+//
+// For each op: the forward, the node PyTorch 1.13 records, what it saves, and the
+// backward formula, side by side. Facts cited as "measured" were checked with
+// /usr/bin/python3 and torch 1.13 (see also shared/oracle/SUMMARY.md sections 1-3).
+//
+// Two rules hold for every node here (measured):
+//  - The op-internal outputs a node saves (layer_norm's mean/rstd, batch_norm's batch
+//    statistics, max_pool2d's indices) are not differentiable, so they are leaves when
+//    saved; PyTorch's SavedVariable then keeps the tensor object itself
+//    (saved_variable.cpp: `if (!is_output || is_leaf_) saved_original_ = true`), and
+//    `_saved_result1 is _saved_result1` is True with requires_grad False. They are
+//    therefore saved with save_input, not save_output.
+//  - The generated apply() unpacks every saved tensor before computing, needed or not,
+//    so an in-place edit of any saved tensor fails backward (measured: editing a conv
+//    weight that does not require grad, or the indices of an embedding, raises the
+//    version error). Each backward below unpacks all its saved tensors first.
+//
+// Values are computed in double and rounded to the tensor's dtype when stored, like the
+// rest of agtrace; on the meta device only shapes, nodes and saved values are produced.
+#include "ops/nn.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "interp/value.hpp"
+#include "ops/common.hpp"
+#include "ops/ops.hpp"
+
+namespace agtrace::ops {
+
+using namespace detail;
+using autograd::make_node;
+using autograd::set_history;
+
+namespace {
+
+// ---------------------------------------------------------------- helpers
+
+[[noreturn]] void fail(const std::string& kind, const std::string& message,
+                       nlohmann::json facts = nlohmann::json::object()) {
+  ScenarioError e(kind, message);
+  e.facts = std::move(facts);
+  throw e;
+}
+
+// c10::ScalarType names, as PyTorch's dispatch and type-check messages print them.
+std::string scalar_name(DType d) {
+  switch (d) {
+    case DType::Float32: return "Float";
+    case DType::Float64: return "Double";
+    case DType::Float16: return "Half";
+    case DType::BFloat16: return "BFloat16";
+    case DType::Int64: return "Long";
+    case DType::Bool: return "Bool";
+  }
+  return "?";
+}
+
+// PyTorch runs these layers in float32 / float64 kernels (and int64 for conv2d). Other
+// dtypes fail at dispatch with `"kernel" not implemented for 'Half'` (measured for
+// Half and Long). BFloat16 kernels exist in PyTorch but compute with float accumulation
+// and bfloat16 intermediates that agtrace does not mirror: unsupported, not approximated.
+void require_kernel_dtype(const Tensor& t, const std::string& kernel, const std::string& op,
+                          bool allow_int64 = false) {
+  const DType d = t->dtype();
+  if (d == DType::Float32 || d == DType::Float64 || (allow_int64 && d == DType::Int64)) return;
+  if (d == DType::BFloat16) fail("unsupported", op + " of bfloat16 tensors is not supported");
+  fail("dtype_mismatch", "\"" + kernel + "\" not implemented for '" + scalar_name(d) + "'",
+       {{"op", op}, {"dtype", dtype_name(d)}});
+}
+
+// "expected scalar type Float but found Double": a kernel reading a parameter's data as
+// the input's type.
+void require_same_dtype(const Tensor& input, const Tensor& param, const std::string& op) {
+  if (!param || param->dtype() == input->dtype()) return;
+  fail("dtype_mismatch",
+       "expected scalar type " + scalar_name(input->dtype()) + " but found " + scalar_name(param->dtype()),
+       {{"op", op}, {"dtypes", {dtype_name(input->dtype()), dtype_name(param->dtype())}}});
+}
+
+// Writes values computed in double into a fresh contiguous tensor, rounding to its dtype.
+void store(const Tensor& t, const std::vector<double>& values) {
+  if (t->is_meta()) return;
+  auto& data = t->storage->data;
+  for (size_t i = 0; i < values.size(); ++i) data[i] = round_to_dtype(values[i], t->dtype());
+}
+
+Tensor fresh(const Shape& sizes, DType d, bool meta) { return empty_tensor(sizes, d, meta); }
+
+// An in-place edit inside an op (bernoulli_, div_ and zero_ on dropout's own mask):
+// PyTorch bumps the tensor's version as for any in-place op, so the saved mask reads
+// back at version 2 (measured).
+void bump_internal(const Tensor& t) {
+  t->version->bump();
+  Event e;
+  e.kind = Event::Kind::VersionBump;
+  e.storage_id = t->storage->id;
+  e.version = t->version->version;
+  emit(e);
+}
+
+bool wants(const Node& n, size_t edge) { return edge < n.next.size() && n.next[edge].fn != nullptr; }
+
+Tensor grad_like(const Node& n, size_t edge, bool meta) {
+  const auto& m = n.input_meta[edge];
+  return fresh(m.sizes, m.dtype, meta);
+}
+
+// ---------------------------------------------------------------- layer_norm
+//
+// derivatives.yaml (1.13):
+//   native_layer_norm(input, normalized_shape, weight?, bias?, eps) -> (result0, result1, result2)
+//   input, weight, bias: native_layer_norm_backward(grad, input, normalized_shape, result1,
+//                                                  result2, weight, bias, grad_input_mask)
+// result1 = mean and result2 = rstd = 1/sqrt(biased var + eps), both of shape
+// input.shape[:axis] + [1] * len(normalized_shape) (measured: f32[2, 1] for a [2, 3]
+// input). The saved set does not depend on requires_grad (SUMMARY section 3); weight and
+// bias read as None when not given. eps is not saved.
+
+struct RowSplit {
+  int64_t rows = 1, cols = 1;
+};
+
+RowSplit split_rows(const Shape& sizes, size_t normalized_ndim) {
+  RowSplit s;
+  const size_t axis = sizes.size() - normalized_ndim;
+  for (size_t i = 0; i < sizes.size(); ++i) (i < axis ? s.rows : s.cols) *= sizes[i];
+  return s;
+}
+
+// native_layer_norm_backward, with xhat = (x - mean) * rstd and gw = grad * weight:
+//   d_input  = rstd * (gw - mean_row(gw) - xhat * mean_row(gw * xhat))
+//   d_weight = sum over rows of grad * xhat;  d_bias = sum over rows of grad
+std::vector<Tensor> layer_norm_backward(Node& n, const std::vector<Tensor>& g) {
+  Tensor x = n.unpack("input"), mean = n.unpack("result1"), rstd = n.unpack("result2");
+  Tensor w = n.unpack("weight");
+  n.unpack("bias");  // not used by the formula; unpacked for its version check, as PyTorch does
+  const bool meta = x->is_meta();
+  Tensor gx = wants(n, 0) ? fresh(x->sizes, x->dtype(), meta) : nullptr;
+  Tensor gw = wants(n, 1) ? grad_like(n, 1, meta) : nullptr;
+  Tensor gb = wants(n, 2) ? grad_like(n, 2, meta) : nullptr;
+  if (meta) return {gx, gw, gb};
+
+  const RowSplit s = split_rows(x->sizes, n.attr("normalized_shape").list.size());
+  const std::vector<double> xv = to_values(x), gv = to_values(g[0]), mv = to_values(mean), rv = to_values(rstd);
+  const std::vector<double> wv = w ? to_values(w) : std::vector<double>{};
+  std::vector<double> dx(xv.size()), dw(static_cast<size_t>(s.cols), 0.0), db(static_cast<size_t>(s.cols), 0.0);
+  const double inv_cols = s.cols > 0 ? 1.0 / static_cast<double>(s.cols) : 0.0;
+  for (int64_t r = 0; r < s.rows; ++r) {
+    const double m = mv[r], k = rv[r];
+    double sum_gw = 0.0, sum_gw_xhat = 0.0;
+    for (int64_t c = 0; c < s.cols; ++c) {
+      const size_t i = static_cast<size_t>(r * s.cols + c);
+      const double xhat = (xv[i] - m) * k;
+      const double gwi = gv[i] * (w ? wv[c] : 1.0);
+      sum_gw += gwi;
+      sum_gw_xhat += gwi * xhat;
+      dw[c] += gv[i] * xhat;
+      db[c] += gv[i];
+    }
+    for (int64_t c = 0; c < s.cols; ++c) {
+      const size_t i = static_cast<size_t>(r * s.cols + c);
+      const double xhat = (xv[i] - m) * k;
+      const double gwi = gv[i] * (w ? wv[c] : 1.0);
+      dx[i] = k * (gwi - sum_gw * inv_cols - xhat * sum_gw_xhat * inv_cols);
+    }
+  }
+  if (gx) store(gx, dx);
+  if (gw) store(gw, dw);
+  if (gb) store(gb, db);
+  return {gx, gw, gb};
+}
+
+// _check_layer_norm_inputs (aten/src/ATen/native/layer_norm.h), in its order.
+void check_layer_norm_inputs(const Tensor& x, const Shape& ns, const Tensor& w, const Tensor& b) {
+  if (ns.empty())
+    fail("shape_mismatch",
+         "Expected normalized_shape to be at least 1-dimensional, i.e., containing at least one element, but got "
+         "normalized_shape = []");
+  if (w && w->sizes != ns)
+    fail("shape_mismatch", "Expected weight to be of same shape as normalized_shape, but got weight of shape " +
+                               shape_str(w->sizes) + " and normalized_shape = " + shape_str(ns),
+         {{"shapes", {w->sizes, ns}}});
+  if (b && b->sizes != ns)
+    fail("shape_mismatch", "Expected bias to be of same shape as normalized_shape, but got bias of shape " +
+                               shape_str(b->sizes) + " and normalized_shape = " + shape_str(ns),
+         {{"shapes", {b->sizes, ns}}});
+  const size_t nd = ns.size(), xd = x->sizes.size();
+  if (xd < nd || !std::equal(ns.begin(), ns.end(), x->sizes.end() - static_cast<long>(nd))) {
+    std::string expected = "[*";
+    for (int64_t v : ns) expected += ", " + std::to_string(v);
+    fail("shape_mismatch", "Given normalized_shape=" + shape_str(ns) + ", expected input with shape " + expected +
+                               "], but got input of size" + shape_str(x->sizes),
+         {{"shapes", {x->sizes, ns}}});
+  }
+}
+
+// ---------------------------------------------------------------- batch_norm
+//
+// derivatives.yaml (1.13):
+//   native_batch_norm(input, weight?, bias?, running_mean?, running_var?, training, momentum, eps)
+//   input, weight, bias: native_batch_norm_backward(grad, input, weight, running_mean,
+//       running_var, result1, result2, training, eps, grad_input_mask)
+// Saved (measured, whatever requires grad): eps, input, result1 (batch mean, [C]; [0] in
+// eval), result2 (1/sqrt(biased var + eps), [C]; [0] in eval), running_mean, running_var
+// (same objects, None when not given), training, weight. bias is not saved.
+
+// native_batch_norm_backward (CPU), per channel c over the N * inner elements:
+//   training: mean, invstd = result1, result2
+//     d_input = (grad - (x - mean) * dot * invstd^2 / count - sum(grad) / count) * invstd * w
+//   eval: mean = running_mean, invstd = 1/sqrt(running_var + eps)
+//     d_input = grad * invstd * w
+//   d_weight = dot * invstd with dot = sum(grad * (x - mean));  d_bias = sum(grad)
+std::vector<Tensor> batch_norm_backward(Node& n, const std::vector<Tensor>& g) {
+  Tensor x = n.unpack("input"), save_mean = n.unpack("result1"), save_invstd = n.unpack("result2");
+  Tensor rm = n.unpack("running_mean"), rv = n.unpack("running_var"), w = n.unpack("weight");
+  const bool training = n.attr("training").b;
+  const double eps = n.attr("eps").d;
+  const bool meta = x->is_meta();
+  Tensor gx = wants(n, 0) ? fresh(x->sizes, x->dtype(), meta) : nullptr;
+  Tensor gw = wants(n, 1) ? grad_like(n, 1, meta) : nullptr;
+  Tensor gb = wants(n, 2) ? grad_like(n, 2, meta) : nullptr;
+  if (meta) return {gx, gw, gb};
+
+  const int64_t batch = x->sizes[0], channels = x->sizes[1];
+  const int64_t inner = x->numel() / std::max<int64_t>(batch * channels, 1);
+  const double count = static_cast<double>(batch * inner);
+  const std::vector<double> xv = to_values(x), gv = to_values(g[0]);
+  const std::vector<double> wv = w ? to_values(w) : std::vector<double>{};
+  const std::vector<double> mean_v = training ? to_values(save_mean) : to_values(rm);
+  const std::vector<double> stat_v = training ? to_values(save_invstd) : to_values(rv);
+  std::vector<double> dx(xv.size()), dw(static_cast<size_t>(channels)), db(static_cast<size_t>(channels));
+  auto at = [&](int64_t b, int64_t c, int64_t i) { return static_cast<size_t>((b * channels + c) * inner + i); };
+  for (int64_t c = 0; c < channels; ++c) {
+    const double m = mean_v[c];
+    // In eval mode PyTorch computes invstd from the running variance in the parameter dtype.
+    const double invstd =
+        training ? stat_v[c] : round_to_dtype(1.0 / std::sqrt(stat_v[c] + eps), x->dtype());
+    const double wc = w ? wv[c] : 1.0;
+    double sum_g = 0.0, dot = 0.0;
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t i = 0; i < inner; ++i) {
+        sum_g += gv[at(b, c, i)];
+        dot += (xv[at(b, c, i)] - m) * gv[at(b, c, i)];
+      }
+    dw[c] = dot * invstd;
+    db[c] = sum_g;
+    if (!gx) continue;
+    const double k = dot * invstd * invstd / count, grad_mean = sum_g / count;
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t i = 0; i < inner; ++i) {
+        const size_t j = at(b, c, i);
+        dx[j] = training ? (gv[j] - (xv[j] - m) * k - grad_mean) * invstd * wc : gv[j] * invstd * wc;
+      }
+  }
+  if (gx) store(gx, dx);
+  if (gw) store(gw, dw);
+  if (gb) store(gb, db);
+  return {gx, gw, gb};
+}
+
+// The parameter dtype checks of batch_norm_cpu (measured over float32 / float64 mixes):
+// the parameters' type is the first defined of (weight, bias, running_mean, running_var);
+// when it differs from the input's, the call is "mixed dtype" and fails with
+// "expect parameter ... Float" unless every parameter is float32, then with
+// "expect input ... BFloat16". Otherwise a parameter of another type fails when the
+// kernel reads it: "expected scalar type Float but found Double".
+void check_batch_norm_dtypes(const Tensor& x, const std::vector<Tensor>& params) {
+  const Tensor* first = nullptr;
+  for (const Tensor& p : params)
+    if (p && !first) first = &p;
+  if (!first) return;
+  if ((*first)->dtype() != x->dtype()) {
+    for (const Tensor& p : params)
+      if (p && p->dtype() != DType::Float32)
+        fail("dtype_mismatch", "mixed dtype (CPU): expect parameter to have scalar type of Float",
+             {{"op", "batch_norm"}});
+    fail("dtype_mismatch", "mixed dtype (CPU): expect input to have scalar type of BFloat16", {{"op", "batch_norm"}});
+  }
+  for (const Tensor& p : params) require_same_dtype(x, p, "batch_norm");
+}
+
+// ---------------------------------------------------------------- embedding
+//
+// derivatives.yaml (1.13):
+//   embedding(weight, indices, padding_idx, scale_grad_by_freq, sparse)
+//   weight: embedding_backward(grad, indices, weight.sym_size(0), padding_idx, scale_grad_by_freq, sparse)
+// indices is not differentiable: one edge, to weight (measured `next_functions` is
+// (Acc(E),)). Saved: indices and weight (same objects), padding_idx (-1 for None, read
+// back as 2**64-1), scale_grad_by_freq, sparse.
+
+// embedding_dense_backward: zeros of weight's shape; each index's row of grad is added
+// to that row (skipping padding_idx), divided by the index's count when scale_grad_by_freq.
+std::vector<Tensor> embedding_backward(Node& n, const std::vector<Tensor>& g) {
+  Tensor indices = n.unpack("indices");
+  Tensor weight = n.unpack("weight");
+  const bool meta = weight->is_meta();
+  Tensor gw = fresh(n.input_meta[0].sizes, n.input_meta[0].dtype, meta);
+  if (meta) return {gw};
+  const int64_t padding_idx = n.attr("padding_idx").i;
+  const bool by_freq = n.attr("scale_grad_by_freq").b;
+  const int64_t rows = n.input_meta[0].sizes[0], dim = n.input_meta[0].sizes[1];
+  const std::vector<double> iv = to_values(indices), gv = to_values(g[0]);
+  std::vector<double> counts(static_cast<size_t>(rows), 0.0);
+  for (double v : iv) counts[static_cast<size_t>(v)] += 1.0;
+  std::vector<double> out(static_cast<size_t>(rows * dim), 0.0);
+  for (size_t i = 0; i < iv.size(); ++i) {
+    const int64_t row = static_cast<int64_t>(iv[i]);
+    if (row == padding_idx) continue;
+    const double scale = by_freq ? 1.0 / counts[static_cast<size_t>(row)] : 1.0;
+    for (int64_t d = 0; d < dim; ++d) out[static_cast<size_t>(row * dim + d)] += gv[i * dim + d] * scale;
+  }
+  store(gw, out);
+  return {gw};
+}
+
+// ---------------------------------------------------------------- conv2d
+//
+// derivatives.yaml (1.13):
+//   convolution(input, weight, bias?, stride, padding, dilation, transposed, output_padding, groups)
+//   input, weight, bias: "grad.defined() ? convolution_backward(grad, input, weight,
+//       bias->sym_sizes(), stride, padding, dilation, transposed, output_padding, groups,
+//       grad_input_mask) : ..."
+// Saved (measured, whatever requires grad): bias_sym_sizes_opt ((C_out,), or (0,) without
+// bias), dilation, groups, input, output_padding, padding, stride, transposed=False,
+// weight. The lists are kept as the Python parser produced them (padding=(1,) is (1,)).
+
+// A size-1 list applies to both spatial dims (expand_param_if_needed).
+std::vector<int64_t> expanded(const std::vector<int64_t>& v) {
+  return v.size() == 1 ? std::vector<int64_t>{v[0], v[0]} : v;
+}
+
+struct ConvGeometry {
+  int64_t batch, in_channels, height, width;
+  int64_t out_channels, group_in, kernel_h, kernel_w;
+  int64_t out_h, out_w, groups;
+  std::vector<int64_t> stride, padding, dilation;
+};
+
+ConvGeometry conv_geometry(const Shape& in, const Shape& w, const std::vector<int64_t>& stride,
+                           const std::vector<int64_t>& padding, const std::vector<int64_t>& dilation,
+                           int64_t groups) {
+  ConvGeometry c{};
+  c.batch = in[0], c.in_channels = in[1], c.height = in[2], c.width = in[3];
+  c.out_channels = w[0], c.group_in = w[1], c.kernel_h = w[2], c.kernel_w = w[3];
+  c.stride = expanded(stride), c.padding = expanded(padding), c.dilation = expanded(dilation);
+  c.groups = groups;
+  c.out_h = (c.height + 2 * c.padding[0] - c.dilation[0] * (c.kernel_h - 1) - 1) / c.stride[0] + 1;
+  c.out_w = (c.width + 2 * c.padding[1] - c.dilation[1] * (c.kernel_w - 1) - 1) / c.stride[1] + 1;
+  return c;
+}
+
+// Visits every (output element, weight element, input element) triple of a grouped,
+// strided, dilated, zero-padded 2-D convolution, with flat row-major indices.
+template <typename F>
+void for_each_tap(const ConvGeometry& c, F&& f) {
+  const int64_t out_per_group = c.out_channels / c.groups;
+  for (int64_t n = 0; n < c.batch; ++n)
+    for (int64_t co = 0; co < c.out_channels; ++co) {
+      const int64_t group = co / out_per_group;
+      for (int64_t oh = 0; oh < c.out_h; ++oh)
+        for (int64_t ow = 0; ow < c.out_w; ++ow) {
+          const int64_t o = ((n * c.out_channels + co) * c.out_h + oh) * c.out_w + ow;
+          for (int64_t ci = 0; ci < c.group_in; ++ci) {
+            const int64_t cin = group * c.group_in + ci;
+            for (int64_t kh = 0; kh < c.kernel_h; ++kh) {
+              const int64_t ih = oh * c.stride[0] - c.padding[0] + kh * c.dilation[0];
+              if (ih < 0 || ih >= c.height) continue;
+              for (int64_t kw = 0; kw < c.kernel_w; ++kw) {
+                const int64_t iw = ow * c.stride[1] - c.padding[1] + kw * c.dilation[1];
+                if (iw < 0 || iw >= c.width) continue;
+                const int64_t wi = ((co * c.group_in + ci) * c.kernel_h + kh) * c.kernel_w + kw;
+                const int64_t xi = ((n * c.in_channels + cin) * c.height + ih) * c.width + iw;
+                f(static_cast<size_t>(o), static_cast<size_t>(wi), static_cast<size_t>(xi), co);
+              }
+            }
+          }
+        }
+    }
+}
+
+// convolution_backward (transposed=False):
+//   d_input[x] += grad[o] * weight[w];  d_weight[w] += grad[o] * input[x];  d_bias[co] += grad[o]
+std::vector<Tensor> conv2d_backward(Node& n, const std::vector<Tensor>& g) {
+  Tensor input = n.unpack("input"), weight = n.unpack("weight");
+  const bool meta = input->is_meta();
+  Tensor gx = wants(n, 0) ? fresh(input->sizes, input->dtype(), meta) : nullptr;
+  Tensor gw = wants(n, 1) ? fresh(weight->sizes, weight->dtype(), meta) : nullptr;
+  Tensor gb = wants(n, 2) ? grad_like(n, 2, meta) : nullptr;
+  if (meta) return {gx, gw, gb};
+  const ConvGeometry c = conv_geometry(input->sizes, weight->sizes, n.attr("stride").list, n.attr("padding").list,
+                                       n.attr("dilation").list, n.attr("groups").i);
+  const std::vector<double> xv = to_values(input), wv = to_values(weight), gv = to_values(g[0]);
+  std::vector<double> dx(gx ? xv.size() : 0, 0.0), dw(gw ? wv.size() : 0, 0.0);
+  for_each_tap(c, [&](size_t o, size_t wi, size_t xi, int64_t) {
+    if (gx) dx[xi] += gv[o] * wv[wi];
+    if (gw) dw[wi] += gv[o] * xv[xi];
+  });
+  if (gb) {
+    std::vector<double> db(static_cast<size_t>(c.out_channels), 0.0);
+    const int64_t plane = c.out_h * c.out_w;
+    for (int64_t b = 0; b < c.batch; ++b)
+      for (int64_t co = 0; co < c.out_channels; ++co)
+        for (int64_t i = 0; i < plane; ++i) db[co] += gv[static_cast<size_t>((b * c.out_channels + co) * plane + i)];
+    store(gb, db);
+  }
+  if (gx) store(gx, dx);
+  if (gw) store(gw, dw);
+  return {gx, gw, gb};
+}
+
+std::string int_list_str(const std::vector<int64_t>& v) { return shape_str(Shape(v.begin(), v.end())); }
+
+// expand_param_if_needed: one value or one per spatial dim.
+std::vector<int64_t> expand_param(const std::vector<int64_t>& v, const std::string& name, int64_t dims) {
+  if (v.size() == 1) return std::vector<int64_t>(static_cast<size_t>(dims), v[0]);
+  if (static_cast<int64_t>(v.size()) != dims)
+    fail("type_error", "expected " + name + " to be a single integer value or a list of " + std::to_string(dims) +
+                           " values to match the convolution dimensions, but got " + name + "=" + int_list_str(v));
+  return v;
+}
+
+// Lower-case type names of check_input_same_type_as_parameters' bias message.
+std::string input_type_name(DType d) {
+  switch (d) {
+    case DType::Float32: return "float";
+    case DType::Float64: return "double";
+    case DType::Float16: return "c10::Half";
+    case DType::BFloat16: return "c10::BFloat16";
+    case DType::Int64: return "long int";
+    case DType::Bool: return "bool";
+  }
+  return "?";
+}
+
+// at::conv2d, at::_convolution and check_shape_forward, in their order (messages measured).
+void check_conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dArgs& a) {
+  if (input->dim() != 3 && input->dim() != 4)
+    fail("shape_mismatch", "Expected 3D (unbatched) or 4D (batched) input to conv2d, but got input of size: " +
+                               shape_str(input->sizes));
+  // An unbatched input is unsqueezed and the output squeezed (UnsqueezeBackward0 and
+  // SqueezeBackward1 around the convolution, measured); not mirrored yet.
+  if (input->dim() == 3) fail("unsupported", "conv2d of an unbatched (3-D) input is not supported");
+  const int64_t k = weight->dim();
+  if (k - 2 <= 0) fail("shape_mismatch", "weight should have at least three dimensions");
+  if (a.groups <= 0) fail("type_error", "non-positive groups is not supported");
+  const std::vector<int64_t> stride = expand_param(a.stride, "stride", k - 2);
+  const std::vector<int64_t> padding = expand_param(a.padding, "padding", k - 2);
+  const std::vector<int64_t> dilation = expand_param(a.dilation, "dilation", k - 2);
+  expand_param(a.output_padding, "output_padding", k - 2);
+  for (int64_t p : padding)
+    if (p < 0) fail("type_error", "negative padding is not supported");
+  for (int64_t s : stride)
+    if (s <= 0) fail("type_error", "non-positive stride is not supported");
+  for (int64_t d : dilation)
+    if (d <= 0) fail("type_error", "dilation should be greater than zero, but got " + int_list_str(dilation));
+  const Shape& ws = weight->sizes;
+  if (k != input->dim())
+    fail("shape_mismatch", "Expected " + std::to_string(k) + "-dimensional input for " + std::to_string(k) +
+                               "-dimensional weight " + shape_str(ws) + ", but got " + std::to_string(input->dim()) +
+                               "-dimensional input of size " + shape_str(input->sizes) + " instead");
+  const std::string g = std::to_string(a.groups);
+  if (ws[0] < a.groups)
+    fail("shape_mismatch", "Given groups=" + g + ", expected weight to be at least " + g +
+                               " at dimension 0, but got weight of size " + shape_str(ws) + " instead");
+  if (ws[0] % a.groups != 0)
+    fail("shape_mismatch", "Given groups=" + g + ", expected weight to be divisible by " + g +
+                               " at dimension 0, but got weight of size [" + shape_str(ws) + "] instead");
+  if (input->sizes[1] != ws[1] * a.groups)
+    fail("shape_mismatch", "Given groups=" + g + ", weight of size " + shape_str(ws) + ", expected input" +
+                               shape_str(input->sizes) + " to have " + std::to_string(ws[1] * a.groups) +
+                               " channels, but got " + std::to_string(input->sizes[1]) + " channels instead",
+         {{"shapes", {input->sizes, ws}}});
+  if (bias && (bias->dim() != 1 || bias->sizes[0] != ws[0]))
+    fail("shape_mismatch", "Given weight of size " + shape_str(ws) + ", expected bias to be 1-dimensional with " +
+                               std::to_string(ws[0]) + " elements, but got bias of size " + shape_str(bias->sizes) +
+                               " instead");
+  bool fits = true;
+  std::string in_s, k_s;
+  for (int64_t i = 0; i < 2; ++i) {
+    const int64_t padded = input->sizes[2 + i] + 2 * padding[i];
+    const int64_t span = dilation[i] * (ws[2 + i] - 1) + 1;
+    if (padded < span) fits = false;
+    in_s += (i ? " x " : "") + std::to_string(padded);
+    k_s += (i ? " x " : "") + std::to_string(span);
+  }
+  if (!fits)
+    fail("shape_mismatch", "Calculated padded input size per channel: (" + in_s + "). Kernel size: (" + k_s +
+                               "). Kernel size can't be greater than actual input size");
+  // The backend's type checks come last: the bias first, then the weight (measured with
+  // both mismatched: the bias message wins).
+  require_kernel_dtype(input, "slow_conv2d_cpu", "conv2d", /*allow_int64=*/true);
+  if (bias && bias->dtype() != input->dtype())
+    fail("dtype_mismatch", "Input type (" + input_type_name(input->dtype()) + ") and bias type (" +
+                               input_type_name(bias->dtype()) + ") should be the same");
+  require_same_dtype(input, weight, "conv2d");
+}
+
+// ---------------------------------------------------------------- max_pool2d
+//
+// derivatives.yaml (1.13):
+//   max_pool2d_with_indices(self, kernel_size, stride, padding, dilation, ceil_mode) -> (result0, result1)
+//   self: max_pool2d_with_indices_backward(grad, self, kernel_size, stride, padding, dilation, ceil_mode, result1)
+// F.max_pool2d(..., return_indices=False) goes through at::max_pool2d, which records the
+// same node (measured). Saved: ceil_mode, dilation, kernel_size, padding, result1 (the
+// int64 indices), self (same object), stride (() when not given, measured).
+
+// pooling_output_shape_pad_lr with div_rtn (rounds towards negative infinity).
+int64_t pooling_output_size(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dilation, bool ceil_mode) {
+  const int64_t num = in + 2 * pad - dilation * (k - 1) - 1 + (ceil_mode ? stride - 1 : 0);
+  int64_t q = num / stride;
+  if ((num % stride != 0) && ((num < 0) != (stride < 0))) --q;
+  int64_t out = q + 1;
+  // ceil_mode: the last window must start inside the input (or its left padding).
+  if (ceil_mode && (out - 1) * stride >= in + pad) --out;
+  return out;
+}
+
+// pooling_output_shape's checks, for one spatial dim.
+int64_t checked_pool_size(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dilation, bool ceil_mode) {
+  if (stride == 0) fail("type_error", "stride should not be zero");
+  if (pad < 0) fail("type_error", "pad must be non-negative, but got pad: " + std::to_string(pad));
+  if (pad > k / 2)
+    fail("type_error", "pad should be at most half of kernel size, but got pad=" + std::to_string(pad) +
+                           " and kernel_size=" + std::to_string(k));
+  return pooling_output_size(in, k, pad, stride, dilation, ceil_mode);
+}
+
+struct PoolGeometry {
+  int64_t planes, height, width, out_h, out_w;
+  int64_t kh, kw, sh, sw, ph, pw, dh, dw;
+};
+
+// One window of the CPU kernel (cpu_max_pool): starts clipped to the input, the first
+// valid position as the initial index, maxval starting at -inf, and a value replacing
+// the max when `val > maxval || isnan(val)` (so the last NaN wins; ties keep the first).
+template <typename F>
+void for_each_window(const PoolGeometry& p, const std::vector<double>& xv, F&& f) {
+  for (int64_t plane = 0; plane < p.planes; ++plane) {
+    const size_t base = static_cast<size_t>(plane * p.height * p.width);
+    for (int64_t oh = 0; oh < p.out_h; ++oh)
+      for (int64_t ow = 0; ow < p.out_w; ++ow) {
+        int64_t h0 = oh * p.sh - p.ph, w0 = ow * p.sw - p.pw;
+        const int64_t h1 = std::min(h0 + (p.kh - 1) * p.dh + 1, p.height);
+        const int64_t w1 = std::min(w0 + (p.kw - 1) * p.dw + 1, p.width);
+        while (h0 < 0) h0 += p.dh;
+        while (w0 < 0) w0 += p.dw;
+        int64_t best = h0 * p.width + w0;
+        double best_v = -std::numeric_limits<double>::infinity();
+        for (int64_t h = h0; h < h1; h += p.dh)
+          for (int64_t w = w0; w < w1; w += p.dw) {
+            const int64_t idx = h * p.width + w;
+            const double v = xv[base + static_cast<size_t>(idx)];
+            if (v > best_v || std::isnan(v)) {
+              best_v = v;
+              best = idx;
+            }
+          }
+        const size_t o = static_cast<size_t>((plane * p.out_h + oh) * p.out_w + ow);
+        f(o, best_v, best, base);
+      }
+  }
+}
+
+// max_pool2d_with_indices_backward: each output's gradient goes to the input element its
+// index names (accumulated where windows overlap).
+std::vector<Tensor> max_pool2d_backward(Node& n, const std::vector<Tensor>& g) {
+  Tensor indices = n.unpack("result1"), self = n.unpack("self");
+  const bool meta = self->is_meta();
+  Tensor gx = fresh(self->sizes, self->dtype(), meta);
+  if (meta) return {gx};
+  const int64_t height = self->sizes[self->dim() - 2], width = self->sizes[self->dim() - 1];
+  const int64_t plane_in = height * width;
+  const int64_t plane_out = indices->sizes[indices->dim() - 2] * indices->sizes[indices->dim() - 1];
+  const std::vector<double> iv = to_values(indices), gv = to_values(g[0]);
+  std::vector<double> dx(static_cast<size_t>(self->numel()), 0.0);
+  for (size_t o = 0; o < iv.size(); ++o) {
+    const int64_t plane = plane_out > 0 ? static_cast<int64_t>(o) / plane_out : 0;
+    dx[static_cast<size_t>(plane * plane_in + static_cast<int64_t>(iv[o]))] += gv[o];
+  }
+  store(gx, dx);
+  return {gx};
+}
+
+}  // namespace
+
+// ================================================================ forwards
+
+Tensor layer_norm(const Tensor& x, const std::vector<int64_t>& normalized_shape, const Tensor& weight,
+                  const Tensor& bias, double eps) {
+  OpScope scope("layer_norm");
+  const Shape ns(normalized_shape.begin(), normalized_shape.end());
+  check_layer_norm_inputs(x, ns, weight, bias);
+  require_kernel_dtype(x, "LayerNormKernelImpl", "layer_norm");
+  require_same_dtype(x, weight, "layer_norm");
+  require_same_dtype(x, bias, "layer_norm");
+
+  const DType dt = x->dtype();
+  const bool meta = x->is_meta();
+  const RowSplit s = split_rows(x->sizes, ns.size());
+  Shape stat_shape(x->sizes.begin(), x->sizes.end() - static_cast<long>(ns.size()));
+  stat_shape.resize(x->sizes.size(), 1);
+  // layer_norm_cpu reads X through expect_contiguous(): a strided input is copied first
+  // (a temporary PyTorch allocates too).
+  Tensor xc = x->is_contiguous() ? x : kernels::copy(x);
+  Tensor out = fresh(x->sizes, dt, meta);
+  Tensor mean = fresh(stat_shape, dt, meta);  // result1
+  Tensor rstd = fresh(stat_shape, dt, meta);  // result2
+  if (!meta) {
+    const std::vector<double> xv = to_values(xc);
+    const std::vector<double> wv = weight ? to_values(weight) : std::vector<double>{};
+    const std::vector<double> bv = bias ? to_values(bias) : std::vector<double>{};
+    std::vector<double> ov(xv.size()), mv(static_cast<size_t>(s.rows)), rv(static_cast<size_t>(s.rows));
+    for (int64_t r = 0; r < s.rows; ++r) {
+      double sum = 0.0;
+      for (int64_t c = 0; c < s.cols; ++c) sum += xv[static_cast<size_t>(r * s.cols + c)];
+      const double m = s.cols > 0 ? sum / static_cast<double>(s.cols) : 0.0;
+      double sq = 0.0;
+      for (int64_t c = 0; c < s.cols; ++c) {
+        const double d = xv[static_cast<size_t>(r * s.cols + c)] - m;
+        sq += d * d;
+      }
+      const double var = s.cols > 0 ? sq / static_cast<double>(s.cols) : 0.0;  // biased
+      // The kernel normalises with the mean and rstd it stores (in the tensor's dtype).
+      mv[r] = round_to_dtype(m, dt);
+      rv[r] = round_to_dtype(1.0 / std::sqrt(var + eps), dt);
+      for (int64_t c = 0; c < s.cols; ++c) {
+        const size_t i = static_cast<size_t>(r * s.cols + c);
+        ov[i] = (xv[i] - mv[r]) * rv[r] * (weight ? wv[c] : 1.0) + (bias ? bv[c] : 0.0);
+      }
+    }
+    store(out, ov);
+    store(mean, mv);
+    store(rstd, rv);
+  }
+  if (needs_grad({&x, &weight, &bias})) {
+    auto node = make_node("NativeLayerNormBackward0", layer_norm_backward, {x, weight, bias});
+    node->save_input("bias", bias, bias != nullptr);
+    node->save_input("input", x);
+    node->save_attr("normalized_shape", AttrValue::ints(normalized_shape));
+    node->save_input("result1", mean);
+    node->save_input("result2", rstd);
+    node->save_input("weight", weight, weight != nullptr);
+    set_history(out, node);
+  }
+  return out;
+}
+
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                  const Tensor& bias, bool training, double momentum, double eps) {
+  OpScope scope("batch_norm");
+  // F.batch_norm's Python-side _verify_batch_size runs first, in training only.
+  if (training && x->dim() >= 1) {
+    int64_t values = x->sizes[0];
+    for (size_t i = 2; i < x->sizes.size(); ++i) values *= x->sizes[i];
+    if (values == 1)
+      fail("type_error", "Expected more than 1 value per channel when training, got input size torch.Size(" +
+                             shape_str(x->sizes) + ")");
+  }
+  if (x->dim() < 2) fail("unsupported", "batch_norm of a tensor with fewer than 2 dimensions is not supported");
+  if (x->numel() == 0) fail("unsupported", "batch_norm of an empty tensor is not supported");
+  const int64_t channels = x->sizes[1];
+  // _batch_norm_impl_index's checks, in its order.
+  auto check_count = [&](const Tensor& t, const char* name) {
+    if (t && t->numel() != channels)
+      fail("shape_mismatch", std::string(name) + " should contain " + std::to_string(channels) + " elements not " +
+                                 std::to_string(t->numel()),
+           {{"shapes", {x->sizes, t->sizes}}});
+  };
+  check_count(running_mean, "running_mean");
+  if (!running_mean && !training) fail("type_error", "running_mean must be defined in evaluation mode");
+  check_count(running_var, "running_var");
+  if (!running_var && !training) fail("type_error", "running_var must be defined in evaluation mode");
+  check_count(weight, "weight");
+  check_count(bias, "bias");
+  require_kernel_dtype(x, "batch_norm", "batch_norm");
+  check_batch_norm_dtypes(x, {weight, bias, running_mean, running_var});
+
+  const DType dt = x->dtype();
+  const bool meta = x->is_meta();
+  Tensor out = fresh(x->sizes, dt, meta);
+  // result1/result2: the batch statistics in training, empty [0] tensors in eval (measured).
+  const Shape stat_shape{training ? channels : 0};
+  Tensor save_mean = fresh(stat_shape, dt, meta);
+  Tensor save_invstd = fresh(stat_shape, dt, meta);
+  if (!meta) {
+    const int64_t batch = x->sizes[0];
+    const int64_t inner = x->numel() / (batch * channels);
+    const int64_t count = batch * inner;
+    auto at = [&](int64_t b, int64_t c, int64_t i) { return static_cast<size_t>((b * channels + c) * inner + i); };
+    const std::vector<double> xv = to_values(x);
+    const std::vector<double> wv = weight ? to_values(weight) : std::vector<double>{};
+    const std::vector<double> bv = bias ? to_values(bias) : std::vector<double>{};
+    std::vector<double> rmv = running_mean ? to_values(running_mean) : std::vector<double>{};
+    std::vector<double> rvv = running_var ? to_values(running_var) : std::vector<double>{};
+    std::vector<double> ov(xv.size()), smv, siv;
+    for (int64_t c = 0; c < channels; ++c) {
+      double m, invstd;
+      if (training) {
+        // batch_norm_cpu_update_stats_template: mean and var_sum accumulated in double.
+        double sum = 0.0;
+        for (int64_t b = 0; b < batch; ++b)
+          for (int64_t i = 0; i < inner; ++i) sum += xv[at(b, c, i)];
+        const double mean = sum / static_cast<double>(count);
+        double var_sum = 0.0;
+        for (int64_t b = 0; b < batch; ++b)
+          for (int64_t i = 0; i < inner; ++i) var_sum += (xv[at(b, c, i)] - mean) * (xv[at(b, c, i)] - mean);
+        m = round_to_dtype(mean, dt);
+        invstd = round_to_dtype(1.0 / std::sqrt(var_sum / static_cast<double>(count) + eps), dt);
+        smv.push_back(m);
+        siv.push_back(invstd);
+        // The running buffers take the momentum step with the UNBIASED variance.
+        if (running_mean) rmv[c] = momentum * mean + (1.0 - momentum) * rmv[c];
+        if (running_var)
+          rvv[c] = momentum * (var_sum / static_cast<double>(count - 1)) + (1.0 - momentum) * rvv[c];
+      } else {
+        m = rmv[c];
+        invstd = round_to_dtype(1.0 / std::sqrt(rvv[c] + eps), dt);
+      }
+      const double wc = weight ? wv[c] : 1.0, bc = bias ? bv[c] : 0.0;
+      for (int64_t b = 0; b < batch; ++b)
+        for (int64_t i = 0; i < inner; ++i) ov[at(b, c, i)] = (xv[at(b, c, i)] - m) * invstd * wc + bc;
+    }
+    store(out, ov);
+    store(save_mean, smv);
+    store(save_invstd, siv);
+    // In place, but not through an autograd-visible in-place op: the kernel writes the
+    // buffers' memory directly, so their _version stays 0 (measured) — no bump here.
+    if (training && running_mean) write_values(running_mean, rmv);
+    if (training && running_var) write_values(running_var, rvv);
+  }
+  if (needs_grad({&x, &weight, &bias})) {
+    auto node = make_node("NativeBatchNormBackward0", batch_norm_backward, {x, weight, bias});
+    node->save_attr("eps", AttrValue::real(eps));
+    node->save_input("input", x);
+    node->save_input("result1", save_mean);
+    node->save_input("result2", save_invstd);
+    node->save_input("running_mean", running_mean, running_mean != nullptr);
+    node->save_input("running_var", running_var, running_var != nullptr);
+    node->save_attr("training", AttrValue::boolean(training));
+    node->save_input("weight", weight, weight != nullptr);
+    set_history(out, node);
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------- dropout
+//
+// at::native::_dropout_impl (1.13, CPU):
+//   p == 0, !train or numel == 0  -> return input         (the same object, measured)
+//   p == 1                        -> input * at::zeros({}) (MulBackward0, other f32[] at version 1)
+//   else noise = empty_like(input).bernoulli_(1 - p); noise.div_(1 - p); return input * noise
+// so the node is MulBackward0 with edges (input, None), _saved_other = the mask (a new
+// tensor at version 2, values in {0, 1/(1-p)}) and _saved_self = None (measured).
+// inplace=True is input.mul_(noise) on the same mask.
+//
+// The mask cannot follow PyTorch's generator; agtrace's documented rule: one
+// uniform01() draw from the run-wide generator per element, in row-major order, and the
+// element is kept when u >= p (probability 1 - p).
+
+void check_dropout_probability(double p, const std::string& p_repr) {
+  if (p < 0.0 || p > 1.0)
+    fail("type_error", "dropout probability has to be between 0 and 1, but got " + p_repr);
+}
+
+Tensor dropout(const Tensor& x, double p, bool training, bool inplace, SplitMix64& gen) {
+  OpScope scope(inplace ? "dropout_" : "dropout");
+  if (p == 0.0 || !training || x->numel() == 0) return x;
+  const bool meta = x->is_meta();
+  if (p == 1.0) {
+    Tensor zero = kernels::full({}, 0.0, x->dtype(), meta);
+    bump_internal(zero);  // at::zeros is empty().zero_()
+    if (inplace) {
+      mul_(x, zero);
+      return x;
+    }
+    return mul(x, zero);
+  }
+  const DType d = x->dtype();
+  if (d == DType::Float16) fail("dtype_mismatch", "\"bernoulli_scalar_cpu_\" not implemented for 'Half'");
+  if (d == DType::Int64)  // the mask's div_(1 - p) on an int64 tensor
+    fail("dtype_mismatch", "result type Float can't be cast to the desired output type Long");
+  if (d != DType::Float32 && d != DType::Float64)
+    fail("unsupported", "dropout of " + dtype_name(d) + " tensors is not supported");
+  Tensor mask = fresh(x->sizes, d, meta);
+  if (!meta) {
+    const double scale = round_to_dtype(1.0 / round_to_dtype(1.0 - p, d), d);
+    auto& data = mask->storage->data;
+    for (auto& v : data) v = gen.uniform01() >= p ? scale : 0.0;
+  }
+  bump_internal(mask);  // bernoulli_
+  bump_internal(mask);  // div_
+  if (inplace) {
+    mul_(x, mask);
+    return x;
+  }
+  return mul(x, mask);
+}
+
+Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int64_t> padding_idx_in,
+                 bool scale_grad_by_freq, bool sparse) {
+  OpScope scope("embedding");
+  // F.embedding (Python) normalises padding_idx and asserts it is in range first.
+  int64_t padding_idx = -1;
+  if (padding_idx_in) {
+    if (weight->dim() == 0) fail("unsupported", "embedding with a 0-d weight is not supported");
+    const int64_t rows = weight->sizes[0];
+    padding_idx = *padding_idx_in;
+    if ((padding_idx > 0 && padding_idx >= rows) || (padding_idx < 0 && padding_idx < -rows))
+      fail("index_out_of_range", "Padding_idx must be within num_embeddings");
+    if (padding_idx < 0) padding_idx += rows;
+  }
+  if (weight->dim() != 2) fail("shape_mismatch", "'weight' must be 2-D", {{"shape", weight->sizes}});
+  if (indices->dtype() != DType::Int64) {
+    const std::string got =
+        indices->dtype() == DType::Bool ? "CPUBoolType" : "torch." + dtype_tensor_type(indices->dtype());
+    fail("dtype_mismatch", "Expected tensor for argument #1 'indices' to have one of the following scalar types: "
+                           "Long, Int; but got " + got + " instead (while checking arguments for embedding)");
+  }
+  const int64_t rows = weight->sizes[0], dim = weight->sizes[1];
+  Shape out_shape = indices->sizes;
+  out_shape.push_back(dim);
+  // weight.index_select(0, indices.reshape(-1)).view(...): one new [numel, dim] storage.
+  Tensor out = fresh(out_shape, weight->dtype(), weight->is_meta() || indices->is_meta());
+  if (!out->is_meta()) {
+    const std::vector<double> iv = to_values(indices), wv = to_values(weight);
+    std::vector<double> ov;
+    ov.reserve(iv.size() * static_cast<size_t>(dim));
+    for (double v : iv) {
+      const int64_t row = static_cast<int64_t>(v);
+      if (row < 0 || row >= rows) fail("index_out_of_range", "index out of range in self", {{"index", row}});
+      for (int64_t c = 0; c < dim; ++c) ov.push_back(wv[static_cast<size_t>(row * dim + c)]);
+    }
+    store(out, ov);
+  }
+  if (needs_grad({&weight})) {
+    auto node = make_node("EmbeddingBackward0", embedding_backward, {weight});
+    node->save_input("indices", indices);
+    node->save_attr("padding_idx", AttrValue::integer(padding_idx, /*unsigned_view=*/true));
+    node->save_attr("scale_grad_by_freq", AttrValue::boolean(scale_grad_by_freq));
+    node->save_attr("sparse", AttrValue::boolean(sparse));
+    node->save_input("weight", weight);
+    set_history(out, node);
+  }
+  return out;
+}
+
+Conv2dArgs conv2d_padding_mode(const std::string& mode, const Tensor& input, const Tensor& weight,
+                               const Conv2dArgs& args) {
+  Conv2dArgs a = args;
+  if (mode == "valid") {
+    // _convolution_mode passes padding {0} and output_padding {0} (measured: both read
+    // back as (0,)).
+    a.padding = {0};
+    a.output_padding = {0};
+    return a;
+  }
+  if (mode != "same") fail("type_error", "Invalid padding string: '" + mode + "'");
+  // convolution_same
+  if (input->dim() != 3 && input->dim() != 4)
+    fail("shape_mismatch", "Expected 3D (unbatched) or 4D (batched) input to conv2d, but got input of size: " +
+                               shape_str(input->sizes));
+  if (input->dim() == 3) fail("unsupported", "conv2d of an unbatched (3-D) input is not supported");
+  const int64_t k = weight->dim();
+  if (k <= 2) fail("shape_mismatch", "weight should have at least three dimensions");
+  if (k != input->dim())
+    fail("shape_mismatch", "Expected " + std::to_string(k) + "-dimensional input for " + std::to_string(k) +
+                               "-dimensional weight" + shape_str(weight->sizes) + ", but got " +
+                               std::to_string(input->dim()) + "-dimensional input of size " +
+                               shape_str(input->sizes) + " instead");
+  const size_t dims = static_cast<size_t>(k - 2);
+  if (a.stride.size() != dims && a.stride.size() != 1)
+    fail("type_error", "stride cannot broadcast to " + std::to_string(dims) + " dimensions");
+  if (a.dilation.size() != dims && a.dilation.size() != 1)
+    fail("type_error", "dilation cannot broadcast to " + std::to_string(dims) + " dimensions");
+  for (int64_t s : a.stride)
+    if (s != 1) fail("type_error", "padding='same' is not supported for strided convolutions");
+  std::vector<int64_t> padding;
+  for (size_t i = 0; i < dims; ++i) {
+    const int64_t d = a.dilation.size() == 1 ? a.dilation[0] : a.dilation[i];
+    const int64_t total = d * (weight->sizes[2 + i] - 1);
+    // An odd total pads asymmetrically through F.pad (a ConstantPadNdBackward0 node before
+    // the convolution, measured); not mirrored.
+    if (total % 2 != 0)
+      fail("unsupported", "padding='same' with asymmetric padding (even kernel size and odd dilation) is not "
+                          "supported");
+    padding.push_back(total / 2);
+  }
+  a.padding = padding;
+  a.output_padding = std::vector<int64_t>(dims, 0);
+  return a;
+}
+
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dArgs& args) {
+  OpScope scope("conv2d");
+  check_conv2d(input, weight, bias, args);
+  const ConvGeometry c = conv_geometry(input->sizes, weight->sizes, args.stride, args.padding, args.dilation,
+                                       args.groups);
+  const bool meta = input->is_meta();
+  Tensor out = fresh({c.batch, c.out_channels, c.out_h, c.out_w}, input->dtype(), meta);
+  if (!meta) {
+    const std::vector<double> xv = to_values(input), wv = to_values(weight);
+    const std::vector<double> bv = bias ? to_values(bias) : std::vector<double>{};
+    std::vector<double> ov(static_cast<size_t>(out->numel()), 0.0);
+    for_each_tap(c, [&](size_t o, size_t wi, size_t xi, int64_t) { ov[o] += xv[xi] * wv[wi]; });
+    if (bias) {
+      const int64_t plane = c.out_h * c.out_w;
+      for (size_t o = 0; o < ov.size(); ++o) ov[o] += bv[static_cast<size_t>((static_cast<int64_t>(o) / plane) % c.out_channels)];
+    }
+    store(out, ov);
+  }
+  if (needs_grad({&input, &weight, &bias})) {
+    auto node = make_node("ConvolutionBackward0", conv2d_backward, {input, weight, bias});
+    node->save_attr("bias_sym_sizes_opt", AttrValue::ints(bias ? std::vector<int64_t>(bias->sizes.begin(), bias->sizes.end())
+                                                               : std::vector<int64_t>{0}));
+    node->save_attr("dilation", AttrValue::ints(args.dilation));
+    node->save_attr("groups", AttrValue::integer(args.groups));
+    node->save_input("input", input);
+    node->save_attr("output_padding", AttrValue::ints(args.output_padding));
+    node->save_attr("padding", AttrValue::ints(args.padding));
+    node->save_attr("stride", AttrValue::ints(args.stride));
+    node->save_attr("transposed", AttrValue::boolean(false));
+    node->save_input("weight", weight);
+    set_history(out, node);
+  }
+  return out;
+}
+
+MaxPool2dResult max_pool2d(const Tensor& input, const std::vector<int64_t>& kernel_size,
+                           const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
+                           const std::vector<int64_t>& dilation, bool ceil_mode) {
+  OpScope scope("max_pool2d");
+  // max_pool2d_with_indices' meta function, in its order (messages measured).
+  if (kernel_size.size() != 1 && kernel_size.size() != 2)
+    fail("type_error", "max_pool2d: kernel_size must either be a single int, or a tuple of two ints");
+  if (stride.size() > 2)
+    fail("type_error", "max_pool2d: stride must either be omitted, a single int, or a tuple of two ints");
+  if (padding.size() != 1 && padding.size() != 2)
+    fail("type_error", "max_pool2d: padding must either be a single int, or a tuple of two ints");
+  if (dilation.size() != 1 && dilation.size() != 2)
+    fail("type_error", "max_pool2d: dilation must be either a single int, or a tuple of two ints");
+  PoolGeometry p{};
+  p.kh = kernel_size[0], p.kw = kernel_size.back();
+  p.sh = stride.empty() ? p.kh : stride[0];
+  p.sw = stride.empty() ? p.kw : stride.back();
+  p.ph = padding[0], p.pw = padding.back();
+  p.dh = dilation[0], p.dw = dilation.back();
+  if (input->dim() != 3 && input->dim() != 4)
+    fail("shape_mismatch", "non-empty 3D or 4D (batch mode) tensor expected for input", {{"shape", input->sizes}});
+  const int64_t nd = input->dim();
+  p.height = input->sizes[nd - 2];
+  p.width = input->sizes[nd - 1];
+  const int64_t channels = input->sizes[nd - 3];
+  p.out_h = checked_pool_size(p.height, p.kh, p.ph, p.sh, p.dh, ceil_mode);
+  p.out_w = checked_pool_size(p.width, p.kw, p.pw, p.sw, p.dw, ceil_mode);
+  // pool2d_shape_check
+  if (p.kw <= 0 || p.kh <= 0)
+    fail("type_error", "kernel size should be greater than zero, but got kH: " + std::to_string(p.kh) +
+                           " kW: " + std::to_string(p.kw));
+  if (p.sw <= 0 || p.sh <= 0)
+    fail("type_error", "stride should be greater than zero, but got dH: " + std::to_string(p.sh) +
+                           " dW: " + std::to_string(p.sw));
+  if (p.dh <= 0 || p.dw <= 0)
+    fail("type_error", "dilation should be greater than zero, but got dilationH: " + std::to_string(p.dh) +
+                           " dilationW: " + std::to_string(p.dw));
+  const bool valid_dims = input->sizes[1] != 0 && input->sizes[2] != 0;
+  if (!((nd == 3 && input->sizes[0] != 0 && valid_dims) || (nd == 4 && valid_dims && input->sizes[3] != 0)))
+    fail("shape_mismatch", "Expected 3D or 4D (batch mode) tensor with optional 0 dim batch size for input, but got:" +
+                               shape_str(input->sizes));
+  if (p.out_w < 1 || p.out_h < 1)
+    fail("shape_mismatch", "Given input size: (" + std::to_string(channels) + "x" + std::to_string(p.height) + "x" +
+                               std::to_string(p.width) + "). Calculated output size: (" + std::to_string(channels) +
+                               "x" + std::to_string(p.out_h) + "x" + std::to_string(p.out_w) +
+                               "). Output size is too small",
+         {{"shape", input->sizes}});
+  require_kernel_dtype(input, "max_pool2d", "max_pool2d");
+
+  p.planes = input->numel() / std::max<int64_t>(p.height * p.width, 1);
+  Shape out_shape = input->sizes;
+  out_shape[nd - 2] = p.out_h;
+  out_shape[nd - 1] = p.out_w;
+  const bool meta = input->is_meta();
+  Tensor out = fresh(out_shape, input->dtype(), meta);
+  Tensor indices = fresh(out_shape, DType::Int64, meta);  // result1
+  if (!meta) {
+    const std::vector<double> xv = to_values(input);
+    std::vector<double> ov(static_cast<size_t>(out->numel())), iv(ov.size());
+    for_each_window(p, xv, [&](size_t o, double v, int64_t idx, size_t) {
+      ov[o] = v;
+      iv[o] = static_cast<double>(idx);
+    });
+    store(out, ov);
+    store(indices, iv);
+  }
+  if (needs_grad({&input})) {
+    auto node = make_node("MaxPool2DWithIndicesBackward0", max_pool2d_backward, {input});
+    node->save_attr("ceil_mode", AttrValue::boolean(ceil_mode));
+    node->save_attr("dilation", AttrValue::ints(dilation));
+    node->save_attr("kernel_size", AttrValue::ints(kernel_size));
+    node->save_attr("padding", AttrValue::ints(padding));
+    node->save_input("result1", indices);
+    node->save_input("self", input);
+    node->save_attr("stride", AttrValue::ints(stride));
+    set_history(out, node);
+  }
+  return {out, indices};
+}
+
+}  // namespace agtrace::ops
