@@ -189,10 +189,12 @@ Tensor Node::unpack(const std::string& attr) {
   if (current != v.saved_version) {
     const Shape& sz = v.original ? v.original->sizes : v.sizes;
     std::string which;
+    // For a saved input PyTorch names the tensor's *current* grad_fn (a stale view's is
+    // regenerated first, as reading grad_fn does).
+    if (!v.is_output) refresh_view_grad_fn(v.original);
     if (v.is_output) {
       which = ", which is output " + std::to_string(v.output_nr) + " of " + qualified_name() + ",";
     } else if (v.original->grad_fn) {
-      // For a saved input PyTorch names the tensor's *current* grad_fn.
       which = ", which is output " + std::to_string(v.original->output_nr) + " of " +
               v.original->grad_fn->qualified_name() + ",";
     }

@@ -75,6 +75,7 @@ struct SavedVariable {
 struct SavedEntry {
   std::string name;  // attribute without the `_saved_` prefix: self, mat2, result, alpha, ...
   bool is_tensor = false;
+  bool as_list = false;  // PyTorch saves a list of tensors (IndexBackward0._saved_indices)
   SavedVariable var;
   AttrValue attr;
 };

@@ -11,6 +11,7 @@
 #include "errors.hpp"
 #include "interp/suggest.hpp"
 #include "ops/ops.hpp"
+#include "ops/shapes.hpp"
 #include "ops/table.hpp"
 #include "syntax/ast.hpp"
 #include "tensor/events.hpp"
@@ -680,6 +681,7 @@ Value Interpreter::eval_attribute(const Expr& e) {
           if (!entry->is_tensor) return attr_to_value(entry->attr);
           try {
             Tensor t = n.unpack(entry->name);
+            if (entry->as_list) return Value::tuple({t ? Value::tensor(t) : Value::none()});
             return t ? Value::tensor(t) : Value::none();
           } catch (ScenarioError& err) {
             err.phase = "backward";  // spec: raised while a saved-value read ran
@@ -829,7 +831,16 @@ Value Interpreter::index_tensor(const Tensor& t, const std::vector<Value>& indic
       case Value::Kind::None:
         fail("unsupported", "indexing with None (unsqueeze) is not supported yet");
       case Value::Kind::Tensor:
-        fail("unsupported", "indexing with a tensor (IndexBackward0) is not supported yet");
+        // x[idx] with an integer tensor: advanced indexing (IndexBackward0); a 0-d index
+        // is a select (measured: x[torch.tensor(1)] records SelectBackward0).
+        if (indices.size() != 1)
+          fail("unsupported", "indexing with a tensor together with other indices is not supported yet");
+        if (v.t->dtype() == DType::Bool) fail("unsupported", "indexing with a bool mask is not supported yet");
+        if (v.t->dim() == 0) {
+          cur = ops::select(cur, dim, static_cast<int64_t>(item(v.t)));
+          break;
+        }
+        return Value::tensor(ops::index_with_tensor(cur, v.t));
       default:
         fail("type_error", "only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables are "
                            "valid indices (got " + type_name(v) + ")");

@@ -217,7 +217,10 @@ std::vector<Tensor> unbind_backward(Node& n, const std::vector<Tensor>& g) {
 // The views of one multi-output node: output i has output_nr i (measured: split outputs
 // share one SplitBackward0; their _base is x).
 void record_outputs(const std::vector<Tensor>& outs, const std::shared_ptr<Node>& node) {
-  for (size_t i = 0; i < outs.size(); ++i) set_history(outs[i], node, static_cast<int>(i));
+  for (size_t i = 0; i < outs.size(); ++i) {
+    set_history(outs[i], node, static_cast<int>(i));
+    outs[i]->multi_output_node = node->name;
+  }
 }
 
 std::vector<Tensor> narrow_views(const Tensor& a, int64_t d, const std::vector<int64_t>& lengths) {
@@ -728,6 +731,7 @@ Tensor index_with_tensor(const Tensor& self, const Tensor& idx) {
     // PyTorch saves `indices` as a list of tensors, here the one index tensor, the very
     // object (measured: x[idx].grad_fn._saved_indices is (idx,), [0] is idx; 24 B for [3]).
     node->save_input("indices", idx);
+    node->saved.back().as_list = true;  // `_saved_indices` reads back as a tuple of tensors
     node->save_attr("self_sizes", AttrValue::ints(self->sizes));
     set_history(r, node);
   }

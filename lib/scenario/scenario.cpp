@@ -857,7 +857,9 @@ class Loader {
     static const std::vector<std::string> kinds = {
         "leaf_inplace",   "view_of_leaf_inplace", "saved_tensor_modified", "saved_tensors_freed",
         "no_grad_fn",     "grad_not_scalar",      "shape_mismatch",        "dtype_mismatch",
-        "index_out_of_range", "unsupported",      "name_error",            "type_error"};
+        "index_out_of_range", "unsupported",      "name_error",            "type_error",
+        // agtrace's extensions (README, "Error kinds beyond the spec").
+        "unused_input",   "limit",                "view_inplace"};
     get_object(e, ptr);
     check_fields(e, ptr, {"statement", "kind", "phase", "node", "expected_version", "found_version", "saved_at"});
     const OJ* kind = find_field(e, "kind");

@@ -65,6 +65,9 @@ struct TensorImpl {
   Tensor grad;
   Tensor base;  // _base of a view (the tensor the view family started from)
   int64_t grad_fn_version = 0;  // version counter value when grad_fn was last set (views)
+  // Set on the outputs of a function that returns several views (split, chunk, unbind):
+  // PyTorch refuses in-place edits of them while they take part in autograd.
+  std::string multi_output_node;
   bool is_view() const { return base != nullptr; }
   bool is_wrapped_number = false;  // a Python scalar turned into a 0-d tensor
 
