@@ -2,7 +2,7 @@
 
 This module is the single PyTorch side of agtrace:
 
-- tests/torch/compare_with_torch.py imports it (the differential test);
+- tests/differential/compare_with_torch.py imports it (the differential test);
 - `agtrace export --torch SCENARIO` embeds this file's text, verbatim, in the script it
   prints, followed by the scenario and the call `main(SCENARIO, LEAF_VALUES)`.
 
@@ -26,7 +26,7 @@ PyTorch 1.13, run it with /usr/bin/python3), never on agtrace.  Public entry poi
       not a statement raised: see "raised"), 2 when the scenario cannot be run here
       (unsupported block, missing leaf values, CUDA not available).
 
-How the program runs (see tests/torch/README.md for the details): each statement string
+How the program runs (see tests/differential/README.md for the details): each statement string
 is exec()'d in one namespace holding torch, F, the leaves, shares_storage(a, b) and a
 recording print; blocks map to `with torch.no_grad():`, `with torch.enable_grad():`,
 `try: ... except Exception:` and `for _ in range(N):`.  memory.saved_bytes comes from a

@@ -2,7 +2,7 @@
 //
 // The script is: a header comment (what it is, the agtrace version, the source scenario,
 // how to run it), then the text of tools/torch_runner.py verbatim (the same module the
-// differential test tests/torch/compare_with_torch.py imports, embedded into the library
+// differential test tests/differential/compare_with_torch.py imports, embedded into the library
 // at configure time by cmake/EmbedTorchRunner.cmake), then the scenario as loaded and the
 // initial values of its leaves as agtrace's own initialisers compute them (so random
 // initialisers match agtrace exactly), then `main(SCENARIO, LEAF_VALUES)`, which runs the

@@ -621,7 +621,7 @@ TEST_CASE("shapes: to(dtype), float(), double()", "[shapes]") {
 
 // Every spelling of this family's table entries, run through the interpreter; the printed
 // lines are what the same program printed in torch 1.13 (checked with
-// tests/torch/compare_with_torch.py on this very scenario).
+// tests/differential/compare_with_torch.py on this very scenario).
 TEST_CASE("shapes: table spellings through the interpreter", "[shapes][interp]") {
   auto r = agtrace::test::run_text(R"JSON({"format": 1, "name": "spell",
  "tensors": {

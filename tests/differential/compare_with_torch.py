@@ -2,12 +2,12 @@
 """Differential test: agtrace against real PyTorch.
 
 Usage:
-  /usr/bin/python3 tests/torch/compare_with_torch.py --agtrace build/agtrace scenarios/*.json
-  /usr/bin/python3 tests/torch/compare_with_torch.py --agtrace build/agtrace --self-test
+  /usr/bin/python3 tests/differential/compare_with_torch.py --agtrace build/agtrace scenarios/*.json
+  /usr/bin/python3 tests/differential/compare_with_torch.py --agtrace build/agtrace --self-test
 
 For every scenario, agtrace runs it (`run --format json --values`) and the same program
 runs here, in-process, under PyTorch, starting from the very leaf values agtrace reports.
-The facts both produce are compared (see tests/torch/README.md for exactly which, and
+The facts both produce are compared (see tests/differential/README.md for exactly which, and
 with which tolerance).  The output is one line per scenario:
 
   PASS name
