@@ -6,6 +6,7 @@
 
 #include "autograd/grad_mode.hpp"
 #include "errors.hpp"
+#include "ops/ops.hpp"
 #include "tensor/events.hpp"
 #include "tensor/kernels.hpp"
 
@@ -22,6 +23,11 @@ struct InputBuffer {
     Tensor& slot = grads[input_nr];
     if (!slot) {
       slot = g;
+    } else if (grad_enabled()) {
+      // create_graph=True: InputBuffer::accumulate computes `old_var + var` out of place in
+      // grad mode, recording AddBackward0 (measured: (x*x).sum() gives g.grad_fn AddBackward0
+      // over the two MulBackward0).
+      slot = ops::add(slot, g, Value::integer(1));
     } else {
       slot = kernels::binary(slot, g, slot->dtype(), [](double a, double b) { return a + b; }, "add");
     }
@@ -51,12 +57,42 @@ void accumulate(Node& acc, const Tensor& g) {
   }
 }
 
+// CopyBackwards (torch/csrc/autograd/functions/tensor.cpp): edges (None, src); the source's
+// gradient is grad.to(src options), the gradient itself for the same dtype.
+std::vector<Tensor> copy_backwards_backward(Node&, const std::vector<Tensor>& g) { return {nullptr, g[0]}; }
+
+// AccumulateGrad::accumulateGrad in grad mode (create_graph=True): a first gradient is
+// copied, `new_empty_strided(...).copy_(new_grad)` (clone_obey_contract), so .grad's grad_fn
+// is CopyBackwards with edges (None, new_grad's edge) when new_grad requires grad (measured:
+// y.backward(create_graph=True) on a fresh leaf gives x.grad.grad_fn CopyBackwards,
+// next_functions ((None, 0), (MulBackward0, 0)); no grad_fn when new_grad has no graph).
+// A later gradient is `variable_grad + new_grad` out of place (measured: AddBackward0 with
+// next_functions (CopyBackwards, MulBackward0), _saved_alpha 1; x.grad is a new object).
+void accumulate_with_graph(Node& acc, const Tensor& g) {
+  Tensor leaf = acc.variable;
+  if (!leaf || !g) return;
+  if (!leaf->grad) {
+    Tensor copy = g->dtype() == leaf->dtype() ? kernels::copy(g) : kernels::cast(g, leaf->dtype());
+    if (g->requires_grad()) {
+      auto node = make_node("CopyBackwards", copy_backwards_backward, {nullptr, g});
+      node->cpp_name_prefix = true;
+      node->differentiable_backward = copy_backwards_backward;
+      set_history(copy, node);
+    }
+    leaf->grad = copy;
+  } else {
+    leaf->grad = ops::add(leaf->grad, g, Value::integer(1));
+  }
+}
+
 Tensor zeros_for(const OutputMeta& m) { return kernels::full(m.sizes, 0.0, m.dtype, m.meta); }
 
 }  // namespace
 
 std::vector<Tensor> run_backward(const BackwardRequest& req) {
-  GradModeGuard no_grad(false);  // backward formulas record no graph (create_graph=False)
+  // Backward formulas record a graph only for create_graph=True (the engine runs them in
+  // grad mode then, as PyTorch's GraphTask does with grad_mode = create_graph).
+  GradModeGuard grad_mode(req.create_graph);
   RunPosition& pos = run_position();
   const bool was_backward = pos.in_backward;
   pos.in_backward = true;
@@ -191,11 +227,32 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
     if (run) {
       pos.op = n->name;
       if (n->name == "AccumulateGrad") {
-        accumulate(*n, buf.grads.empty() ? nullptr : buf.grads[0]);
+        if (req.create_graph)
+          accumulate_with_graph(*n, buf.grads.empty() ? nullptr : buf.grads[0]);
+        else
+          accumulate(*n, buf.grads.empty() ? nullptr : buf.grads[0]);
       } else {
+        if (req.create_graph && !n->differentiable_backward)
+          throw ScenarioError("unsupported", "create_graph=True through " + n->name + " is not supported yet");
         for (size_t i = 0; i < n->outputs.size(); ++i)
           if (!buf.grads[i]) buf.grads[i] = zeros_for(n->outputs[i]);
-        out = n->backward(*n, buf.grads);
+        if (req.create_graph) {
+          // Only the gradients that lead to a captured input are computed (and save values).
+          if (req.capture) {
+            n->task_outputs.assign(n->next.size(), false);
+            for (size_t i = 0; i < n->next.size(); ++i) {
+              Node* c = n->next[i].fn.get();
+              n->task_outputs[i] = c && (needed.count(c) > 0 || captures.count(c) > 0);
+            }
+          }
+          struct ClearMask {
+            Node* n;
+            ~ClearMask() { n->task_outputs.clear(); }
+          } clear_mask{n};
+          out = n->differentiable_backward(*n, buf.grads);
+        } else {
+          out = n->backward(*n, buf.grads);
+        }
       }
       if (!req.retain_graph) n->release_saved(pos.statement);
     }

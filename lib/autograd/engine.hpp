@@ -15,6 +15,9 @@ struct BackwardRequest {
   std::vector<Tensor> inputs;
   bool capture = false;
   bool allow_unused = false;
+  // create_graph=True: formulas run in grad mode through Node::differentiable_backward,
+  // so the gradients have a graph of their own.
+  bool create_graph = false;
 };
 
 // Runs backward. For `capture`, returns one gradient per input (null where unused and

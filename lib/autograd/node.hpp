@@ -106,6 +106,15 @@ struct Node : std::enable_shared_from_this<Node> {
   // metadata), so backward formulas can reduce a broadcast gradient without saving data.
   std::vector<OutputMeta> input_meta;
   BackwardFn backward = nullptr;
+  // create_graph=True: the same formula written with autograd-aware ops (lib/ops), so the
+  // gradient computation records its own graph as PyTorch's does. Null: not supported yet.
+  BackwardFn differentiable_backward = nullptr;
+  // Set by the engine while this node runs for torch.autograd.grad: which inputs' gradients
+  // lead to a captured input (PyTorch's task_should_compute_output); empty: every edge.
+  std::vector<bool> task_outputs;
+  bool should_compute_output(size_t i) const {
+    return i < next.size() && next[i].fn && (task_outputs.empty() || (i < task_outputs.size() && task_outputs[i]));
+  }
   int created_at = -1;
   bool released = false;        // saved values released by a backward without retain_graph
   int released_at = -1;

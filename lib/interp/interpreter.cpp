@@ -968,8 +968,6 @@ Value Interpreter::eval_compare(const std::string& op, const Value& a, const Val
 
 Value Interpreter::backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph,
                             bool create_graph, const std::vector<Tensor>* inputs, bool allow_unused) {
-  if (create_graph)
-    fail("unsupported", "create_graph=True (higher-order gradients) is not supported yet");
   // The walk of each root, recorded before backward runs; snapshots after, so they show
   // what the backward released.
   std::vector<int64_t> reached;
@@ -991,6 +989,7 @@ Value Interpreter::backward(const std::vector<Tensor>& roots, const std::vector<
   req.capture = inputs != nullptr;
   if (inputs) req.inputs = *inputs;
   req.allow_unused = allow_unused;
+  req.create_graph = create_graph;
   std::vector<Tensor> captured;
   try {
     captured = autograd::run_backward(req);

@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "ops/common.hpp"
+#include "ops/double_backward.hpp"
 #include "ops/ops.hpp"
 
 namespace agtrace::ops {
@@ -108,6 +109,78 @@ std::vector<Tensor> reciprocal_backward(Node& n, const std::vector<Tensor>& g) {
   return {grad_to_input(kmul(g[0], d), n, 0)};
 }
 
+// ---- create_graph=True formulas (derivatives.yaml, torch 1.13), with autograd-aware ops.
+
+// AddBackward0: self: grad; other: maybe_multiply(grad, alpha) (grad * alpha is
+// mul.Scalar, MulBackward1, only when alpha != 1; measured _saved_other 2).
+// SubBackward0: other: maybe_multiply(-grad, alpha) (NegBackward0, measured).
+std::vector<Tensor> add_sub_dbackward(Node& n, const std::vector<Tensor>& g) {
+  const bool is_sub = n.name == "SubBackward0";
+  const AttrValue& alpha = n.attr("alpha");
+  Tensor ga, gb;
+  if (n.should_compute_output(0)) {
+    require_same_meta(g[0], n, 0);
+    ga = g[0];
+  }
+  if (n.should_compute_output(1)) {
+    require_same_meta(g[0], n, 1);
+    gb = is_sub ? neg(g[0]) : g[0];
+    if (attr_number(alpha) != 1.0) gb = mul_scalar(gb, attr_value(alpha));
+  }
+  return {ga, gb};
+}
+
+// MulBackward0: self: grad * other; other: grad * self (self's gradient computed first).
+std::vector<Tensor> mul_dbackward(Node& n, const std::vector<Tensor>& g) {
+  Tensor ga, gb;
+  if (n.should_compute_output(0)) {
+    ga = mul(g[0], n.unpack("other"));
+    require_same_meta(ga, n, 0);
+  }
+  if (n.should_compute_output(1)) {
+    gb = mul(g[0], n.unpack("self"));
+    require_same_meta(gb, n, 1);
+  }
+  return {ga, gb};
+}
+
+// DivBackward0: self: grad / other; other: -grad * ((self / other) / other)
+// (div_tensor_other_backward; measured MulBackward0 over NegBackward0 and DivBackward0 over
+// DivBackward0). The right operand is computed first, as GCC evaluates operator* arguments.
+std::vector<Tensor> div_dbackward(Node& n, const std::vector<Tensor>& g) {
+  Tensor other = n.unpack("other");
+  Tensor ga, gb;
+  if (n.should_compute_output(0)) {
+    ga = div(g[0], other);
+    require_same_meta(ga, n, 0);
+  }
+  if (n.should_compute_output(1)) {
+    Tensor self = n.unpack("self");
+    Tensor q = div(div(self, other), other);
+    gb = mul(neg(g[0]), q);
+    require_same_meta(gb, n, 1);
+  }
+  return {ga, gb};
+}
+
+// NegBackward0: grad.neg().
+std::vector<Tensor> neg_dbackward(Node& n, const std::vector<Tensor>& g) {
+  require_same_meta(g[0], n, 0);
+  return {neg(g[0])};
+}
+
+// PowBackward0 (pow_backward): zeros_like(self) for exponent 0, else
+// grad * (exponent * self.pow(exponent - 1)) with exponent as a double (measured:
+// MulBackward0 over MulBackward1 (_saved_other 3.0) over PowBackward0 (_saved_exponent 2.0)).
+std::vector<Tensor> pow_scalar_dbackward(Node& n, const std::vector<Tensor>& g) {
+  const double e = attr_number(n.attr("exponent"));
+  Tensor self = n.unpack("self");
+  require_same_meta(g[0], n, 0);
+  if (e == 0.0) return {kernels::full(self->sizes, 0.0, self->dtype(), self->is_meta())};
+  Tensor d = mul_scalar(pow_scalar(self, Value::real(e - 1.0)), Value::real(e));
+  return {mul(g[0], d)};
+}
+
 Tensor binary_forward(const Tensor& a, const Tensor& b, const std::string& op,
                       const std::function<double(double, double)>& f, bool true_division) {
   DType out = kernels::result_type(a, b);
@@ -123,6 +196,7 @@ Tensor add(const Tensor& a, const Tensor& b, const Value& alpha) {
   Tensor r = binary_forward(a, b, "add", [al](double x, double y) { return x + al * y; });
   if (needs_grad({&a, &b})) {
     auto node = make_node("AddBackward0", add_sub_backward, {a, b});
+    node->differentiable_backward = add_sub_dbackward;
     node->save_attr("alpha", number_attr(alpha));
     set_history(r, node);
   }
@@ -135,6 +209,7 @@ Tensor sub(const Tensor& a, const Tensor& b, const Value& alpha) {
   Tensor r = binary_forward(a, b, "sub", [al](double x, double y) { return x - al * y; });
   if (needs_grad({&a, &b})) {
     auto node = make_node("SubBackward0", add_sub_backward, {a, b});
+    node->differentiable_backward = add_sub_dbackward;
     node->save_attr("alpha", number_attr(alpha));
     set_history(r, node);
   }
@@ -160,6 +235,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor r = binary_forward(a, b, "mul", [](double x, double y) { return x * y; });
   if (needs_grad({&a, &b})) {
     auto node = make_node("MulBackward0", mul_backward, {a, b});
+    node->differentiable_backward = mul_dbackward;
     // derivatives.yaml: self needed only for other's gradient and vice versa.
     node->save_input("other", b, rg(a));
     node->save_input("self", a, rg(b));
@@ -173,6 +249,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
   Tensor r = binary_forward(a, b, "div", [](double x, double y) { return x / y; }, true);
   if (needs_grad({&a, &b})) {
     auto node = make_node("DivBackward0", div_backward, {a, b});
+    node->differentiable_backward = div_dbackward;
     // div always saves other (both gradients use it) and self only for other's gradient.
     node->save_input("other", b, true);
     node->save_input("self", a, rg(b));
@@ -190,7 +267,11 @@ Tensor neg(const Tensor& a) {
     throw e;
   }
   Tensor r = kernels::unary(a, a->dtype(), [](double x) { return -x; });
-  if (needs_grad({&a})) set_history(r, make_node("NegBackward0", neg_backward, {a}));
+  if (needs_grad({&a})) {
+    auto node = make_node("NegBackward0", neg_backward, {a});
+    node->differentiable_backward = neg_dbackward;
+    set_history(r, node);
+  }
   return r;
 }
 
@@ -204,6 +285,7 @@ Tensor pow_scalar(const Tensor& a, const Value& exponent) {
   Tensor r = kernels::unary(a, out, [e](double x) { return std::pow(x, e); });
   if (needs_grad({&a})) {
     auto node = make_node("PowBackward0", pow_scalar_backward, {a});
+    node->differentiable_backward = pow_scalar_dbackward;
     node->save_attr("exponent", number_attr(exponent));
     node->save_input("self", a);
     set_history(r, node);

@@ -127,6 +127,32 @@ std::vector<Tensor> mm_backward(Node& n, const std::vector<Tensor>& g) {
   return {ga, gb};
 }
 
+// MmBackward0 for create_graph=True (mm_mat1_backward / mm_mat2_backward, torch 1.13):
+// self: grad.mm(mat2.t()), or mat2.mm(grad.t()).t() when self was column-major
+// (strides (1, rows)); mat2: mat1.t().mm(grad), or grad.t().mm(mat1).t() when mat2 was
+// column-major (measured: MmBackward0 over (grad, TBackward0) and over (TBackward0, grad)).
+std::vector<Tensor> mm_dbackward(Node& n, const std::vector<Tensor>& g) {
+  auto column_major = [&](const char* sizes, const char* strides) {
+    const auto& sz = n.attr(sizes).list;
+    const auto& st = n.attr(strides).list;
+    return sz.size() == 2 && st.size() == 2 && st[0] == 1 && st[1] == sz[0];
+  };
+  Tensor ga, gb;
+  if (n.should_compute_output(0)) {
+    Tensor mat2 = n.unpack("mat2");
+    ga = column_major("self_sym_sizes", "self_sym_strides") ? t(mm(mat2, t(g[0]))) : mm(g[0], t(mat2));
+    if (ga->dtype() != n.input_meta[0].dtype)
+      throw ScenarioError("unsupported", "create_graph=True through MmBackward0 with a dtype change is not supported yet");
+  }
+  if (n.should_compute_output(1)) {
+    Tensor self = n.unpack("self");
+    gb = column_major("mat2_sym_sizes", "mat2_sym_strides") ? t(mm(t(g[0]), self)) : mm(t(self), g[0]);
+    if (gb->dtype() != n.input_meta[1].dtype)
+      throw ScenarioError("unsupported", "create_graph=True through MmBackward0 with a dtype change is not supported yet");
+  }
+  return {ga, gb};
+}
+
 // DotBackward0 (derivatives.yaml: self: grad * tensor.conj(); tensor: grad * self.conj()).
 std::vector<Tensor> dot_backward(Node& n, const std::vector<Tensor>& g) {
   Tensor ga, gb;
@@ -219,6 +245,7 @@ Tensor mm(const Tensor& a, const Tensor& b) {
   Tensor r = kernels::mm(a, b);
   if (needs_grad({&a, &b})) {
     auto node = make_node("MmBackward0", mm_backward, {a, b});
+    node->differentiable_backward = mm_dbackward;
     // derivatives.yaml: mm saves self only for mat2's gradient and mat2 only for self's;
     // each operand's strides are kept only when that operand requires grad (measured).
     node->save_input("mat2", b, rg(a));

@@ -3,7 +3,9 @@
 #include <algorithm>
 
 #include "ops/common.hpp"
+#include "ops/double_backward.hpp"
 #include "ops/ops.hpp"
+#include "ops/shapes.hpp"
 
 namespace agtrace::ops {
 
@@ -55,6 +57,43 @@ std::vector<Tensor> sum_dim_backward(Node& n, const std::vector<Tensor>& g) {
   return {as_dtype(e, m.dtype)};
 }
 
+// ---- create_graph=True formulas (derivatives.yaml, torch 1.13).
+// sum_backward: for dims without keepdim, unsqueeze_multiple (UnsqueezeBackward0 per dim in
+// ascending order), then grad.expand(self.sym_sizes()) (ExpandBackward0 when the gradient
+// requires grad; measured: (x.sum(1)**2).sum() gives ExpandBackward0 over UnsqueezeBackward0).
+Tensor sum_backward_graph(const Tensor& g, const Node& n, bool over_dims) {
+  const auto& m = n.input_meta[0];
+  if (g->dtype() != m.dtype)
+    throw ScenarioError("unsupported", "create_graph=True through " + n.name + " with a dtype-promoted input is not supported yet");
+  Tensor e = g;
+  if (over_dims && !n.attr("keepdim").b && !m.sizes.empty()) {
+    std::vector<int64_t> dims = dims_of(n);
+    std::sort(dims.begin(), dims.end());
+    dims.erase(std::unique(dims.begin(), dims.end()), dims.end());
+    for (int64_t d : dims) e = unsqueeze(e, d);
+  }
+  return expand(e, std::vector<int64_t>(m.sizes.begin(), m.sizes.end()));
+}
+
+// SumBackward0 / SumBackward1: sum_backward.
+// MeanBackward0: grad.expand(sizes) / numel; MeanBackward1: sum_backward(...) / (number of
+// elements reduced) — both div.Scalar (measured DivBackward1, _saved_other 6 and 3, ints).
+std::vector<Tensor> reduce_dbackward(Node& n, const std::vector<Tensor>& g) {
+  const bool over_dims = n.name == "SumBackward1" || n.name == "MeanBackward1";
+  Tensor e = sum_backward_graph(g[0], n, over_dims);
+  if (n.name == "MeanBackward0" || n.name == "MeanBackward1") {
+    const auto& m = n.input_meta[0];
+    int64_t count = 1;
+    if (n.name == "MeanBackward0") {
+      count = shape_numel(m.sizes);
+    } else {
+      for (int64_t d : dims_of(n)) count *= m.sizes.empty() ? 1 : m.sizes[static_cast<size_t>(d)];
+    }
+    e = div_scalar(e, Value::integer(count));
+  }
+  return {e};
+}
+
 Tensor reduce(const Tensor& a, const std::optional<std::vector<int64_t>>& dims_in, bool keepdim, bool is_mean) {
   OpScope scope(is_mean ? "mean" : "sum");
   if (is_mean && !is_floating(a->dtype())) {
@@ -80,6 +119,7 @@ Tensor reduce(const Tensor& a, const std::optional<std::vector<int64_t>>& dims_i
   if (needs_grad({&a})) {
     if (!dims_in) {
       auto node = make_node(is_mean ? "MeanBackward0" : "SumBackward0", sum_all_backward, {a});
+      node->differentiable_backward = reduce_dbackward;
       if (is_mean) {
         node->save_attr("self_numel", AttrValue::integer(a->numel()));
         node->save_attr("self_sizes", AttrValue::ints(a->sizes));
@@ -89,6 +129,7 @@ Tensor reduce(const Tensor& a, const std::optional<std::vector<int64_t>>& dims_i
       set_history(r, node);
     } else {
       auto node = make_node(is_mean ? "MeanBackward1" : "SumBackward1", sum_dim_backward, {a});
+      node->differentiable_backward = reduce_dbackward;
       // Dims are stored as written (a negative dim reads back as 2**64 + dim).
       node->save_attr("dim", AttrValue::ints(*dims_in, true));
       node->save_attr("keepdim", AttrValue::boolean(keepdim));

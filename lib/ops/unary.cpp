@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "ops/common.hpp"
+#include "ops/double_backward.hpp"
 #include "ops/ops.hpp"
 
 namespace agtrace::ops {
@@ -42,6 +43,50 @@ std::vector<Tensor> relu_backward(Node& n, const std::vector<Tensor>& g) {
   return times_saved(n, g, "result", [](double r) { return r > 0.0 ? 1.0 : 0.0; });
 }
 
+// ---- create_graph=True formulas (derivatives.yaml, torch 1.13; walks measured).
+// ExpBackward0: grad * result (MulBackward0).
+std::vector<Tensor> exp_dbackward(Node& n, const std::vector<Tensor>& g) {
+  require_same_meta(g[0], n, 0);
+  return {mul(g[0], n.unpack("result"))};
+}
+// LogBackward0: grad.div(self) (DivBackward0).
+std::vector<Tensor> log_dbackward(Node& n, const std::vector<Tensor>& g) {
+  require_same_meta(g[0], n, 0);
+  return {div(g[0], n.unpack("self"))};
+}
+// SqrtBackward0: grad / (2 * result) (DivBackward0 over MulBackward1, _saved_other 2).
+std::vector<Tensor> sqrt_dbackward(Node& n, const std::vector<Tensor>& g) {
+  require_same_meta(g[0], n, 0);
+  return {div(g[0], mul_scalar(n.unpack("result"), Value::integer(2)))};
+}
+// TanhBackward0: tanh_backward(grad, result) (TanhBackwardBackward0).
+std::vector<Tensor> tanh_dbackward(Node& n, const std::vector<Tensor>& g) {
+  require_same_meta(g[0], n, 0);
+  return {tanh_backward_op(g[0], n.unpack("result"))};
+}
+// SigmoidBackward0: sigmoid_backward(grad, result) (SigmoidBackwardBackward0).
+std::vector<Tensor> sigmoid_dbackward(Node& n, const std::vector<Tensor>& g) {
+  require_same_meta(g[0], n, 0);
+  return {sigmoid_backward_op(g[0], n.unpack("result"))};
+}
+// ReluBackward0: threshold_backward(grad, result, 0) (ThresholdBackwardBackward0,
+// _saved_threshold 0).
+std::vector<Tensor> relu_dbackward(Node& n, const std::vector<Tensor>& g) {
+  require_same_meta(g[0], n, 0);
+  return {threshold_backward_op(g[0], n.unpack("result"), Value::integer(0))};
+}
+
+autograd::BackwardFn differentiable_for(const PointwiseOp& op) {
+  const std::string name = op.node;
+  if (name == "ExpBackward0") return exp_dbackward;
+  if (name == "LogBackward0") return log_dbackward;
+  if (name == "SqrtBackward0") return sqrt_dbackward;
+  if (name == "TanhBackward0") return tanh_dbackward;
+  if (name == "SigmoidBackward0") return sigmoid_dbackward;
+  if (name == "ReluBackward0") return relu_dbackward;
+  return nullptr;
+}
+
 const PointwiseOp kExp{"exp", "ExpBackward0", [](double x) { return std::exp(x); }, exp_backward, true, true};
 const PointwiseOp kLog{"log", "LogBackward0", [](double x) { return std::log(x); }, log_backward, false, true};
 const PointwiseOp kSqrt{"sqrt", "SqrtBackward0", [](double x) { return std::sqrt(x); }, sqrt_backward, true, true};
@@ -59,6 +104,7 @@ Tensor pointwise(const Tensor& a, const PointwiseOp& op) {
   Tensor r = kernels::unary(a, out, op.f);
   if (needs_grad({&a})) {
     auto node = make_node(op.node, op.backward, {a});
+    node->differentiable_backward = differentiable_for(op);
     set_history(r, node);
     if (op.saves_result)
       node->save_output("result", r, 0);

@@ -83,6 +83,29 @@ std::vector<Tensor> slice_backward(Node& n, const std::vector<Tensor>& g) {
   return {kernels::view_backward(g[0], m.sizes, sz, st, b.start * base_strides[dim])};
 }
 
+// ---- create_graph=True formulas (derivatives.yaml, torch 1.13).
+// ViewBackward0 / ReshapeAliasBackward0 / UnsafeViewBackward0: grad.reshape(self.sym_sizes())
+// (measured: x.view(6) gives ReshapeAliasBackward0 in the gradient graph).
+std::vector<Tensor> reshape_dbackward(Node& n, const std::vector<Tensor>& g) {
+  const auto& m = n.input_meta[0];
+  if (g[0]->dtype() != m.dtype)
+    throw ScenarioError("unsupported", "create_graph=True through " + n.name + " with a dtype change is not supported yet");
+  return {reshape(g[0], std::vector<int64_t>(m.sizes.begin(), m.sizes.end()))};
+}
+
+// TBackward0: grad.t(); TransposeBackward0: grad.transpose(dim0, dim1).
+std::vector<Tensor> transpose_dbackward(Node& n, const std::vector<Tensor>& g) {
+  if (n.name == "TransposeBackward0") return {transpose(g[0], n.attr("dim0").i, n.attr("dim1").i)};
+  return {t(g[0])};
+}
+
+// CloneBackward0: grad.
+std::vector<Tensor> identity_dbackward(Node& n, const std::vector<Tensor>& g) {
+  if (g[0]->dtype() != n.input_meta[0].dtype)
+    throw ScenarioError("unsupported", "create_graph=True through " + n.name + " with a dtype change is not supported yet");
+  return {g[0]};
+}
+
 std::vector<Tensor> identity_backward(Node& n, const std::vector<Tensor>& g) {
   return {as_dtype(g[0], n.input_meta[0].dtype)};
 }
@@ -150,6 +173,7 @@ Tensor reshaping_view(const Tensor& a, const Shape& shape, const Shape& strides,
   Tensor v = make_view(a, shape, strides, a->offset);
   if (needs_grad({&a})) {
     auto node = make_node(node_name, reshape_backward, {a});
+    node->differentiable_backward = reshape_dbackward;
     node->save_attr("self_sym_sizes", AttrValue::ints(a->sizes));
     set_history(v, node);
   }
@@ -179,6 +203,7 @@ Tensor reshape(const Tensor& a, const std::vector<int64_t>& shape_in) {
   Tensor v = make_alias(c, shape, contiguous_strides(shape), 0);  // _unsafe_view: not a view
   if (needs_grad({&c})) {
     auto node = make_node("UnsafeViewBackward0", reshape_backward, {c});
+    node->differentiable_backward = reshape_dbackward;
     node->save_attr("self_sym_sizes", AttrValue::ints(c->sizes));
     set_history(v, node);
   }
@@ -194,7 +219,11 @@ Tensor t(const Tensor& a) {
   std::reverse(sz.begin(), sz.end());
   std::reverse(st.begin(), st.end());
   Tensor v = make_view(a, sz, st, a->offset);
-  if (needs_grad({&a})) set_history(v, make_node("TBackward0", transpose_backward, {a}));
+  if (needs_grad({&a})) {
+    auto node = make_node("TBackward0", transpose_backward, {a});
+    node->differentiable_backward = transpose_dbackward;
+    set_history(v, node);
+  }
   return v;
 }
 
@@ -209,6 +238,7 @@ Tensor transpose(const Tensor& a, int64_t dim0, int64_t dim1) {
   Tensor v = make_view(a, sz, st, a->offset);
   if (needs_grad({&a})) {
     auto node = make_node("TransposeBackward0", transpose_backward, {a});
+    node->differentiable_backward = transpose_dbackward;
     node->save_attr("dim0", AttrValue::integer(dim0, true));
     node->save_attr("dim1", AttrValue::integer(dim1, true));
     set_history(v, node);
@@ -272,7 +302,11 @@ Tensor slice(const Tensor& a, int64_t dim, std::optional<int64_t> start, std::op
 Tensor clone(const Tensor& a) {
   OpScope scope("clone");
   Tensor r = kernels::copy(a);
-  if (needs_grad({&a})) set_history(r, make_node("CloneBackward0", identity_backward, {a}));
+  if (needs_grad({&a})) {
+    auto node = make_node("CloneBackward0", identity_backward, {a});
+    node->differentiable_backward = identity_dbackward;
+    set_history(r, node);
+  }
   return r;
 }
 

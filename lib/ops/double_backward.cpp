@@ -1,0 +1,195 @@
+// Ops used by create_graph=True backward formulas (see double_backward.hpp). Each forward
+// is the backward formula PyTorch 1.13 computes; each node's own backward is the second
+// derivative from derivatives.yaml.
+#include "ops/double_backward.hpp"
+
+#include "ops/common.hpp"
+#include "ops/ops.hpp"
+
+namespace agtrace::ops {
+
+using namespace detail;
+using autograd::make_node;
+using autograd::set_history;
+
+namespace detail {
+
+Value attr_value(const AttrValue& a) {
+  return a.kind == AttrValue::Kind::Double ? Value::real(a.d) : Value::integer(a.i);
+}
+
+void require_same_meta(const Tensor& g, const Node& n, size_t input) {
+  const auto& m = n.input_meta[input];
+  if (g->sizes != m.sizes || g->dtype() != m.dtype)
+    throw ScenarioError("unsupported", "create_graph=True through " + n.name +
+                                           " with a broadcast or dtype-promoted input is not supported yet");
+}
+
+}  // namespace detail
+
+namespace {
+
+double number_of(const AttrValue& a) { return a.kind == AttrValue::Kind::Double ? a.d : static_cast<double>(a.i); }
+
+// MulBackward1 (derivatives.yaml, mul.Scalar: self: mul_tensor_backward(grad, other,
+// self.scalar_type()) = grad * other).
+std::vector<Tensor> mul_scalar_backward(Node& n, const std::vector<Tensor>& g) {
+  return {as_dtype(kscale(g[0], number_of(n.attr("other"))), n.input_meta[0].dtype)};
+}
+// at::scalar_to_tensor(other): a 0-d float64 (double) or int64 (integer) tensor, not a
+// wrapped number.
+Tensor scalar_to_tensor(const AttrValue& a) {
+  OpScope scope("scalar_tensor");
+  return a.kind == AttrValue::Kind::Double ? scalar_tensor(a.d, DType::Float64)
+                                           : scalar_tensor(static_cast<double>(a.i), DType::Int64);
+}
+// create_graph: grad * at::scalar_to_tensor(other), mul.Tensor (measured: MulBackward1's
+// gradient graph node is MulBackward0 with _saved_other an int64 0-d tensor, 8 bytes).
+std::vector<Tensor> mul_scalar_dbackward(Node& n, const std::vector<Tensor>& g) {
+  Tensor r = mul(g[0], scalar_to_tensor(n.attr("other")));
+  require_same_meta(r, n, 0);
+  return {r};
+}
+
+// DivBackward1 (div.Scalar: self: div_tensor_self_backward(grad, other, ...) = grad / other).
+std::vector<Tensor> div_scalar_backward(Node& n, const std::vector<Tensor>& g) {
+  const double s = number_of(n.attr("other"));
+  return {as_dtype(kernels::unary(g[0], g[0]->dtype(), [s](double v) { return v / s; }), n.input_meta[0].dtype)};
+}
+// create_graph: div_tensor_self_backward(grad, at::scalar_to_tensor(other)) = grad / other,
+// div.Tensor (DivBackward0).
+std::vector<Tensor> div_scalar_dbackward(Node& n, const std::vector<Tensor>& g) {
+  Tensor r = div(g[0], scalar_to_tensor(n.attr("other")));
+  require_same_meta(r, n, 0);
+  return {r};
+}
+
+// TanhBackwardBackward0 (derivatives.yaml tanh_backward: grad_output: tanh_backward(grad,
+// output); output: grad * (-2 * output * grad_output)).
+std::vector<Tensor> tanh_bb_backward(Node& n, const std::vector<Tensor>& g) {
+  Tensor go = n.unpack("grad_output"), o = n.unpack("output");
+  Tensor a, b;
+  if (n.next[0].fn)
+    a = kernels::binary(g[0], o, g[0]->dtype(), [](double gv, double ov) { return gv * (1.0 - ov * ov); }, "tanh_backward");
+  if (n.next[1].fn)
+    b = kernels::ternary(g[0], o, go, g[0]->dtype(),
+                         [](double gv, double ov, double gov) { return gv * (-2.0 * ov * gov); }, "mul");
+  return {a, b};
+}
+std::vector<Tensor> tanh_bb_dbackward(Node& n, const std::vector<Tensor>& g) {
+  Tensor go = n.unpack("grad_output"), o = n.unpack("output");
+  Tensor a, b;
+  if (n.should_compute_output(0)) a = tanh_backward_op(g[0], o);
+  if (n.should_compute_output(1)) b = mul(g[0], mul(mul_scalar(o, Value::integer(-2)), go));
+  return {a, b};
+}
+
+// SigmoidBackwardBackward0 (sigmoid_backward: grad_output: sigmoid_backward(grad, output);
+// output: grad * grad_output * (-2 * output + 1)).
+std::vector<Tensor> sigmoid_bb_backward(Node& n, const std::vector<Tensor>& g) {
+  Tensor go = n.unpack("grad_output"), o = n.unpack("output");
+  Tensor a, b;
+  if (n.next[0].fn)
+    a = kernels::binary(g[0], o, g[0]->dtype(), [](double gv, double ov) { return gv * ov * (1.0 - ov); },
+                        "sigmoid_backward");
+  if (n.next[1].fn)
+    b = kernels::ternary(g[0], o, go, g[0]->dtype(),
+                         [](double gv, double ov, double gov) { return gv * gov * (-2.0 * ov + 1.0); }, "mul");
+  return {a, b};
+}
+
+// ThresholdBackwardBackward0 (threshold_backward: grad_output: threshold_backward(grad,
+// self, threshold); self: zeros_like(grad)).
+std::vector<Tensor> threshold_bb_backward(Node& n, const std::vector<Tensor>& g) {
+  Tensor self = n.unpack("self");
+  const double th = number_of(n.attr("threshold"));
+  Tensor a, b;
+  if (n.next[0].fn)
+    a = kernels::binary(g[0], self, g[0]->dtype(), [th](double gv, double s) { return s <= th ? 0.0 : gv; },
+                        "threshold_backward");
+  if (n.next[1].fn) b = kernels::full(g[0]->sizes, 0.0, g[0]->dtype(), g[0]->is_meta());
+  return {a, b};
+}
+std::vector<Tensor> threshold_bb_dbackward(Node& n, const std::vector<Tensor>& g) {
+  Tensor self = n.unpack("self");
+  Tensor a, b;
+  if (n.should_compute_output(0)) a = threshold_backward_op(g[0], self, attr_value(n.attr("threshold")));
+  if (n.should_compute_output(1)) b = kernels::full(g[0]->sizes, 0.0, g[0]->dtype(), g[0]->is_meta());
+  return {a, b};
+}
+
+}  // namespace
+
+Tensor mul_scalar(const Tensor& a, const Value& other) {
+  OpScope scope("mul");
+  const double s = other.number();
+  DType out = a->dtype();
+  if (!is_floating(out) && other.kind == Value::Kind::Float) out = DType::Float32;
+  Tensor r = kernels::unary(a, out, [s](double x) { return x * s; });
+  if (needs_grad({&a})) {
+    auto node = make_node("MulBackward1", mul_scalar_backward, {a});
+    node->differentiable_backward = mul_scalar_dbackward;
+    node->save_attr("other", number_attr(other));
+    set_history(r, node);
+  }
+  return r;
+}
+
+Tensor div_scalar(const Tensor& a, const Value& other) {
+  OpScope scope("div");
+  const double s = other.number();
+  DType out = is_floating(a->dtype()) ? a->dtype() : DType::Float32;
+  Tensor r = kernels::unary(a, out, [s](double x) { return x / s; });
+  if (needs_grad({&a})) {
+    auto node = make_node("DivBackward1", div_scalar_backward, {a});
+    node->differentiable_backward = div_scalar_dbackward;
+    node->save_attr("other", number_attr(other));
+    set_history(r, node);
+  }
+  return r;
+}
+
+namespace {
+// The three dedicated backward ops: edges (grad_output, output/self); both tensors saved
+// whichever requires grad (measured with torch.ops.aten.*_backward on each combination).
+Tensor pair_op(const char* op, const char* node_name, const Tensor& go, const Tensor& o,
+               const std::function<double(double, double)>& f, autograd::BackwardFn bw, autograd::BackwardFn dbw,
+               const char* second) {
+  OpScope scope(op);
+  Tensor r = kernels::binary(go, o, kernels::result_type(go, o), f, op);
+  if (needs_grad({&go, &o})) {
+    auto node = make_node(node_name, bw, {go, o});
+    node->differentiable_backward = dbw;
+    if (std::string(second) == "output") {
+      node->save_input("grad_output", go);
+      node->save_input("output", o);
+    } else {
+      node->save_input("self", o);
+    }
+    set_history(r, node);
+    return r;
+  }
+  return r;
+}
+}  // namespace
+
+Tensor tanh_backward_op(const Tensor& grad_output, const Tensor& output) {
+  return pair_op("tanh_backward", "TanhBackwardBackward0", grad_output, output,
+                 [](double g, double o) { return g * (1.0 - o * o); }, tanh_bb_backward, tanh_bb_dbackward, "output");
+}
+
+Tensor sigmoid_backward_op(const Tensor& grad_output, const Tensor& output) {
+  return pair_op("sigmoid_backward", "SigmoidBackwardBackward0", grad_output, output,
+                 [](double g, double o) { return g * o * (1.0 - o); }, sigmoid_bb_backward, nullptr, "output");
+}
+
+Tensor threshold_backward_op(const Tensor& grad_output, const Tensor& self, const Value& threshold) {
+  const double th = threshold.number();
+  Tensor r = pair_op("threshold_backward", "ThresholdBackwardBackward0", grad_output, self,
+                     [th](double g, double s) { return s <= th ? 0.0 : g; }, threshold_bb_backward,
+                     threshold_bb_dbackward, "self");
+  if (r->grad_fn && r->grad_fn->name == "ThresholdBackwardBackward0") r->grad_fn->save_attr("threshold", number_attr(threshold));
+  return r;
+}
+
+}  // namespace agtrace::ops
