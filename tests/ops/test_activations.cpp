@@ -8,6 +8,8 @@
 //    checked against real torch 1.13 first.
 #include <catch2/catch.hpp>
 
+#include "support/gradcheck.hpp"
+
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -33,28 +35,17 @@ using agtrace::autograd::Node;
 namespace ops = agtrace::ops;
 namespace autograd = agtrace::autograd;
 
+using namespace agtrace::test;
+
 namespace {
 
-using Inputs = std::vector<Tensor>;
 using Names = std::vector<std::string>;
-using OpFn = std::function<Tensor(const Inputs&)>;
 
 // ---------------------------------------------------------------- leaves
 
 // Fractional parts of a golden-ratio sequence: deterministic, no two values equal.
-double golden(int64_t i, double phase) {
-  const double v = phase + 0.6180339887498949 * static_cast<double>(i);
-  return v - std::floor(v);
-}
 
 // A float64 leaf with values spread over [lo, hi] in a non-monotone order.
-Tensor leaf64(const Shape& shape, double lo, double hi, bool requires_grad = true, double phase = 0.37) {
-  std::vector<double> v;
-  for (int64_t i = 0; i < agtrace::shape_numel(shape); ++i) v.push_back(lo + (hi - lo) * golden(i, phase));
-  Tensor t = agtrace::tensor_from_values(shape, DType::Float64, v);
-  t->requires_grad_flag = requires_grad;
-  return t;
-}
 
 Tensor values(const Shape& shape, const std::vector<double>& v, DType d = DType::Float32, bool requires_grad = false) {
   Tensor t = agtrace::tensor_from_values(shape, d, v);
@@ -78,14 +69,7 @@ const Value kNone = Value::none();
 // ---------------------------------------------------------------- gradient check
 
 // w: magnitudes in [0.5, 1.5), alternating sign, all different.
-Tensor weights(const Shape& shape) {
-  std::vector<double> w;
-  for (int64_t i = 0; i < agtrace::shape_numel(shape); ++i)
-    w.push_back((i % 2 ? -1.0 : 1.0) * (0.5 + golden(i, 0.11)));
-  return agtrace::tensor_from_values(shape, DType::Float64, w);
-}
 
-Tensor weighted_sum(const Tensor& out, const Tensor& w) { return ops::sum(ops::mul(out, w), std::nullopt, false); }
 
 void run_backward_of(const Tensor& root) {
   autograd::BackwardRequest req;
@@ -95,44 +79,6 @@ void run_backward_of(const Tensor& root) {
 
 // Compares each leaf's .grad from the engine with central differences of the weighted
 // loss (grad mode off), element by element.
-void gradcheck(const std::string& label, const Inputs& inputs, const OpFn& f) {
-  INFO("case: " << label);
-  for (const Tensor& x : inputs) x->grad.reset();
-  Tensor out = f(inputs);
-  REQUIRE(out->dtype() == DType::Float64);
-  REQUIRE(out->requires_grad());
-  const Tensor w = weights(out->sizes);
-  run_backward_of(weighted_sum(out, w));
-  out.reset();
-
-  autograd::GradModeGuard no_grad(false);
-  const double h = 1e-6;
-  auto loss_now = [&] { return agtrace::item(weighted_sum(f(inputs), w)); };
-  for (size_t k = 0; k < inputs.size(); ++k) {
-    const Tensor& x = inputs[k];
-    INFO("input " << k << " shape " << agtrace::shape_str(x->sizes));
-    if (!x->requires_grad_flag) {
-      CHECK(x->grad == nullptr);
-      continue;
-    }
-    REQUIRE(x->grad != nullptr);
-    REQUIRE(x->grad->sizes == x->sizes);
-    CHECK(x->grad->dtype() == x->dtype());
-    const std::vector<double> analytic = agtrace::to_values(x->grad);
-    for (int64_t i = 0; i < x->numel(); ++i) {
-      double& slot = x->storage->data[static_cast<size_t>(i)];
-      const double orig = slot;
-      slot = orig + h;
-      const double up = loss_now();
-      slot = orig - h;
-      const double down = loss_now();
-      slot = orig;
-      const double numeric = (up - down) / (2 * h);
-      INFO("element " << i << ": analytic " << analytic[static_cast<size_t>(i)] << ", numeric " << numeric);
-      CHECK(analytic[static_cast<size_t>(i)] == Approx(numeric).epsilon(1e-6).margin(1e-6));
-    }
-  }
-}
 
 // Gradient of sum(op(x) * [1, 2, 3, ...]) (the weights the torch measurements used).
 std::vector<double> grad_with_arange_weights(const Tensor& x, const std::function<Tensor(const Tensor&)>& f) {
@@ -216,114 +162,114 @@ std::string error_message(const std::function<void()>& f) {
 
 TEST_CASE("activations gradcheck: abs sin cos rsqrt", "[activations][gradcheck]") {
   // abs away from its kink at 0.
-  gradcheck("abs", {values({2, 3}, {-1.3, -0.4, 0.2, 0.9, -2.1, 1.7}, DType::Float64, true)},
+  check_gradients("abs", {values({2, 3}, {-1.3, -0.4, 0.2, 0.9, -2.1, 1.7}, DType::Float64, true)},
             [](const Inputs& in) { return ops::abs(in[0]); });
-  gradcheck("sin", {leaf64({2, 3}, -3, 3)}, [](const Inputs& in) { return ops::sin(in[0]); });
-  gradcheck("cos", {leaf64({2, 3}, -3, 3)}, [](const Inputs& in) { return ops::cos(in[0]); });
-  gradcheck("rsqrt", {leaf64({2, 3}, 0.3, 3)}, [](const Inputs& in) { return ops::rsqrt(in[0]); });
-  gradcheck("sin of a non-leaf", {leaf64({4}, -2, 2)},
+  check_gradients("sin", {leaf64({2, 3}, -3, 3)}, [](const Inputs& in) { return ops::sin(in[0]); });
+  check_gradients("cos", {leaf64({2, 3}, -3, 3)}, [](const Inputs& in) { return ops::cos(in[0]); });
+  check_gradients("rsqrt", {leaf64({2, 3}, 0.3, 3)}, [](const Inputs& in) { return ops::rsqrt(in[0]); });
+  check_gradients("sin of a non-leaf", {leaf64({4}, -2, 2)},
             [](const Inputs& in) { return ops::sin(ops::mul(in[0], in[0])); });
 }
 
 TEST_CASE("activations gradcheck: clamp with both, one or the other bound", "[activations][gradcheck]") {
   // Values chosen away from the bounds (the gradient jumps there).
   const std::vector<double> v{-1.3, -0.4, 0.2, 0.9, -0.1, 0.45, 1.7, -0.7};
-  gradcheck("clamp(-0.5, 0.5)", {values({2, 4}, v, DType::Float64, true)},
+  check_gradients("clamp(-0.5, 0.5)", {values({2, 4}, v, DType::Float64, true)},
             [](const Inputs& in) { return ops::clamp(in[0], F(-0.5), F(0.5)); });
-  gradcheck("clamp(min=0.0)", {values({2, 4}, v, DType::Float64, true)},
+  check_gradients("clamp(min=0.0)", {values({2, 4}, v, DType::Float64, true)},
             [](const Inputs& in) { return ops::clamp(in[0], F(0.0), kNone); });
-  gradcheck("clamp(max=0.3)", {values({2, 4}, v, DType::Float64, true)},
+  check_gradients("clamp(max=0.3)", {values({2, 4}, v, DType::Float64, true)},
             [](const Inputs& in) { return ops::clamp(in[0], kNone, F(0.3)); });
-  gradcheck("clamp(-1, 1) with int bounds", {values({2, 4}, v, DType::Float64, true)},
+  check_gradients("clamp(-1, 1) with int bounds", {values({2, 4}, v, DType::Float64, true)},
             [](const Inputs& in) { return ops::clamp(in[0], I(-1), I(1)); });
 }
 
 TEST_CASE("activations gradcheck: leaky_relu gelu silu", "[activations][gradcheck]") {
   const std::vector<double> v{-1.3, -0.4, 0.2, 0.9, -2.1, 1.7};
-  gradcheck("leaky_relu 0.01", {values({2, 3}, v, DType::Float64, true)},
+  check_gradients("leaky_relu 0.01", {values({2, 3}, v, DType::Float64, true)},
             [](const Inputs& in) { return ops::leaky_relu(in[0], F(0.01)); });
-  gradcheck("leaky_relu 0.2", {values({2, 3}, v, DType::Float64, true)},
+  check_gradients("leaky_relu 0.2", {values({2, 3}, v, DType::Float64, true)},
             [](const Inputs& in) { return ops::leaky_relu(in[0], F(0.2)); });
-  gradcheck("leaky_relu slope 2 (int)", {values({2, 3}, v, DType::Float64, true)},
+  check_gradients("leaky_relu slope 2 (int)", {values({2, 3}, v, DType::Float64, true)},
             [](const Inputs& in) { return ops::leaky_relu(in[0], I(2)); });
-  gradcheck("gelu none", {leaf64({2, 4}, -3, 3)}, [](const Inputs& in) { return ops::gelu(in[0], "none"); });
-  gradcheck("gelu tanh", {leaf64({2, 4}, -3, 3)}, [](const Inputs& in) { return ops::gelu(in[0], "tanh"); });
-  gradcheck("silu", {leaf64({2, 4}, -4, 4)}, [](const Inputs& in) { return ops::silu(in[0]); });
+  check_gradients("gelu none", {leaf64({2, 4}, -3, 3)}, [](const Inputs& in) { return ops::gelu(in[0], "none"); });
+  check_gradients("gelu tanh", {leaf64({2, 4}, -3, 3)}, [](const Inputs& in) { return ops::gelu(in[0], "tanh"); });
+  check_gradients("silu", {leaf64({2, 4}, -4, 4)}, [](const Inputs& in) { return ops::silu(in[0]); });
 }
 
 TEST_CASE("activations gradcheck: softmax and log_softmax over each dim", "[activations][gradcheck]") {
   for (int64_t dim : {0, 1, -1}) {
-    gradcheck("softmax dim " + std::to_string(dim), {leaf64({3, 4}, -2, 2)},
+    check_gradients("softmax dim " + std::to_string(dim), {leaf64({3, 4}, -2, 2)},
               [dim](const Inputs& in) { return ops::softmax(in[0], dim); });
-    gradcheck("log_softmax dim " + std::to_string(dim), {leaf64({3, 4}, -2, 2)},
+    check_gradients("log_softmax dim " + std::to_string(dim), {leaf64({3, 4}, -2, 2)},
               [dim](const Inputs& in) { return ops::log_softmax(in[0], dim); });
   }
-  gradcheck("softmax 3-d, middle dim", {leaf64({2, 3, 2}, -2, 2)},
+  check_gradients("softmax 3-d, middle dim", {leaf64({2, 3, 2}, -2, 2)},
             [](const Inputs& in) { return ops::softmax(in[0], 1); });
-  gradcheck("log_softmax 1-d", {leaf64({5}, -2, 2)}, [](const Inputs& in) { return ops::log_softmax(in[0], 0); });
+  check_gradients("log_softmax 1-d", {leaf64({5}, -2, 2)}, [](const Inputs& in) { return ops::log_softmax(in[0], 0); });
 }
 
 TEST_CASE("activations gradcheck: max, max(dim), amax", "[activations][gradcheck]") {
   // Distinct values: no ties, so the maximum's gradient is well defined.
-  gradcheck("max()", {leaf64({2, 3}, -2, 2)}, [](const Inputs& in) { return ops::max_all(in[0]); });
+  check_gradients("max()", {leaf64({2, 3}, -2, 2)}, [](const Inputs& in) { return ops::max_all(in[0]); });
   for (int64_t dim : {0, 1, -1})
     for (bool keep : {false, true})
-      gradcheck("max(dim=" + std::to_string(dim) + ", keepdim=" + (keep ? "True" : "False") + ")",
+      check_gradients("max(dim=" + std::to_string(dim) + ", keepdim=" + (keep ? "True" : "False") + ")",
                 {leaf64({3, 4}, -2, 2)}, [=](const Inputs& in) { return ops::max_dim(in[0], dim, keep).first; });
-  gradcheck("amax(1)", {leaf64({3, 4}, -2, 2)}, [](const Inputs& in) { return ops::amax(in[0], {1}, false); });
-  gradcheck("amax((0, 2), keepdim)", {leaf64({2, 3, 2}, -2, 2)},
+  check_gradients("amax(1)", {leaf64({3, 4}, -2, 2)}, [](const Inputs& in) { return ops::amax(in[0], {1}, false); });
+  check_gradients("amax((0, 2), keepdim)", {leaf64({2, 3, 2}, -2, 2)},
             [](const Inputs& in) { return ops::amax(in[0], {0, 2}, true); });
-  gradcheck("amax() all", {leaf64({2, 3}, -2, 2)}, [](const Inputs& in) { return ops::amax(in[0], {}, false); });
+  check_gradients("amax() all", {leaf64({2, 3}, -2, 2)}, [](const Inputs& in) { return ops::amax(in[0], {}, false); });
 }
 
 TEST_CASE("activations gradcheck: var", "[activations][gradcheck]") {
   const std::optional<std::vector<int64_t>> all = std::nullopt;
-  gradcheck("var()", {leaf64({2, 3}, -2, 2)}, [&](const Inputs& in) { return ops::var(in[0], all, 1, false); });
-  gradcheck("var(unbiased=False)", {leaf64({2, 3}, -2, 2)},
+  check_gradients("var()", {leaf64({2, 3}, -2, 2)}, [&](const Inputs& in) { return ops::var(in[0], all, 1, false); });
+  check_gradients("var(unbiased=False)", {leaf64({2, 3}, -2, 2)},
             [&](const Inputs& in) { return ops::var(in[0], all, 0, false); });
-  gradcheck("var(dim=1)", {leaf64({3, 4}, -2, 2)},
+  check_gradients("var(dim=1)", {leaf64({3, 4}, -2, 2)},
             [](const Inputs& in) { return ops::var(in[0], std::vector<int64_t>{1}, 1, false); });
-  gradcheck("var(-1, keepdim=True, correction=0)", {leaf64({3, 4}, -2, 2)},
+  check_gradients("var(-1, keepdim=True, correction=0)", {leaf64({3, 4}, -2, 2)},
             [](const Inputs& in) { return ops::var(in[0], std::vector<int64_t>{-1}, 0, true); });
-  gradcheck("var(dim=0, correction=2)", {leaf64({4, 3}, -2, 2)},
+  check_gradients("var(dim=0, correction=2)", {leaf64({4, 3}, -2, 2)},
             [](const Inputs& in) { return ops::var(in[0], std::vector<int64_t>{0}, 2, false); });
-  gradcheck("var((0, 2))", {leaf64({2, 3, 2}, -2, 2)},
+  check_gradients("var((0, 2))", {leaf64({2, 3, 2}, -2, 2)},
             [](const Inputs& in) { return ops::var(in[0], std::vector<int64_t>{0, 2}, 1, false); });
 }
 
 TEST_CASE("activations gradcheck: norm", "[activations][gradcheck]") {
   const std::vector<double> v{-1.3, -0.4, 0.2, 0.9, -2.1, 1.7};
   auto x = [&] { return values({2, 3}, v, DType::Float64, true); };
-  gradcheck("norm() (p 'fro')", {x()}, [](const Inputs& in) { return ops::norm_functional(in[0], kNone, std::nullopt, false); });
-  gradcheck("norm(dim=1)", {x()},
+  check_gradients("norm() (p 'fro')", {x()}, [](const Inputs& in) { return ops::norm_functional(in[0], kNone, std::nullopt, false); });
+  check_gradients("norm(dim=1)", {x()},
             [](const Inputs& in) { return ops::norm_functional(in[0], kNone, std::vector<int64_t>{1}, false); });
-  gradcheck("norm(dim=(-1, 0)) (sqrt of sum of squares)", {x()},
+  check_gradients("norm(dim=(-1, 0)) (sqrt of sum of squares)", {x()},
             [](const Inputs& in) { return ops::norm_functional(in[0], kNone, std::vector<int64_t>{-1, 0}, false); });
   for (double p : {1.0, 1.5, 3.0, 0.5})
-    gradcheck("norm(p=" + std::to_string(p) + ", dim=0, keepdim)", {x()},
+    check_gradients("norm(p=" + std::to_string(p) + ", dim=0, keepdim)", {x()},
               [p](const Inputs& in) { return ops::norm_functional(in[0], F(p), std::vector<int64_t>{0}, true); });
-  gradcheck("norm(p=inf) (unique maximum)", {x()}, [](const Inputs& in) {
+  check_gradients("norm(p=inf) (unique maximum)", {x()}, [](const Inputs& in) {
     return ops::norm_functional(in[0], F(std::numeric_limits<double>::infinity()), std::nullopt, false);
   });
-  gradcheck("norm(p=2)", {x()}, [](const Inputs& in) { return ops::norm_functional(in[0], I(2), std::nullopt, false); });
+  check_gradients("norm(p=2)", {x()}, [](const Inputs& in) { return ops::norm_functional(in[0], I(2), std::nullopt, false); });
 }
 
 TEST_CASE("activations gradcheck: where and masked_fill", "[activations][gradcheck]") {
   Tensor cond = values({2, 3}, {1, 0, 0, 1, 1, 0}, DType::Bool);
-  gradcheck("where(c, x, y)", {leaf64({2, 3}, -2, 2), leaf64({2, 3}, -1, 1, true, 0.7)},
+  check_gradients("where(c, x, y)", {leaf64({2, 3}, -2, 2), leaf64({2, 3}, -1, 1, true, 0.7)},
             [&](const Inputs& in) { return ops::where(cond, in[0], in[1]); });
-  gradcheck("where(c, x, 0.0)", {leaf64({2, 3}, -2, 2)},
+  check_gradients("where(c, x, 0.0)", {leaf64({2, 3}, -2, 2)},
             [&](const Inputs& in) { return ops::where(cond, in[0], ops::wrap_number(F(0.0))); });
-  gradcheck("where(c, x, r) broadcasting r [3]", {leaf64({2, 3}, -2, 2), leaf64({3}, -1, 1, true, 0.7)},
+  check_gradients("where(c, x, r) broadcasting r [3]", {leaf64({2, 3}, -2, 2), leaf64({3}, -1, 1, true, 0.7)},
             [&](const Inputs& in) { return ops::where(cond, in[0], in[1]); });
-  gradcheck("where(c[0], x [1, 3], y [2, 1]) all broadcast",
+  check_gradients("where(c[0], x [1, 3], y [2, 1]) all broadcast",
             {leaf64({1, 3}, -2, 2), leaf64({2, 1}, -1, 1, true, 0.7)},
             [&](const Inputs& in) { return ops::where(ops::select(cond, 0, 0), in[0], in[1]); });
-  gradcheck("masked_fill(m, 0.5)", {leaf64({2, 3}, -2, 2)},
+  check_gradients("masked_fill(m, 0.5)", {leaf64({2, 3}, -2, 2)},
             [&](const Inputs& in) { return ops::masked_fill(in[0], cond, F(0.5)); });
-  gradcheck("masked_fill(m, v) with a 0-d tensor v", {leaf64({2, 3}, -2, 2), leaf64({}, 0.5, 1.5)},
+  check_gradients("masked_fill(m, v) with a 0-d tensor v", {leaf64({2, 3}, -2, 2), leaf64({}, 0.5, 1.5)},
             [&](const Inputs& in) { return ops::masked_fill(in[0], cond, Value::tensor(in[1])); });
-  gradcheck("masked_fill broadcasting self [3] to the mask [2, 3]", {leaf64({3}, -2, 2)},
+  check_gradients("masked_fill broadcasting self [3] to the mask [2, 3]", {leaf64({3}, -2, 2)},
             [&](const Inputs& in) { return ops::masked_fill(in[0], cond, F(-1.0)); });
 }
 

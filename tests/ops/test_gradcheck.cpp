@@ -18,6 +18,7 @@
 #include "autograd/grad_mode.hpp"
 #include "interp/value.hpp"
 #include "ops/ops.hpp"
+#include "support/gradcheck.hpp"
 #include "tensor/tensor.hpp"
 
 using agtrace::DType;
@@ -29,21 +30,7 @@ namespace autograd = agtrace::autograd;
 
 namespace {
 
-using Inputs = std::vector<Tensor>;
-using OpFn = std::function<Tensor(const Inputs&)>;
-
-// Fractional parts of a golden-ratio sequence: deterministic, not linear in the index.
-double golden(int64_t i, double phase) {
-  double v = phase + 0.6180339887498949 * static_cast<double>(i);
-  return v - std::floor(v);
-}
-
-// n values spread over [lo, hi].
-std::vector<double> spread(int64_t n, double lo, double hi, double phase = 0.37) {
-  std::vector<double> out;
-  for (int64_t i = 0; i < n; ++i) out.push_back(lo + (hi - lo) * golden(i, phase));
-  return out;
-}
+using namespace agtrace::test;
 
 // A float64 leaf; requires_grad unless told otherwise.
 Tensor leaf(const Shape& shape, const std::vector<double>& values, bool requires_grad = true) {
@@ -53,15 +40,7 @@ Tensor leaf(const Shape& shape, const std::vector<double>& values, bool requires
   return t;
 }
 Tensor leaf(const Shape& shape, double lo, double hi, bool requires_grad = true, double phase = 0.37) {
-  return leaf(shape, spread(agtrace::shape_numel(shape), lo, hi, phase), requires_grad);
-}
-
-// Fixed weights: magnitudes in [0.5, 1.5), alternating sign.
-Tensor weights(const Shape& shape) {
-  std::vector<double> w;
-  const int64_t n = agtrace::shape_numel(shape);
-  for (int64_t i = 0; i < n; ++i) w.push_back((i % 2 ? -1.0 : 1.0) * (0.5 + golden(i, 0.11)));
-  return agtrace::tensor_from_values(shape, DType::Float64, w);
+  return leaf64(shape, lo, hi, requires_grad, phase);
 }
 
 Value I(int64_t v) { return Value::integer(v); }
@@ -71,51 +50,6 @@ Tensor one() { return ops::wrap_number(I(1)); }
 Tensor nonleaf(const Tensor& x) { return ops::mul(x, one()); }
 const std::optional<std::vector<int64_t>> kAll = std::nullopt;
 std::optional<std::vector<int64_t>> dims(std::vector<int64_t> d) { return d; }
-
-Tensor weighted_loss(const Tensor& out, const Tensor& w) { return ops::sum(ops::mul(out, w), kAll, false); }
-
-// The check itself. Leaves are contiguous, so element i lives at storage->data[i].
-void check_gradients(const std::string& label, const Inputs& inputs, const OpFn& f) {
-  INFO("case: " << label);
-  Tensor out = f(inputs);
-  REQUIRE(out->dtype() == DType::Float64);
-  REQUIRE(out->requires_grad());
-  const Tensor w = weights(out->sizes);
-  {
-    autograd::BackwardRequest req;
-    req.roots = {weighted_loss(out, w)};
-    autograd::run_backward(req);
-  }
-  out.reset();
-
-  autograd::GradModeGuard no_grad(false);
-  const double h = 1e-6;
-  auto loss_now = [&] { return agtrace::item(weighted_loss(f(inputs), w)); };
-  for (size_t k = 0; k < inputs.size(); ++k) {
-    const Tensor& x = inputs[k];
-    INFO("input " << k << " shape " << agtrace::shape_str(x->sizes));
-    if (!x->requires_grad_flag) {
-      CHECK(x->grad == nullptr);
-      continue;
-    }
-    REQUIRE(x->grad != nullptr);
-    REQUIRE(x->grad->sizes == x->sizes);
-    CHECK(x->grad->dtype() == DType::Float64);
-    const std::vector<double> analytic = agtrace::to_values(x->grad);
-    for (int64_t i = 0; i < x->numel(); ++i) {
-      double& slot = x->storage->data[static_cast<size_t>(i)];
-      const double orig = slot;
-      slot = orig + h;
-      const double up = loss_now();
-      slot = orig - h;
-      const double down = loss_now();
-      slot = orig;
-      const double numeric = (up - down) / (2 * h);
-      INFO("element " << i << ": analytic " << analytic[static_cast<size_t>(i)] << ", numeric " << numeric);
-      CHECK(analytic[static_cast<size_t>(i)] == Approx(numeric).epsilon(1e-6).margin(1e-6));
-    }
-  }
-}
 
 }  // namespace
 

@@ -4,6 +4,8 @@
 // total_weight, bytes, errors), every fact measured with /usr/bin/python3 and torch first.
 #include <catch2/catch.hpp>
 
+#include "support/gradcheck.hpp"
+
 #include <cmath>
 #include <functional>
 #include <set>
@@ -28,26 +30,15 @@ using agtrace::autograd::Node;
 namespace ops = agtrace::ops;
 namespace autograd = agtrace::autograd;
 
+using namespace agtrace::test;
+
 namespace {
 
-using Inputs = std::vector<Tensor>;
 using Names = std::vector<std::string>;
-using OpFn = std::function<Tensor(const Inputs&)>;
 
 constexpr int64_t kNone = 0, kMean = 1, kSum = 2;
 
-double golden(int64_t i, double phase) {
-  const double v = phase + 0.6180339887498949 * static_cast<double>(i);
-  return v - std::floor(v);
-}
 
-Tensor leaf64(const Shape& shape, double lo, double hi, bool requires_grad = true, double phase = 0.37) {
-  std::vector<double> v;
-  for (int64_t i = 0; i < agtrace::shape_numel(shape); ++i) v.push_back(lo + (hi - lo) * golden(i, phase));
-  Tensor t = agtrace::tensor_from_values(shape, DType::Float64, v);
-  t->requires_grad_flag = requires_grad;
-  return t;
-}
 
 Tensor values(const Shape& shape, const std::vector<double>& v, DType d = DType::Float32, bool requires_grad = false) {
   Tensor t = agtrace::tensor_from_values(shape, d, v);
@@ -64,14 +55,7 @@ Tensor A(const Shape& shape, double lo = -1.0, double hi = 1.0, bool requires_gr
 
 Tensor targets(const std::vector<double>& t) { return values({static_cast<int64_t>(t.size())}, t, DType::Int64); }
 
-Tensor weights(const Shape& shape) {
-  std::vector<double> w;
-  for (int64_t i = 0; i < agtrace::shape_numel(shape); ++i)
-    w.push_back((i % 2 ? -1.0 : 1.0) * (0.5 + golden(i, 0.11)));
-  return agtrace::tensor_from_values(shape, DType::Float64, w);
-}
 
-Tensor weighted_sum(const Tensor& out, const Tensor& w) { return ops::sum(ops::mul(out, w), std::nullopt, false); }
 
 void backward_of(const Tensor& root) {
   autograd::BackwardRequest req;
@@ -79,43 +63,6 @@ void backward_of(const Tensor& root) {
   autograd::run_backward(req);
 }
 
-void gradcheck(const std::string& label, const Inputs& inputs, const OpFn& f) {
-  INFO("case: " << label);
-  for (const Tensor& x : inputs) x->grad.reset();
-  Tensor out = f(inputs);
-  REQUIRE(out->dtype() == DType::Float64);
-  REQUIRE(out->requires_grad());
-  const Tensor w = weights(out->sizes);
-  backward_of(weighted_sum(out, w));
-  out.reset();
-
-  autograd::GradModeGuard no_grad(false);
-  const double h = 1e-6;
-  auto loss_now = [&] { return agtrace::item(weighted_sum(f(inputs), w)); };
-  for (size_t k = 0; k < inputs.size(); ++k) {
-    const Tensor& x = inputs[k];
-    INFO("input " << k << " shape " << agtrace::shape_str(x->sizes));
-    if (!x->requires_grad_flag) {
-      CHECK(x->grad == nullptr);
-      continue;
-    }
-    REQUIRE(x->grad != nullptr);
-    REQUIRE(x->grad->sizes == x->sizes);
-    const std::vector<double> analytic = agtrace::to_values(x->grad);
-    for (int64_t i = 0; i < x->numel(); ++i) {
-      double& slot = x->storage->data[static_cast<size_t>(i)];
-      const double orig = slot;
-      slot = orig + h;
-      const double up = loss_now();
-      slot = orig - h;
-      const double down = loss_now();
-      slot = orig;
-      const double numeric = (up - down) / (2 * h);
-      INFO("element " << i << ": analytic " << analytic[static_cast<size_t>(i)] << ", numeric " << numeric);
-      CHECK(analytic[static_cast<size_t>(i)] == Approx(numeric).epsilon(1e-6).margin(1e-6));
-    }
-  }
-}
 
 Node& fn(const Tensor& t) {
   REQUIRE(t->grad_fn != nullptr);
@@ -165,10 +112,10 @@ constexpr const char* kAcc = "AccumulateGrad";
 
 TEST_CASE("losses gradcheck: mse_loss", "[activations][losses][gradcheck]") {
   for (int64_t red : {kNone, kMean, kSum}) {
-    gradcheck("mse_loss reduction " + std::to_string(red), {leaf64({2, 3}, -2, 2), leaf64({2, 3}, -1, 1, true, 0.7)},
+    check_gradients("mse_loss reduction " + std::to_string(red), {leaf64({2, 3}, -2, 2), leaf64({2, 3}, -1, 1, true, 0.7)},
               [red](const Inputs& in) { return ops::mse_loss(in[0], in[1], red); });
   }
-  gradcheck("mse_loss, only the target requires grad", {leaf64({4}, -2, 2, false), leaf64({4}, -1, 1, true, 0.7)},
+  check_gradients("mse_loss, only the target requires grad", {leaf64({4}, -2, 2, false), leaf64({4}, -1, 1, true, 0.7)},
             [](const Inputs& in) { return ops::mse_loss(in[0], in[1], kMean); });
 }
 
@@ -176,15 +123,15 @@ TEST_CASE("losses gradcheck: nll_loss", "[activations][losses][gradcheck]") {
   Tensor t = targets({0, 3, 1});
   Tensor w = values({4}, {1.0, 2.0, 0.5, 4.0}, DType::Float64);
   for (int64_t red : {kNone, kMean, kSum}) {
-    gradcheck("nll_loss reduction " + std::to_string(red), {leaf64({3, 4}, -2, 2)},
+    check_gradients("nll_loss reduction " + std::to_string(red), {leaf64({3, 4}, -2, 2)},
               [&, red](const Inputs& in) { return ops::nll_loss(in[0], t, nullptr, red, -100); });
-    gradcheck("nll_loss with weight, reduction " + std::to_string(red), {leaf64({3, 4}, -2, 2)},
+    check_gradients("nll_loss with weight, reduction " + std::to_string(red), {leaf64({3, 4}, -2, 2)},
               [&, red](const Inputs& in) { return ops::nll_loss(in[0], t, w, red, -100); });
-    gradcheck("nll_loss ignore_index 3, reduction " + std::to_string(red), {leaf64({3, 4}, -2, 2)},
+    check_gradients("nll_loss ignore_index 3, reduction " + std::to_string(red), {leaf64({3, 4}, -2, 2)},
               [&, red](const Inputs& in) { return ops::nll_loss(in[0], t, nullptr, red, 3); });
   }
   Tensor t0 = values({}, {2}, DType::Int64);
-  gradcheck("nll_loss on a (C) input with a 0-d target", {leaf64({4}, -2, 2)},
+  check_gradients("nll_loss on a (C) input with a 0-d target", {leaf64({4}, -2, 2)},
             [&](const Inputs& in) { return ops::nll_loss(in[0], t0, nullptr, kMean, -100); });
 }
 
@@ -192,12 +139,12 @@ TEST_CASE("losses gradcheck: cross_entropy", "[activations][losses][gradcheck]")
   Tensor t = targets({0, 3, 1});
   Tensor w = values({4}, {1.0, 2.0, 0.5, 4.0}, DType::Float64);
   for (int64_t red : {kNone, kMean, kSum})
-    gradcheck("cross_entropy reduction " + std::to_string(red), {leaf64({3, 4}, -2, 2)},
+    check_gradients("cross_entropy reduction " + std::to_string(red), {leaf64({3, 4}, -2, 2)},
               [&, red](const Inputs& in) { return ops::cross_entropy(in[0], t, nullptr, red, -100); });
-  gradcheck("cross_entropy with weight and ignore_index", {leaf64({3, 4}, -2, 2)},
+  check_gradients("cross_entropy with weight and ignore_index", {leaf64({3, 4}, -2, 2)},
             [&](const Inputs& in) { return ops::cross_entropy(in[0], t, w, kMean, 1); });
   Tensor t0 = values({}, {2}, DType::Int64);
-  gradcheck("cross_entropy on a (C) input", {leaf64({4}, -2, 2)},
+  check_gradients("cross_entropy on a (C) input", {leaf64({4}, -2, 2)},
             [&](const Inputs& in) { return ops::cross_entropy(in[0], t0, nullptr, kMean, -100); });
 }
 

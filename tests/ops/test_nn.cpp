@@ -6,6 +6,8 @@
 // SUMMARY's A(...) = torch.linspace(lo, hi, numel).reshape(...).
 #include <catch2/catch.hpp>
 
+#include "support/gradcheck.hpp"
+
 #include <cmath>
 #include <functional>
 #include <set>
@@ -35,78 +37,24 @@ using agtrace::autograd::Node;
 namespace ops = agtrace::ops;
 namespace autograd = agtrace::autograd;
 
+using namespace agtrace::test;
+
 namespace {
 
-using Inputs = std::vector<Tensor>;
-using OpFn = std::function<Tensor(const Inputs&)>;
 using Names = std::vector<std::string>;
 using Vals = std::vector<double>;
 constexpr const char* kAcc = "AccumulateGrad";
 
 // ---------------------------------------------------------------- gradient check
 
-double golden(int64_t i, double phase) {
-  double v = phase + 0.6180339887498949 * static_cast<double>(i);
-  return v - std::floor(v);
-}
 
 // A float64 leaf with distinct, irregular values in [lo, hi] (no ties for max_pool2d).
-Tensor leaf64(const Shape& shape, double lo, double hi, bool requires_grad = true, double phase = 0.37) {
-  Vals v;
-  for (int64_t i = 0; i < agtrace::shape_numel(shape); ++i) v.push_back(lo + (hi - lo) * golden(i, phase));
-  Tensor t = agtrace::tensor_from_values(shape, DType::Float64, v);
-  t->requires_grad_flag = requires_grad;
-  return t;
-}
 
 // Fixed, non-trivial loss weights: magnitudes in [0.5, 1.5), alternating sign.
-Tensor loss_weights(const Shape& shape) {
-  Vals w;
-  for (int64_t i = 0; i < agtrace::shape_numel(shape); ++i) w.push_back((i % 2 ? -1.0 : 1.0) * (0.5 + golden(i, 0.11)));
-  return agtrace::tensor_from_values(shape, DType::Float64, w);
-}
 
-Tensor weighted_loss(const Tensor& out, const Tensor& w) { return ops::sum(ops::mul(out, w), std::nullopt, false); }
 
 // loss = sum(op(inputs) * w); every input that requires grad gets .grad from the engine,
 // compared with (loss(x + h) - loss(x - h)) / 2h per element, h = 1e-6.
-void check_gradients(const std::string& label, const Inputs& inputs, const OpFn& f) {
-  INFO("case: " << label);
-  Tensor out = f(inputs);
-  REQUIRE(out->dtype() == DType::Float64);
-  REQUIRE(out->requires_grad());
-  const Tensor w = loss_weights(out->sizes);
-  {
-    autograd::BackwardRequest req;
-    req.roots = {weighted_loss(out, w)};
-    autograd::run_backward(req);
-  }
-  out.reset();
-  autograd::GradModeGuard no_grad(false);
-  const double h = 1e-6;
-  auto loss_now = [&] { return agtrace::item(weighted_loss(f(inputs), w)); };
-  for (size_t k = 0; k < inputs.size(); ++k) {
-    const Tensor& x = inputs[k];
-    if (!x || !x->requires_grad_flag) continue;
-    INFO("input " << k);
-    REQUIRE(x->grad != nullptr);
-    REQUIRE(x->grad->sizes == x->sizes);
-    CHECK(x->grad->dtype() == DType::Float64);
-    const Vals analytic = agtrace::to_values(x->grad);
-    for (int64_t i = 0; i < x->numel(); ++i) {
-      double& slot = x->storage->data[static_cast<size_t>(i)];
-      const double orig = slot;
-      slot = orig + h;
-      const double up = loss_now();
-      slot = orig - h;
-      const double down = loss_now();
-      slot = orig;
-      const double numeric = (up - down) / (2 * h);
-      INFO("element " << i << ": analytic " << analytic[static_cast<size_t>(i)] << ", numeric " << numeric);
-      CHECK(analytic[static_cast<size_t>(i)] == Approx(numeric).epsilon(1e-6).margin(1e-6));
-    }
-  }
-}
 
 // ---------------------------------------------------------------- fidelity helpers
 
