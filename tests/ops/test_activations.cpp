@@ -8,6 +8,8 @@
 //    checked against real torch 1.13 first.
 #include <catch2/catch.hpp>
 
+#include "support/node_checks.hpp"
+
 #include "support/gradcheck.hpp"
 
 #include <cmath>
@@ -39,7 +41,6 @@ using namespace agtrace::test;
 
 namespace {
 
-using Names = std::vector<std::string>;
 
 // ---------------------------------------------------------------- leaves
 
@@ -105,36 +106,10 @@ void check_values(const std::vector<double>& got, const std::vector<double>& wan
 
 // ---------------------------------------------------------------- node introspection
 
-Node& fn(const Tensor& t) {
-  REQUIRE(t->grad_fn != nullptr);
-  return *t->grad_fn;
-}
 
-Names saved_names(const Node& n) {
-  Names out;
-  for (const auto& e : n.saved) out.push_back(e.name);
-  return out;
-}
 
-Names next_names(const Node& n) {
-  Names out;
-  for (const auto& e : n.next) out.push_back(e.fn ? e.fn->name : "None");
-  return out;
-}
 
-bool defined(Node& n, const std::string& attr) {
-  const auto* e = n.find(attr);
-  REQUIRE(e != nullptr);
-  REQUIRE(e->is_tensor);
-  return e->var.defined;
-}
 
-std::string attr_str(const Node& n, const std::string& name) {
-  const auto* e = n.find(name);
-  REQUIRE(e != nullptr);
-  REQUIRE_FALSE(e->is_tensor);
-  return agtrace::autograd::attr_repr(e->attr);
-}
 
 constexpr const char* kAcc = "AccumulateGrad";
 
@@ -470,23 +445,23 @@ TEST_CASE("activations fidelity: clamp is ClampBackward1 with min/max attributes
     CHECK(n.name == "ClampBackward1");
     CHECK(next_names(n) == Names{kAcc});
     CHECK(saved_names(n) == Names{"max", "min", "self"});
-    CHECK(attr_str(n, "max") == "0.5");
-    CHECK(attr_str(n, "min") == "-0.5");
+    CHECK(attr(n, "max") == "0.5");
+    CHECK(attr(n, "min") == "-0.5");
     CHECK(n.unpack("self") == x);
   }
   SECTION("x.clamp(min=0.0): max is None") {
     Tensor out_n = ops::clamp(x, F(0.0), kNone);
     Node& n = fn(out_n);
     CHECK(n.name == "ClampBackward1");
-    CHECK(attr_str(n, "max") == "None");
-    CHECK(attr_str(n, "min") == "0.0");
+    CHECK(attr(n, "max") == "None");
+    CHECK(attr(n, "min") == "0.0");
   }
   SECTION("x.clamp(max=0.2), int bounds read back as ints") {
-    CHECK(attr_str(fn(ops::clamp(x, kNone, F(0.2))), "min") == "None");
+    CHECK(attr(fn(ops::clamp(x, kNone, F(0.2))), "min") == "None");
     Tensor out_n = ops::clamp(x, I(-1), I(1));
     Node& n = fn(out_n);
-    CHECK(attr_str(n, "min") == "-1");
-    CHECK(attr_str(n, "max") == "1");
+    CHECK(attr(n, "min") == "-1");
+    CHECK(attr(n, "max") == "1");
   }
   SECTION("no bound is an error; int tensors promote with float bounds") {
     CHECK(error_message([&] { ops::clamp(x, kNone, kNone); }) ==
@@ -508,15 +483,15 @@ TEST_CASE("activations fidelity: leaky_relu, gelu", "[activations][fidelity]") {
   Node& l = fn(out_l);
   CHECK(l.name == "LeakyReluBackward0");
   CHECK(saved_names(l) == Names{"negative_slope", "self"});
-  CHECK(attr_str(l, "negative_slope") == "0.01");
+  CHECK(attr(l, "negative_slope") == "0.01");
   CHECK(l.unpack("self") == x);
-  CHECK(attr_str(fn(ops::leaky_relu(x, I(1))), "negative_slope") == "1");
+  CHECK(attr(fn(ops::leaky_relu(x, I(1))), "negative_slope") == "1");
   for (const char* ap : {"none", "tanh"}) {
     Tensor out_g = ops::gelu(x, ap);
     Node& g = fn(out_g);
     CHECK(g.name == "GeluBackward0");
     CHECK(saved_names(g) == Names{"approximate", "self"});
-    CHECK(attr_str(g, "approximate") == "'" + std::string(ap) + "'");
+    CHECK(attr(g, "approximate") == "'" + std::string(ap) + "'");
     CHECK(g.unpack("self") == x);
   }
   CHECK(error_message([&] { ops::gelu(x, "foo"); }) == "approximate argument must be either none or tanh.");
@@ -533,7 +508,7 @@ TEST_CASE("activations fidelity: softmax and log_softmax save dim and result", "
   CHECK(n.name == "SoftmaxBackward0");
   CHECK(next_names(n) == Names{kAcc});
   CHECK(saved_names(n) == Names{"dim", "result"});
-  CHECK(attr_str(n, "dim") == "18446744073709551615");
+  CHECK(attr(n, "dim") == "18446744073709551615");
   Tensor r = n.unpack("result");
   CHECK(r != s);
   CHECK(r->storage == s->storage);
@@ -542,7 +517,7 @@ TEST_CASE("activations fidelity: softmax and log_softmax save dim and result", "
   Node& l = fn(out_l);
   CHECK(l.name == "LogSoftmaxBackward0");
   CHECK(saved_names(l) == Names{"dim", "result"});
-  CHECK(attr_str(l, "dim") == "1");
+  CHECK(attr(l, "dim") == "1");
   SECTION("implicit dim of F.softmax: 0 for 0-, 1- and 3-d, else 1") {
     CHECK(ops::implicit_softmax_dim(0) == 0);
     CHECK(ops::implicit_softmax_dim(1) == 0);
@@ -565,7 +540,7 @@ TEST_CASE("activations fidelity: softmax and log_softmax save dim and result", "
     Tensor o = ops::softmax(z, 0);
     CHECK(o->dim() == 0);
     CHECK(agtrace::item(o) == 1.0);
-    CHECK(attr_str(fn(o), "dim") == "0");
+    CHECK(attr(fn(o), "dim") == "0");
   }
 }
 
@@ -589,9 +564,9 @@ TEST_CASE("activations fidelity: max and amax", "[activations][fidelity]") {
     CHECK(n.name == "MaxBackward0");
     CHECK(next_names(n) == Names{kAcc});
     CHECK(saved_names(n) == Names{"dim", "indices", "keepdim", "self_sizes"});
-    CHECK(attr_str(n, "dim") == "1");
-    CHECK(attr_str(n, "keepdim") == "False");
-    CHECK(attr_str(n, "self_sizes") == "(2, 3)");
+    CHECK(attr(n, "dim") == "1");
+    CHECK(attr(n, "keepdim") == "False");
+    CHECK(attr(n, "self_sizes") == "(2, 3)");
     CHECK(n.unpack("indices") == i);
     CHECK(i->grad_fn == nullptr);
     CHECK_FALSE(i->requires_grad());
@@ -601,13 +576,13 @@ TEST_CASE("activations fidelity: max and amax", "[activations][fidelity]") {
   }
   SECTION("x.max(-1, keepdim=True): the dim reads back as uint64") {
     auto [v, i] = ops::max_dim(x, -1, true);
-    CHECK(attr_str(fn(v), "dim") == "18446744073709551615");
-    CHECK(attr_str(fn(v), "keepdim") == "True");
+    CHECK(attr(fn(v), "dim") == "18446744073709551615");
+    CHECK(attr(fn(v), "keepdim") == "True");
     CHECK(i->sizes == Shape({2, 1}));
   }
   SECTION("0-d input: index 0, self_sizes ()") {
     auto [v, i] = ops::max_dim(values({}, {-1}, DType::Float32, true), 0, false);
-    CHECK(attr_str(fn(v), "self_sizes") == "()");
+    CHECK(attr(fn(v), "self_sizes") == "()");
     CHECK(agtrace::item(i) == 0.0);
   }
   SECTION("amax saves dim, keepdim, result and self") {
@@ -615,12 +590,12 @@ TEST_CASE("activations fidelity: max and amax", "[activations][fidelity]") {
     Node& n = fn(a);
     CHECK(n.name == "AmaxBackward0");
     CHECK(saved_names(n) == Names{"dim", "keepdim", "result", "self"});
-    CHECK(attr_str(n, "dim") == "(1,)");
+    CHECK(attr(n, "dim") == "(1,)");
     CHECK(n.unpack("self") == x);
     CHECK(n.unpack("result") != a);
     CHECK(n.saved_bytes() == 32);
-    CHECK(attr_str(fn(ops::amax(x, {}, false)), "dim") == "()");
-    CHECK(attr_str(fn(ops::amax(x, {-1}, true)), "dim") == "(18446744073709551615,)");
+    CHECK(attr(fn(ops::amax(x, {}, false)), "dim") == "()");
+    CHECK(attr(fn(ops::amax(x, {-1}, true)), "dim") == "(18446744073709551615,)");
     CHECK(error_message([&] { ops::amax(x, {1, 1}, false); }) == "dim 1 appears multiple times in the list of dims");
     CHECK(error_message([&] { ops::amax(values({0, 3}, {}), {0}, false); }) ==
           "amax(): Expected reduction dim 0 to have non-zero size.");
@@ -642,22 +617,22 @@ TEST_CASE("activations fidelity: var saves correction, dim, keepdim, self", "[ac
     CHECK(n.name == "VarBackward0");
     CHECK(next_names(n) == Names{kAcc});
     CHECK(saved_names(n) == Names{"correction", "dim", "keepdim", "self"});
-    CHECK(attr_str(n, "correction") == "1");
-    CHECK(attr_str(n, "dim") == "None");
-    CHECK(attr_str(n, "keepdim") == "False");
+    CHECK(attr(n, "correction") == "1");
+    CHECK(attr(n, "dim") == "None");
+    CHECK(attr(n, "keepdim") == "False");
     CHECK(n.unpack("self") == x);
     CHECK(n.saved_bytes() == 24);
   }
   SECTION("x.var(-1, unbiased=False, keepdim=True)") {
     Tensor v = ops::var(x, std::vector<int64_t>{-1}, 0, true);
-    CHECK(attr_str(fn(v), "correction") == "0");
-    CHECK(attr_str(fn(v), "dim") == "(18446744073709551615,)");
-    CHECK(attr_str(fn(v), "keepdim") == "True");
+    CHECK(attr(fn(v), "correction") == "0");
+    CHECK(attr(fn(v), "dim") == "(18446744073709551615,)");
+    CHECK(attr(fn(v), "keepdim") == "True");
     CHECK(v->sizes == Shape({2, 1}));
   }
   SECTION("x.var(()) keeps the empty dim list") {
     Tensor v = ops::var(x, std::vector<int64_t>{}, 1, false);
-    CHECK(attr_str(fn(v), "dim") == "()");
+    CHECK(attr(fn(v), "dim") == "()");
     CHECK(v->dim() == 0);
   }
   SECTION("integer input") {
@@ -673,24 +648,24 @@ TEST_CASE("activations fidelity: norm as torch.norm dispatches it", "[activation
     Node& n = fn(r);
     CHECK(n.name == "NormBackward1");
     CHECK(saved_names(n) == Names{"dim", "keepdim", "p", "result", "self"});
-    CHECK(attr_str(n, "dim") == "()");
-    CHECK(attr_str(n, "p") == "2");
+    CHECK(attr(n, "dim") == "()");
+    CHECK(attr(n, "p") == "2");
     CHECK(n.unpack("self") == x);
     CHECK(n.unpack("result")->storage == r->storage);
     CHECK(n.saved_bytes() == 28);
   }
   SECTION("a number p without dim lists every dim; p keeps its Python type") {
-    CHECK(attr_str(fn(ops::norm_functional(x, I(1), std::nullopt, false)), "dim") == "(0, 1)");
-    CHECK(attr_str(fn(ops::norm_functional(x, F(2.0), std::nullopt, false)), "p") == "2.0");
-    CHECK(attr_str(fn(ops::norm_functional(x, I(3), std::nullopt, false)), "p") == "3");
+    CHECK(attr(fn(ops::norm_functional(x, I(1), std::nullopt, false)), "dim") == "(0, 1)");
+    CHECK(attr(fn(ops::norm_functional(x, F(2.0), std::nullopt, false)), "p") == "2.0");
+    CHECK(attr(fn(ops::norm_functional(x, I(3), std::nullopt, false)), "p") == "3");
   }
   SECTION("dims: as written") {
     Tensor out_n = ops::norm_functional(x, kNone, std::vector<int64_t>{-1}, true);
     Node& n = fn(out_n);
-    CHECK(attr_str(n, "dim") == "(18446744073709551615,)");
-    CHECK(attr_str(n, "keepdim") == "True");
-    CHECK(attr_str(fn(ops::norm_functional(x, S("fro"), std::vector<int64_t>{1}, false)), "p") == "2");
-    CHECK(attr_str(fn(ops::norm_functional(x, I(2), std::vector<int64_t>{0, 1}, false)), "dim") == "(0, 1)");
+    CHECK(attr(n, "dim") == "(18446744073709551615,)");
+    CHECK(attr(n, "keepdim") == "True");
+    CHECK(attr(fn(ops::norm_functional(x, S("fro"), std::vector<int64_t>{1}, false)), "p") == "2");
+    CHECK(attr(fn(ops::norm_functional(x, I(2), std::vector<int64_t>{0, 1}, false)), "dim") == "(0, 1)");
   }
   SECTION("'fro' over two dims: SqrtBackward0 > SumBackward1 (wrapped dims) > MulBackward0") {
     Tensor r = ops::norm_functional(x, kNone, std::vector<int64_t>{-1, 0}, false);
@@ -698,7 +673,7 @@ TEST_CASE("activations fidelity: norm as torch.norm dispatches it", "[activation
     CHECK(n.name == "SqrtBackward0");
     CHECK(next_names(n) == Names{"SumBackward1"});
     Node& s = *n.next[0].fn;
-    CHECK(attr_str(s, "dim") == "(1, 0)");
+    CHECK(attr(s, "dim") == "(1, 0)");
     CHECK(next_names(s) == Names{"MulBackward0"});
     CHECK(agtrace::item(r) == Approx(1.6733200550079346));
   }

@@ -4,6 +4,8 @@
 // total_weight, bytes, errors), every fact measured with /usr/bin/python3 and torch first.
 #include <catch2/catch.hpp>
 
+#include "support/node_checks.hpp"
+
 #include "support/gradcheck.hpp"
 
 #include <cmath>
@@ -34,7 +36,6 @@ using namespace agtrace::test;
 
 namespace {
 
-using Names = std::vector<std::string>;
 
 constexpr int64_t kNone = 0, kMean = 1, kSum = 2;
 
@@ -64,36 +65,10 @@ void backward_of(const Tensor& root) {
 }
 
 
-Node& fn(const Tensor& t) {
-  REQUIRE(t->grad_fn != nullptr);
-  return *t->grad_fn;
-}
 
-Names saved_names(const Node& n) {
-  Names out;
-  for (const auto& e : n.saved) out.push_back(e.name);
-  return out;
-}
 
-Names next_names(const Node& n) {
-  Names out;
-  for (const auto& e : n.next) out.push_back(e.fn ? e.fn->name : "None");
-  return out;
-}
 
-bool defined(Node& n, const std::string& attr) {
-  const auto* e = n.find(attr);
-  REQUIRE(e != nullptr);
-  REQUIRE(e->is_tensor);
-  return e->var.defined;
-}
 
-std::string attr_str(const Node& n, const std::string& name) {
-  const auto* e = n.find(name);
-  REQUIRE(e != nullptr);
-  REQUIRE_FALSE(e->is_tensor);
-  return agtrace::autograd::attr_repr(e->attr);
-}
 
 std::string error_message(const std::function<void()>& f) {
   try {
@@ -185,7 +160,7 @@ TEST_CASE("losses fidelity: mse_loss", "[activations][losses][fidelity]") {
     CHECK(n.name == "MseLossBackward0");
     CHECK(next_names(n) == Names{kAcc, kAcc});
     CHECK(saved_names(n) == Names{"reduction", "self", "target"});
-    CHECK(attr_str(n, "reduction") == "1");
+    CHECK(attr(n, "reduction") == "1");
     CHECK(n.unpack("self") == x);
     CHECK(n.unpack("target") == y);
     CHECK(n.saved_bytes() == 48);
@@ -208,7 +183,7 @@ TEST_CASE("losses fidelity: mse_loss", "[activations][losses][fidelity]") {
           "type_error: bad is not a valid value for reduction");
     Tensor l = ops::mse_loss(x, y, kNone);
     CHECK(l->sizes == Shape({2, 3}));
-    CHECK(attr_str(fn(l), "reduction") == "0");
+    CHECK(attr(fn(l), "reduction") == "0");
   }
   SECTION("mixed dtypes: the forward promotes, the backward raises as in torch") {
     Tensor d = values({2, 3}, {1, 2, 3, 4, 5, 6}, DType::Float64, false);
@@ -235,8 +210,8 @@ TEST_CASE("losses fidelity: nll_loss", "[activations][losses][fidelity]") {
     CHECK(n.name == "NllLossBackward0");
     CHECK(next_names(n) == Names{kAcc});
     CHECK(saved_names(n) == Names{"ignore_index", "reduction", "self", "target", "total_weight", "weight"});
-    CHECK(attr_str(n, "ignore_index") == "18446744073709551516");
-    CHECK(attr_str(n, "reduction") == "1");
+    CHECK(attr(n, "ignore_index") == "18446744073709551516");
+    CHECK(attr(n, "reduction") == "1");
     CHECK(n.unpack("self") == z);
     CHECK(n.unpack("target") == t);
     Tensor tw = n.unpack("total_weight");
@@ -255,7 +230,7 @@ TEST_CASE("losses fidelity: nll_loss", "[activations][losses][fidelity]") {
     CHECK(agtrace::item(fn(l_sum).unpack("total_weight")) == 3.0);
     CHECK(agtrace::item(fn(l_none).unpack("total_weight")) == 0.0);
     CHECK(agtrace::item(fn(l_ign).unpack("total_weight")) == 2.0);
-    CHECK(attr_str(fn(l_ign), "ignore_index") == "3");
+    CHECK(attr(fn(l_ign), "ignore_index") == "3");
     CHECK(agtrace::item(fn(l_w).unpack("total_weight")) == 7.0);
     CHECK(fn(l_w).unpack("weight") == w);
     CHECK(l_none->sizes == Shape{3});
@@ -305,7 +280,7 @@ TEST_CASE("losses fidelity: cross_entropy is NllLossBackward0 over LogSoftmaxBac
   Node& ls = *n.next[0].fn;
   CHECK(next_names(ls) == Names{kAcc});
   CHECK(saved_names(ls) == Names{"dim", "result"});
-  CHECK(attr_str(ls, "dim") == "1");
+  CHECK(attr(ls, "dim") == "1");
   // The log_softmax output is saved twice: as LogSoftmax's result and as NllLoss's self.
   Tensor self = n.unpack("self");
   CHECK(self->grad_fn.get() == &ls);
@@ -322,7 +297,7 @@ TEST_CASE("losses fidelity: cross_entropy is NllLossBackward0 over LogSoftmaxBac
   SECTION("a (C) input: log_softmax over dim 0") {
     Tensor row = ops::select(z, 0, 0);  // z[0], as measured: F.cross_entropy(z[0], torch.tensor(2))
     Tensor l1 = ops::cross_entropy(row, values({}, {2}, DType::Int64), nullptr, kMean, -100);
-    CHECK(attr_str(*fn(l1).next[0].fn, "dim") == "0");
+    CHECK(attr(*fn(l1).next[0].fn, "dim") == "0");
     CHECK(agtrace::item(l1) == Approx(1.3159503936767578));
   }
   SECTION("with weights") {

@@ -6,6 +6,8 @@
 // the measurement script printed them: "Backward0" dropped, AccumulateGrad as "Acc").
 #include <catch2/catch.hpp>
 
+#include "support/node_checks.hpp"
+
 #include <cmath>
 #include <functional>
 #include <string>
@@ -29,9 +31,10 @@ using agtrace::autograd::Node;
 namespace ops = agtrace::ops;
 namespace autograd = agtrace::autograd;
 
+using namespace agtrace::test;
+
 namespace {
 
-using Names = std::vector<std::string>;
 using Inputs = std::vector<Tensor>;
 
 Tensor A(const Shape& shape, double lo = -1.0, double hi = 1.0, bool requires_grad = true,
@@ -127,36 +130,10 @@ void check_gradients(const std::string& label, const Inputs& inputs, const std::
   }
 }
 
-Node& fn(const Tensor& t) {
-  REQUIRE(t->grad_fn != nullptr);
-  return *t->grad_fn;
-}
 
-Names saved_names(const Node& n) {
-  Names out;
-  for (const auto& e : n.saved) out.push_back(e.name);
-  return out;
-}
 
-Names next_names(const Node& n) {
-  Names out;
-  for (const auto& e : n.next) out.push_back(e.fn ? e.fn->name : "None");
-  return out;
-}
 
-bool defined(Node& n, const std::string& name) {
-  const auto* e = n.find(name);
-  REQUIRE(e != nullptr);
-  REQUIRE(e->is_tensor);
-  return e->var.defined;
-}
 
-std::string attr(const Node& n, const std::string& name) {
-  const auto* e = n.find(name);
-  REQUIRE(e != nullptr);
-  REQUIRE_FALSE(e->is_tensor);
-  return agtrace::autograd::attr_repr(e->attr);
-}
 
 // The measured chain format: Name(child,child), AccumulateGrad as Acc, "Backward0" dropped.
 std::string chain(const std::shared_ptr<Node>& n) {

@@ -6,6 +6,8 @@
 // SUMMARY's A(...) = torch.linspace(lo, hi, numel).reshape(...).
 #include <catch2/catch.hpp>
 
+#include "support/node_checks.hpp"
+
 #include "support/gradcheck.hpp"
 
 #include <cmath>
@@ -41,7 +43,6 @@ using namespace agtrace::test;
 
 namespace {
 
-using Names = std::vector<std::string>;
 using Vals = std::vector<double>;
 constexpr const char* kAcc = "AccumulateGrad";
 
@@ -71,36 +72,10 @@ Tensor A(const Shape& shape, double lo = -1.0, double hi = 1.0, bool requires_gr
 
 Tensor idx(const Shape& shape, const Vals& v) { return agtrace::tensor_from_values(shape, DType::Int64, v); }
 
-Names saved_names(const Node& n) {
-  Names out;
-  for (const auto& e : n.saved) out.push_back(e.name);
-  return out;
-}
 
-Names next_names(const Node& n) {
-  Names out;
-  for (const auto& e : n.next) out.push_back(e.fn ? e.fn->name : "None");
-  return out;
-}
 
-Node& fn(const Tensor& t) {
-  REQUIRE(t->grad_fn != nullptr);
-  return *t->grad_fn;
-}
 
-bool defined(Node& n, const std::string& attr) {
-  const auto* e = n.find(attr);
-  REQUIRE(e != nullptr);
-  REQUIRE(e->is_tensor);
-  return e->var.defined;
-}
 
-std::string attr(const Node& n, const std::string& name) {
-  const auto* e = n.find(name);
-  REQUIRE(e != nullptr);
-  REQUIRE_FALSE(e->is_tensor);
-  return agtrace::autograd::attr_repr(e->attr);
-}
 
 void check_values(const Tensor& t, const Vals& expected, double eps = 1e-5) {
   const Vals got = agtrace::to_values(t);

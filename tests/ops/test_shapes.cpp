@@ -4,6 +4,8 @@
 // expected fact below was measured with /usr/bin/python3 and torch 1.13 first.
 #include <catch2/catch.hpp>
 
+#include "support/node_checks.hpp"
+
 #include <cmath>
 #include <functional>
 #include <string>
@@ -29,9 +31,10 @@ using agtrace::autograd::Node;
 namespace ops = agtrace::ops;
 namespace autograd = agtrace::autograd;
 
+using namespace agtrace::test;
+
 namespace {
 
-using Names = std::vector<std::string>;
 using Inputs = std::vector<Tensor>;
 using MultiFn = std::function<std::vector<Tensor>(const Inputs&)>;
 
@@ -125,29 +128,9 @@ void check_gradients(const std::string& label, const Inputs& inputs, const std::
   check_gradients_multi(label, inputs, [&](const Inputs& in) { return std::vector<Tensor>{f(in)}; });
 }
 
-Node& fn(const Tensor& t) {
-  REQUIRE(t->grad_fn != nullptr);
-  return *t->grad_fn;
-}
 
-Names saved_names(const Node& n) {
-  Names out;
-  for (const auto& e : n.saved) out.push_back(e.name);
-  return out;
-}
 
-Names next_names(const Node& n) {
-  Names out;
-  for (const auto& e : n.next) out.push_back(e.fn ? e.fn->name : "None");
-  return out;
-}
 
-std::string attr(const Node& n, const std::string& name) {
-  const auto* e = n.find(name);
-  REQUIRE(e != nullptr);
-  REQUIRE_FALSE(e->is_tensor);
-  return agtrace::autograd::attr_repr(e->attr);
-}
 
 std::vector<double> grad_of(const Tensor& root, const Tensor& x) {
   autograd::BackwardRequest req;
