@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
       if (name == "export") return export_();
     }
   } catch (const InputError& e) {
-    std::cerr << "agtrace: error: " << e.describe() << "\n";
+    std::cerr << "agtrace: error: [" << e.kind << "] " << e.describe() << "\n";
     if (!e.source.empty() && e.column > 0) {
       std::cerr << "    " << e.source << "\n    " << std::string(static_cast<size_t>(e.column - 1), ' ') << "^\n";
     }

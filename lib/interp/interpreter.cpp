@@ -302,6 +302,12 @@ RunResult Interpreter::run() {
   finish();
   // Drop every tensor and node while the accountant still listens, so frees at the end
   // are not reported against a dead sink; the figures are already in result_.
+  // A .grad made with create_graph=True can hold a graph that saves its own leaf (the
+  // reference cycle PyTorch warns about): drop the grads first to break such cycles.
+  std::vector<Tensor> grads;
+  for (TensorImpl* t : live_tensors())
+    if (t->grad) grads.push_back(std::move(t->grad));
+  grads.clear();
   env_.clear();
   leaves_.clear();
   return std::move(result_);

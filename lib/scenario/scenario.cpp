@@ -6,7 +6,9 @@
 //   "io"     the file cannot be read
 //   "limit"  the file is larger than 16 MiB, JSON nests deeper than 512 levels, blocks nest
 //            deeper than 64, or a shape has more than 64 dimensions (bounds that keep
-//            loading cheap and its recursion shallow)
+//            loading cheap and its recursion shallow); the program has more than 100,000
+//            statements, a statement longer than 64 KiB, or repeat blocks that would run
+//            more than 10,000,000 statements (bounds that keep a run finite and cheap)
 //   "json"   the text is not JSON; the message carries line and column
 //   "schema" everything else: unknown or missing fields, wrong types, bad values, duplicate
 //            keys
@@ -47,6 +49,12 @@ constexpr int64_t kMaxDim = int64_t(1) << 40;
 // or kMaxRank + 4 (nested values); beyond this bound the input cannot be valid, and
 // stopping early keeps a file of brackets from costing hundreds of megabytes.
 constexpr std::size_t kMaxJsonDepth = 512;
+// Program size: bounds that keep parsing and running a hostile program cheap. A statement
+// count above kMaxStatements, a statement longer than kMaxStatementBytes, or a program whose
+// repeat blocks would execute more than kMaxExecutedStatements statements is a "limit" error.
+constexpr int kMaxStatements = 100000;
+constexpr std::size_t kMaxStatementBytes = std::size_t(64) << 10;  // 64 KiB
+constexpr int64_t kMaxExecutedStatements = 10000000;
 
 // ---------------------------------------------------------------------------------------
 // Small helpers for messages and pointers
@@ -483,6 +491,7 @@ class Loader {
     get_list(*program, "/program", "a list of statements");
     load_items(*program, "/program", 0, s_.program);
     s_.statement_count = next_index_;
+    executed_statements(s_.program, 1);
     // Only now are all the vectors final, so pointers into them stay valid.
     s_.statements.clear();
     s_.statements.reserve(static_cast<std::size_t>(next_index_));
@@ -653,7 +662,9 @@ class Loader {
       for (std::size_t i = 0; i < j.size(); ++i) out.push_back(element_value(j[i], child(ptr, i), d));
       return out;
     }
-    out.reserve(static_cast<std::size_t>(numel));
+    // A valid file holds at most one value per two bytes; a larger count (a huge shape with
+    // a short nested list) is refused by nested_values, so never reserve beyond the text.
+    if (static_cast<uint64_t>(numel) <= kMaxFileBytes) out.reserve(static_cast<std::size_t>(numel));
     nested_values(j, ptr, shape, 0, d, out);
     return out;
   }
@@ -688,6 +699,10 @@ class Loader {
       if (src.find_first_not_of(" \t") == std::string::npos) fail("schema", ptr, "empty statement");
       if (src.find_first_of("\n\r") != std::string::npos)
         fail("schema", ptr, "a statement string holds one statement: no newlines (one statement per string)");
+      if (src.size() > kMaxStatementBytes)
+        fail("limit", ptr, "a statement is longer than " + std::to_string(kMaxStatementBytes) + " bytes");
+      if (next_index_ >= kMaxStatements)
+        fail("limit", ptr, "the program has more than " + std::to_string(kMaxStatements) + " statements");
       item.kind = ProgramItem::Kind::Statement;
       item.source = src;
       item.index = next_index_++;
@@ -791,6 +806,29 @@ class Loader {
       out.push_back(n);
     }
     return out;
+  }
+
+  // How many statements a run executes, repeat blocks multiplied out; refuses a program
+  // that would execute more than kMaxExecutedStatements (saturating, so no overflow).
+  int64_t executed_statements(const std::vector<ProgramItem>& items, int64_t times) {
+    int64_t total = 0;
+    for (const ProgramItem& it : items) {
+      int64_t n = 0;
+      if (it.kind == ProgramItem::Kind::Statement) {
+        n = times;
+      } else {
+        int64_t inner = times;
+        if (it.kind == ProgramItem::Kind::Repeat)
+          inner = it.repeat > kMaxExecutedStatements / times ? kMaxExecutedStatements + 1 : times * it.repeat;
+        n = it.body.empty() ? 0 : executed_statements(it.body, inner);
+      }
+      total += n;  // each term is at most kMaxExecutedStatements + 1: no overflow
+      if (total > kMaxExecutedStatements)
+        fail("limit", it.pointer,
+             "the program would execute more than " + std::to_string(kMaxExecutedStatements) +
+                 " statements (repeat counts multiplied out)");
+    }
+    return total;
   }
 
   void collect_statements(const std::vector<ProgramItem>& items) {
