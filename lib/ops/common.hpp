@@ -48,19 +48,9 @@ inline Tensor kscale(const Tensor& a, double s) {
   return kernels::unary(a, a->dtype(), [s](double x) { return x * s; });
 }
 // Gradient for an input: reduced over broadcast dims and in the input's dtype.
-inline Tensor grad_for(const Tensor& g, const Tensor& input_like_shape, DType d) {
-  return as_dtype(kernels::sum_to(g, input_like_shape->sizes), d);
-}
 inline Tensor grad_for_meta(const Tensor& g, const autograd::OutputMeta&, const Shape& shape, DType d) {
   return as_dtype(kernels::sum_to(g, shape), d);
 }
-
-// Shape and dtype of the node's inputs at forward time, recorded for backward formulas
-// that need only metadata (PyTorch saves these as *_sym_sizes / scalar types).
-struct InputMeta {
-  Shape sizes;
-  DType dtype;
-};
 
 inline void require_floating(const Tensor& t, const std::string& op) {
   if (!is_floating(t->dtype())) {

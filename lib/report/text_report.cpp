@@ -94,8 +94,7 @@ std::string report_text(const RunResult& r, const TextOptions& opt) {
     else if (s.status == "error") ++err;
     else ++not_run;
   }
-  int saved_count = 0;
-  for (const auto& s : r.saved) (void)s, ++saved_count;
+  const size_t saved_count = r.saved.size();
   o << "\n" << st.bold("Summary") << "\n";
   o << "  statements   " << r.statements.size() << " (" << ok << " ok, " << err << " raised, " << not_run
     << " not run)\n";

@@ -18,7 +18,6 @@ DType promote(DType a, DType b);
 // Broadcast shapes; throws ScenarioError shape_mismatch naming both shapes and `op`.
 Shape broadcast_shapes(const Shape& a, const Shape& b, const std::string& op);
 
-using UnaryFn = double (*)(double);
 Tensor unary(const Tensor& a, DType out, const std::function<double(double)>& f);
 Tensor binary(const Tensor& a, const Tensor& b, DType out,
               const std::function<double(double, double)>& f, const std::string& op);
