@@ -6,6 +6,7 @@
 // the measurement script printed them: "Backward0" dropped, AccumulateGrad as "Acc").
 #include <catch2/catch.hpp>
 
+#include "support/gradcheck.hpp"
 #include "support/node_checks.hpp"
 
 #include <cmath>
@@ -35,7 +36,6 @@ using namespace agtrace::test;
 
 namespace {
 
-using Inputs = std::vector<Tensor>;
 
 Tensor A(const Shape& shape, double lo = -1.0, double hi = 1.0, bool requires_grad = true,
          DType dtype = DType::Float32) {
@@ -69,66 +69,11 @@ Tensor leaf_with_layout(const Shape& shape, const std::string& layout, bool requ
 
 // Distinct, non-linear float64 values.
 Tensor leaf(const Shape& shape, double lo = -1.0, double hi = 1.0, bool requires_grad = true, double phase = 0.37) {
-  std::vector<double> v;
-  for (int64_t i = 0; i < agtrace::shape_numel(shape); ++i) {
-    double g = phase + 0.6180339887498949 * static_cast<double>(i);
-    v.push_back(lo + (hi - lo) * (g - std::floor(g)));
-  }
-  Tensor t = agtrace::tensor_from_values(shape, DType::Float64, v);
-  t->requires_grad_flag = requires_grad;
-  return t;
+  return leaf64(shape, lo, hi, requires_grad, phase);
 }
 
-Tensor weights(const Shape& shape) {
-  std::vector<double> w;
-  for (int64_t i = 0; i < agtrace::shape_numel(shape); ++i) {
-    double g = 0.11 + 0.6180339887498949 * static_cast<double>(i);
-    w.push_back((i % 2 ? -1.0 : 1.0) * (0.5 + (g - std::floor(g))));
-  }
-  return agtrace::tensor_from_values(shape, DType::Float64, w);
-}
 
-Tensor weighted_loss(const Tensor& out, const Tensor& w) { return ops::sum(ops::mul(out, w), std::nullopt, false); }
 
-// loss = sum(f(x) * w); .grad from run_backward against (loss(x+h) - loss(x-h)) / 2h.
-void check_gradients(const std::string& label, const Inputs& inputs, const std::function<Tensor(const Inputs&)>& f) {
-  INFO("case: " << label);
-  Tensor out = f(inputs);
-  REQUIRE(out->dtype() == DType::Float64);
-  const Tensor w = weights(out->sizes);
-  {
-    autograd::BackwardRequest req;
-    req.roots = {weighted_loss(out, w)};
-    autograd::run_backward(req);
-  }
-  out.reset();
-  autograd::GradModeGuard no_grad(false);
-  const double h = 1e-6;
-  auto loss_now = [&] { return agtrace::item(weighted_loss(f(inputs), w)); };
-  for (size_t k = 0; k < inputs.size(); ++k) {
-    const Tensor& x = inputs[k];
-    INFO("input " << k);
-    if (!x->requires_grad_flag) {
-      CHECK(x->grad == nullptr);
-      continue;
-    }
-    REQUIRE(x->grad != nullptr);
-    REQUIRE(x->grad->sizes == x->sizes);
-    const std::vector<double> analytic = agtrace::to_values(x->grad);
-    for (int64_t i = 0; i < x->numel(); ++i) {
-      double& slot = x->storage->data[static_cast<size_t>(i)];
-      const double orig = slot;
-      slot = orig + h;
-      const double up = loss_now();
-      slot = orig - h;
-      const double down = loss_now();
-      slot = orig;
-      const double numeric = (up - down) / (2 * h);
-      INFO("element " << i << ": analytic " << analytic[static_cast<size_t>(i)] << ", numeric " << numeric);
-      CHECK(analytic[static_cast<size_t>(i)] == Approx(numeric).epsilon(1e-6).margin(1e-6));
-    }
-  }
-}
 
 
 

@@ -4,6 +4,7 @@
 // expected fact below was measured with /usr/bin/python3 and torch 1.13 first.
 #include <catch2/catch.hpp>
 
+#include "support/gradcheck.hpp"
 #include "support/node_checks.hpp"
 
 #include <cmath>
@@ -35,8 +36,6 @@ using namespace agtrace::test;
 
 namespace {
 
-using Inputs = std::vector<Tensor>;
-using MultiFn = std::function<std::vector<Tensor>(const Inputs&)>;
 
 // torch.linspace(lo, hi, numel).reshape(shape).
 Tensor A(const Shape& shape, double lo = -1.0, double hi = 1.0, bool requires_grad = true,
@@ -55,78 +54,12 @@ Tensor idx(const Shape& shape, const std::vector<double>& v) {
 
 // A float64 leaf with distinct, non-linear values (golden-ratio sequence in [lo, hi)).
 Tensor leaf(const Shape& shape, double lo = -1.0, double hi = 1.0, bool requires_grad = true, double phase = 0.37) {
-  std::vector<double> v;
-  for (int64_t i = 0; i < agtrace::shape_numel(shape); ++i) {
-    double g = phase + 0.6180339887498949 * static_cast<double>(i);
-    v.push_back(lo + (hi - lo) * (g - std::floor(g)));
-  }
-  Tensor t = agtrace::tensor_from_values(shape, DType::Float64, v);
-  t->requires_grad_flag = requires_grad;
-  return t;
+  return leaf64(shape, lo, hi, requires_grad, phase);
 }
 
-// Fixed non-trivial weights: magnitudes in [0.5, 1.5), alternating sign, offset per output.
-Tensor weights(const Shape& shape, int salt) {
-  std::vector<double> w;
-  for (int64_t i = 0; i < agtrace::shape_numel(shape); ++i) {
-    double g = 0.11 * (salt + 1) + 0.6180339887498949 * static_cast<double>(i);
-    w.push_back((i % 2 ? -1.0 : 1.0) * (0.5 + (g - std::floor(g))));
-  }
-  return agtrace::tensor_from_values(shape, DType::Float64, w);
-}
 
-// loss = sum_k sum(out_k * w_k) over every output of f.
-Tensor weighted_loss(const std::vector<Tensor>& outs) {
-  Tensor total;
-  for (size_t k = 0; k < outs.size(); ++k) {
-    Tensor s = ops::sum(ops::mul(outs[k], weights(outs[k]->sizes, static_cast<int>(k))), std::nullopt, false);
-    total = total ? ops::add(total, s, Value::integer(1)) : s;
-  }
-  return total;
-}
 
-// Central differences (h = 1e-6) against run_backward's .grad for every leaf requiring grad.
-void check_gradients_multi(const std::string& label, const Inputs& inputs, const MultiFn& f) {
-  INFO("case: " << label);
-  {
-    std::vector<Tensor> outs = f(inputs);
-    for (const Tensor& o : outs) REQUIRE(o->dtype() == DType::Float64);
-    autograd::BackwardRequest req;
-    req.roots = {weighted_loss(outs)};
-    autograd::run_backward(req);
-  }
-  autograd::GradModeGuard no_grad(false);
-  const double h = 1e-6;
-  auto loss_now = [&] { return agtrace::item(weighted_loss(f(inputs))); };
-  for (size_t k = 0; k < inputs.size(); ++k) {
-    const Tensor& x = inputs[k];
-    INFO("input " << k);
-    if (!x->requires_grad_flag) {
-      CHECK(x->grad == nullptr);
-      continue;
-    }
-    REQUIRE(x->grad != nullptr);
-    REQUIRE(x->grad->sizes == x->sizes);
-    CHECK(x->grad->dtype() == DType::Float64);
-    const std::vector<double> analytic = agtrace::to_values(x->grad);
-    for (int64_t i = 0; i < x->numel(); ++i) {
-      double& slot = x->storage->data[static_cast<size_t>(i)];
-      const double orig = slot;
-      slot = orig + h;
-      const double up = loss_now();
-      slot = orig - h;
-      const double down = loss_now();
-      slot = orig;
-      const double numeric = (up - down) / (2 * h);
-      INFO("element " << i << ": analytic " << analytic[static_cast<size_t>(i)] << ", numeric " << numeric);
-      CHECK(analytic[static_cast<size_t>(i)] == Approx(numeric).epsilon(1e-6).margin(1e-6));
-    }
-  }
-}
 
-void check_gradients(const std::string& label, const Inputs& inputs, const std::function<Tensor(const Inputs&)>& f) {
-  check_gradients_multi(label, inputs, [&](const Inputs& in) { return std::vector<Tensor>{f(in)}; });
-}
 
 
 

@@ -18,6 +18,7 @@ namespace agtrace::test {
 
 using Inputs = std::vector<Tensor>;
 using OpFn = std::function<Tensor(const Inputs&)>;
+using MultiFn = std::function<std::vector<Tensor>(const Inputs&)>;  // split, chunk, unbind
 
 // Fractional parts of a golden-ratio sequence: deterministic, not monotone, no two equal.
 inline double golden(int64_t i, double phase) {
@@ -39,10 +40,12 @@ inline Tensor leaf64(const Shape& shape, double lo, double hi, bool requires_gra
   return t;
 }
 
-// Fixed loss weights: magnitudes in [0.5, 1.5), alternating sign, so every output element matters.
-inline Tensor weights(const Shape& shape) {
+// Fixed loss weights: magnitudes in [0.5, 1.5), alternating sign, so every output element
+// matters; `salt` gives each output of a multi-output op its own weights.
+inline Tensor weights(const Shape& shape, int salt = 0) {
   std::vector<double> w;
-  for (int64_t i = 0; i < shape_numel(shape); ++i) w.push_back((i % 2 ? -1.0 : 1.0) * (0.5 + golden(i, 0.11)));
+  for (int64_t i = 0; i < shape_numel(shape); ++i)
+    w.push_back((i % 2 ? -1.0 : 1.0) * (0.5 + golden(i, 0.11 * (salt + 1))));
   return tensor_from_values(shape, DType::Float64, w);
 }
 
@@ -50,26 +53,34 @@ inline Tensor weighted_loss(const Tensor& out, const Tensor& w) {
   return ops::sum(ops::mul(out, w), std::nullopt, false);
 }
 
+// sum_k sum(outs[k] * weights_k) over every output.
+inline Tensor weighted_loss(const std::vector<Tensor>& outs) {
+  Tensor total;
+  for (size_t k = 0; k < outs.size(); ++k) {
+    Tensor s = weighted_loss(outs[k], weights(outs[k]->sizes, static_cast<int>(k)));
+    total = total ? ops::add(total, s, Value::integer(1)) : s;
+  }
+  return total;
+}
+
 // Each leaf's .grad from the engine against central differences of sum(f(inputs) * w)
+// (summed over every output for a multi-output f)
 // with h = 1e-6, computed with grad mode off. Leaves are contiguous: element i of a leaf
 // lives at storage->data[i].
-inline void check_gradients(const std::string& label, const Inputs& inputs, const OpFn& f) {
+inline void check_gradients_multi(const std::string& label, const Inputs& inputs, const MultiFn& f) {
   INFO("case: " << label);
   for (const Tensor& x : inputs) x->grad.reset();
-  Tensor out = f(inputs);
-  REQUIRE(out->dtype() == DType::Float64);
-  REQUIRE(out->requires_grad());
-  const Tensor w = weights(out->sizes);
   {
+    std::vector<Tensor> outs = f(inputs);
+    for (const Tensor& o : outs) REQUIRE(o->dtype() == DType::Float64);
     autograd::BackwardRequest req;
-    req.roots = {weighted_loss(out, w)};
+    req.roots = {weighted_loss(outs)};
     autograd::run_backward(req);
   }
-  out.reset();
 
   autograd::GradModeGuard no_grad(false);
   const double h = 1e-6;
-  auto loss_now = [&] { return item(weighted_loss(f(inputs), w)); };
+  auto loss_now = [&] { return item(weighted_loss(f(inputs))); };
   for (size_t k = 0; k < inputs.size(); ++k) {
     const Tensor& x = inputs[k];
     INFO("input " << k << " shape " << shape_str(x->sizes));
@@ -94,6 +105,14 @@ inline void check_gradients(const std::string& label, const Inputs& inputs, cons
       CHECK(analytic[static_cast<size_t>(i)] == Approx(numeric).epsilon(1e-6).margin(1e-6));
     }
   }
+}
+
+inline void check_gradients(const std::string& label, const Inputs& inputs, const OpFn& f) {
+  check_gradients_multi(label, inputs, [&](const Inputs& in) {
+    Tensor out = f(in);
+    if (autograd::grad_enabled()) REQUIRE(out->requires_grad());  // not in the grad-free loss evaluations
+    return std::vector<Tensor>{out};
+  });
 }
 
 }  // namespace agtrace::test
