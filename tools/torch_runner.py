@@ -106,7 +106,8 @@ ERROR_PATTERNS = [
                     "step must be greater than zero", "slice step must be positive",
                     "division by zero", "takes no arguments", "not enough values to unpack",
                     "too many values to unpack", "cannot unpack non-iterable",
-                    "Integers to negative integer powers are not allowed"]),
+                    "Integers to negative integer powers are not allowed",
+                    "Please look up dimensions by name"]),
 ]
 
 EXCEPTION_TYPE_KINDS = [

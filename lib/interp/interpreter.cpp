@@ -747,7 +747,9 @@ Value Interpreter::call_entry(const ops::OpEntry& entry, const std::string& spel
     if (args.values[k]) fail("type_error", fname + " got multiple values for argument '" + kw + "'");
     args.values[k] = val;
   }
+  args.written.resize(entry.params.size());
   for (size_t k = 0; k < entry.params.size(); ++k) {
+    args.written[k] = args.values[k].has_value();
     if (args.values[k]) continue;
     const ops::Param& prm = entry.params[k];
     if (prm.varargs) args.values[k] = Value::tuple({});

@@ -28,6 +28,18 @@ const Value& Args::get(const std::string& name) const {
 
 bool Args::given(const std::string& name) const { return get(name).kind != Value::Kind::None; }
 
+bool Args::passed(const std::string& name) const {
+  for (size_t i = 0; i < params.size(); ++i)
+    if (params[i].name == name) return i < written.size() && written[i];
+  return false;
+}
+
+void Args::reject_explicit_none_dim(const std::string& name) const {
+  // PyTorch 1.13 binds an explicit None to the Dimname overload and raises this RuntimeError.
+  if (passed(name) && get(name).kind == Value::Kind::None)
+    type_error("Please look up dimensions by name, got: name = None.");
+}
+
 Tensor Args::tensor(const std::string& name) const {
   const Value& v = get(name);
   if (v.kind != Value::Kind::Tensor)

@@ -39,9 +39,15 @@ struct Args {
   std::string fn;  // the spelling used, for messages: "mm", "Tensor.view"
   std::vector<Param> params;
   std::vector<std::optional<Value>> values;
+  std::vector<bool> written;  // per param: given in the call (not filled from its default)
 
   const Value& get(const std::string& name) const;
   bool given(const std::string& name) const;  // passed explicitly or has a non-None value
+  // Written in the call, even as an explicit None: PyTorch's dim=None overloads differ from
+  // an omitted dim for some ops (x.max(dim=None) raises, x.max() does not).
+  bool passed(const std::string& name) const;
+  // Raises PyTorch's error for a dim written as None where only a named/int dim is accepted.
+  void reject_explicit_none_dim(const std::string& name) const;
   Tensor tensor(const std::string& name) const;          // must be a tensor
   Tensor tensor_or_number(const std::string& name) const; // numbers become wrapped 0-d tensors
   double number(const std::string& name) const;

@@ -96,6 +96,7 @@ Value impl_max(Args& a, Runtime&) {
   const Value& d = a.get("dim");
   if (d.kind == Value::Kind::Tensor)
     unsupported("max(input, other) (elementwise maximum, MaximumBackward0) is not supported");
+  a.reject_explicit_none_dim("dim");
   if (d.kind == Value::Kind::None) {
     // Only the (dim, keepdim) overload takes keepdim: x.max(keepdim=True) is a TypeError.
     if (a.given("keepdim"))

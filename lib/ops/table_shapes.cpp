@@ -23,6 +23,7 @@ Value impl_expand(Args& a, Runtime&) { return T(expand(a.tensor("self"), a.shape
 Value impl_expand_as(Args& a, Runtime&) { return T(expand(a.tensor("self"), a.tensor("other")->sizes)); }
 Value impl_unsqueeze(Args& a, Runtime&) { return T(unsqueeze(a.tensor("self"), a.integer("dim"))); }
 Value impl_squeeze(Args& a, Runtime&) {
+  a.reject_explicit_none_dim("dim");
   Tensor x = a.tensor("self");
   return T(a.given("dim") ? squeeze(x, a.integer("dim")) : squeeze(x));
 }
