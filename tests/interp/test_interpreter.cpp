@@ -209,6 +209,24 @@ TEST_CASE("blocks not implemented yet are unsupported, not silently run", "[inte
   CHECK(r.statements[1].status == "not_run");
 }
 
+TEST_CASE("an explicit dim=None is not an omitted dim where PyTorch tells them apart", "[interp]") {
+  // Measured in PyTorch 1.13: x.max(dim=None), torch.max(x, None) and x.squeeze(None) raise
+  // "Please look up dimensions by name"; x.max(), x.squeeze() and x.sum(dim=None) do not.
+  auto r = run_text(scenario(R"JSON([
+    {"try": ["x.max(dim=None)"]},
+    {"try": ["torch.max(x, None)"]},
+    {"try": ["x.squeeze(None)"]},
+    "a = x.max()",
+    "b = x.squeeze()",
+    "c = x.sum(dim=None)"
+  ])JSON"));
+  REQUIRE(r.errors.size() == 3);
+  for (const auto& e : r.errors) {
+    CHECK(e.kind == "type_error");
+    CHECK_THAT(e.message, Contains("Please look up dimensions by name, got: name = None."));
+  }
+}
+
 TEST_CASE("a syntax error is bad input naming the statement and column", "[interp]") {
   try {
     run_text(scenario(R"JSON(["y = 1", "z = y +* 2"])JSON"));
