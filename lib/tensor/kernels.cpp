@@ -74,7 +74,9 @@ DType result_type(const Tensor& a, const Tensor& b) {
 Shape broadcast_shapes(const Shape& a, const Shape& b, const std::string& op) {
   const size_t n = std::max(a.size(), b.size());
   Shape out(n);
-  for (size_t i = 0; i < n; ++i) {
+  // From the last dimension backwards, as PyTorch's infer_size: the error names the
+  // trailing-most mismatch.
+  for (size_t i = n; i-- > 0;) {
     int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
     int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
     if (da != db && da != 1 && db != 1) {
