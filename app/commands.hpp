@@ -17,6 +17,7 @@ Runner add_check(CLI::App& root);
 Runner add_validate(CLI::App& root);
 Runner add_ops(CLI::App& root);
 Runner add_export(CLI::App& root);
+Runner add_diff(CLI::App& root);  // issue #4: compare two runs' memory
 
 // --color auto|always|never, honouring NO_COLOR and whether stdout is a terminal.
 bool want_color(const std::string& mode);

@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
 
   app::Runner run = app::add_run(root), check = app::add_check(root), validate = app::add_validate(root),
               ops = app::add_ops(root), export_ = app::add_export(root);
+  app::Runner diff = app::add_diff(root);  // issue #4
   try {
     root.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -48,6 +49,7 @@ int main(int argc, char** argv) {
       if (name == "validate") return validate();
       if (name == "ops") return ops();
       if (name == "export") return export_();
+      if (name == "diff") return diff();
     }
   } catch (const InputError& e) {
     std::cerr << "agtrace: error: [" << e.kind << "] " << e.describe() << "\n";

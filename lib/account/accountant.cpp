@@ -20,7 +20,9 @@ void Accountant::on_event(const Event& e) {
       if (live_ > peak_) {
         peak_ = live_;
         peak_statement_ = pos.statement;
+        peak_at_ = {pos.statement, pos.in_backward, pos.op};
       }
+      model_alloc(e.storage_id, e.bytes);
       break;
     }
     case Event::Kind::Free: {
@@ -30,6 +32,7 @@ void Accountant::on_event(const Event& e) {
       it->second.life.freed_at = pos.statement;
       live_ -= e.bytes;
       if (allocated_in_statement_.count(e.storage_id)) statement_temp_ += e.bytes;
+      model_free(e.storage_id);
       break;
     }
     case Event::Kind::Save: {
@@ -85,6 +88,7 @@ void Accountant::end_statement(int index, bool raised, const HolderScan& scan) {
   }
   last_categories_ = m.categories;
   by_statement_.push_back(std::move(m));
+  note_saved_categories(scan);
 }
 
 void Accountant::finish(RunResult& out) const {
@@ -109,6 +113,62 @@ void Accountant::finish(RunResult& out) const {
   out.memory.graph_only_bytes = graph_only_peak_;
   out.memory.graph_only_statement = graph_only_statement_;
   out.memory.categories_at_end = last_categories_;
+  finish_extras(out);
+}
+
+// ---- Allocator model, peak location, saved categories (issue #4, accountant) ---------
+
+void Accountant::model_alloc(int64_t storage_id, int64_t bytes) {
+  const int64_t block = allocator_block_bytes(bytes);
+  model_blocks_[storage_id] = block;
+  model_live_ += block;
+  if (model_live_ > model_.peak_bytes) {
+    model_.peak_bytes = model_live_;
+    model_.peak_statement = run_position().statement;
+  }
+}
+
+void Accountant::model_free(int64_t storage_id) {
+  auto it = model_blocks_.find(storage_id);
+  if (it == model_blocks_.end()) return;
+  model_live_ -= it->second;
+  model_blocks_.erase(it);
+}
+
+// A saved value's storage is categorised at every statement end while the value is held,
+// so the last category seen says what kept those bytes alive besides the graph: a saved
+// value whose storage was last seen as graph_only (or other) is "new" to its node.
+void Accountant::note_saved_categories(const HolderScan& scan) {
+  for (const auto& [id, s] : saved_) {
+    if (s.released_at >= 0) continue;
+    auto c = scan.category.find(s.storage_id);
+    if (c != scan.category.end()) saved_category_[id] = c->second;
+  }
+  holders_now_ = scan.holders;
+  int64_t graph_only = 0;
+  for (const auto& [id, cat] : scan.category)
+    if (cat == "graph_only") graph_only += allocator_block_bytes(storages_.count(id) ? storages_.at(id).life.bytes : 0);
+  model_graph_only_peak_ = std::max(model_graph_only_peak_, graph_only);
+}
+
+void Accountant::finish_extras(RunResult& out) const {
+  AccountExtras& x = out.account;
+  x.model = model_;
+  x.model.live_at_end = model_live_;
+  x.model.graph_only_bytes = model_graph_only_peak_;
+  std::set<int64_t> seen;
+  for (const auto& [id, s] : saved_) {
+    if (s.storage_id < 0) continue;
+    auto st = saved_statement_.find(id);
+    if (st != saved_statement_.end() && raised_statements_.count(st->second)) continue;
+    auto it = storages_.find(s.storage_id);
+    if (it != storages_.end() && seen.insert(s.storage_id).second)
+      x.model.saved_unique_bytes += allocator_block_bytes(it->second.life.bytes);
+  }
+  x.peak = peak_at_;
+  x.saved_category = saved_category_;
+  for (const auto& [id, hs] : holders_now_)
+    if (storages_.count(id) && !storages_.at(id).life.freed) x.holders_at_end[id] = hs;
 }
 
 }  // namespace agtrace

@@ -54,6 +54,19 @@ class Accountant : public EventSink {
   int64_t graph_only_peak_ = 0;
   int graph_only_statement_ = -1;
   std::map<std::string, int64_t> last_categories_;
+
+  // ---- Allocator model, peak location, saved categories (issue #4, accountant) -------
+  void model_alloc(int64_t storage_id, int64_t bytes);
+  void model_free(int64_t storage_id);
+  void note_saved_categories(const HolderScan& scan);
+  void finish_extras(RunResult& out) const;
+  std::map<int64_t, int64_t> model_blocks_;  // live storage id -> rounded block bytes
+  int64_t model_live_ = 0;
+  AllocatorModel model_;
+  int64_t model_graph_only_peak_ = 0;
+  PeakLocation peak_at_;
+  std::map<int64_t, std::string> saved_category_;
+  std::map<int64_t, std::vector<std::string>> holders_now_;
 };
 
 }  // namespace agtrace

@@ -1,4 +1,5 @@
 #include "interp/interpreter.hpp"
+#include "account/save_rules.hpp"  // issue #4: why saved
 
 #include <algorithm>
 #include <functional>
@@ -1051,16 +1052,10 @@ std::string Interpreter::label_of(int64_t tensor_id) const {
   return it == tensor_label_.end() ? "#" + std::to_string(tensor_id) : it->second;
 }
 
-// Which gradient needs a saved value (derivatives.yaml: an operand is saved for the
-// *other* operand's gradient).
+// Which gradient needs a saved value: derived from the op table's save rules
+// (lib/account/save_rules.cpp; issue #4 accountant).
 std::string why_saved(const autograd::Node& n, const std::string& attr) {
-  const std::string& nm = n.name;
-  if (nm == "MmBackward0") return attr == "self" ? "grad of mat2 (mat2 requires grad)" : "grad of self (self requires grad)";
-  if (nm == "MulBackward0") return attr == "self" ? "grad of other (other requires grad)" : "grad of self (self requires grad)";
-  if (nm == "DivBackward0") return attr == "self" ? "grad of other (other requires grad)" : "grad of self and of other";
-  if (attr == "result") return "grad of self, computed from the output";
-  if (nm == "PowBackward1") return "grads of self and exponent";
-  return "grad of self";
+  return agtrace::why_saved(n.name, attr, 0, n.next.size(), 0).why;
 }
 
 NodeSnapshot Interpreter::snapshot(const autograd::Node& n) const {

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "account/extras.hpp"  // issue #4 accountant (helper C)
 #include "tensor/tensor.hpp"
 
 namespace agtrace {
@@ -144,6 +145,7 @@ struct RunResult {
   std::vector<SavedLifetime> saved;
   std::vector<StatementMemory> memory_by_statement;
   MemorySummary memory;
+  AccountExtras account;                   // allocator model, peak location, saved categories (issue #4)
   bool raised = false;                     // an error outside try ended the program
   nlohmann::json expect;
 };

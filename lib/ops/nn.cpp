@@ -66,6 +66,9 @@ void require_kernel_dtype(const Tensor& t, const std::string& kernel, const std:
                           bool allow_int64 = false) {
   const DType d = t->dtype();
   if (d == DType::Float32 || d == DType::Float64 || (allow_int64 && d == DType::Int64)) return;
+  // Meta kernels have no dtype dispatch: float16 / bfloat16 layers run there (measured in
+  // 1.13; needed to account a float16 model on meta, issue #4).
+  if (t->is_meta() && (d == DType::Float16 || d == DType::BFloat16)) return;
   if (d == DType::BFloat16) fail("unsupported", op + " of bfloat16 tensors is not supported");
   fail("dtype_mismatch", "\"" + kernel + "\" not implemented for '" + scalar_name(d) + "'",
        {{"op", op}, {"dtype", dtype_name(d)}});
@@ -606,8 +609,11 @@ Tensor layer_norm(const Tensor& x, const std::vector<int64_t>& normalized_shape,
   // (a temporary PyTorch allocates too).
   Tensor xc = x->is_contiguous() ? x : kernels::copy(x);
   Tensor out = fresh(x->sizes, dt, meta);
-  Tensor mean = fresh(stat_shape, dt, meta);  // result1
-  Tensor rstd = fresh(stat_shape, dt, meta);  // result2
+  // float16 / bfloat16 input (meta only, see require_kernel_dtype): mean and rstd are
+  // float32 (measured: _saved_result1.dtype is torch.float32 on meta).
+  const DType stat_dt = dt == DType::Float16 || dt == DType::BFloat16 ? DType::Float32 : dt;
+  Tensor mean = fresh(stat_shape, stat_dt, meta);  // result1
+  Tensor rstd = fresh(stat_shape, stat_dt, meta);  // result2
   if (!meta) {
     const std::vector<double> xv = to_values(xc);
     const std::vector<double> wv = weight ? to_values(weight) : std::vector<double>{};
@@ -779,10 +785,12 @@ Tensor dropout(const Tensor& x, double p, bool training, bool inplace, SplitMix6
     return mul(x, zero);
   }
   const DType d = x->dtype();
-  if (d == DType::Float16) fail("dtype_mismatch", "\"bernoulli_scalar_cpu_\" not implemented for 'Half'");
+  // On meta no kernel runs: float16 / bfloat16 dropout works there (measured; issue #4).
+  const bool half_on_meta = meta && (d == DType::Float16 || d == DType::BFloat16);
+  if (d == DType::Float16 && !meta) fail("dtype_mismatch", "\"bernoulli_scalar_cpu_\" not implemented for 'Half'");
   if (d == DType::Int64)  // the mask's div_(1 - p) on an int64 tensor
     fail("dtype_mismatch", "result type Float can't be cast to the desired output type Long");
-  if (d != DType::Float32 && d != DType::Float64)
+  if (d != DType::Float32 && d != DType::Float64 && !half_on_meta)
     fail("unsupported", "dropout of " + dtype_name(d) + " tensors is not supported");
   Tensor mask = fresh(x->sizes, d, meta);
   if (!meta) {

@@ -6,6 +6,7 @@
 #include <set>
 #include <sstream>
 
+#include "account/analysis.hpp"  // issue #4: new bytes per node, allocator model
 #include "report/report.hpp"
 
 namespace agtrace {
@@ -42,7 +43,14 @@ std::string shape_text(const SavedSnapshot& s) {
 std::string report_dot(const RunResult& r) {
   std::ostringstream o;
   o << "digraph agtrace {\n";
-  o << "  graph [label=" << q("agtrace: " + r.scenario) << ", labelloc=t, fontname=\"Helvetica\", rankdir=TB];\n";
+  // issue #4 (accountant): peak, saved and the allocator model in the title; new bytes per node.
+  const MemoryAnalysis analysis = analyse_memory(r);
+  std::map<int64_t, int64_t> new_bytes_of;
+  for (const auto& nm : analysis.nodes) new_bytes_of[nm.node_id] = nm.new_bytes;
+  o << "  graph [label=" << q("agtrace: " + r.scenario + "\npeak " + human_bytes(r.memory.peak_bytes) + ", saved " +
+                             human_bytes(r.memory.saved_bytes) + ", new " + human_bytes(analysis.new_bytes) +
+                             "; model (512-byte blocks) peak " + human_bytes(r.account.model.peak_bytes))
+    << ", labelloc=t, fontname=\"Helvetica\", rankdir=TB];\n";
   o << "  node [fontname=\"Helvetica\", fontsize=11, shape=box, style=filled, fillcolor=\"#e8e8e8\"];\n";
   o << "  edge [fontname=\"Helvetica\", fontsize=9];\n";
 
@@ -65,6 +73,7 @@ std::string report_dot(const RunResult& r) {
       if (n.saved_bytes > 0)
         label += released ? "\nreleased " + human_bytes(n.saved_bytes) + " at [" + std::to_string(n.released_at) + "]"
                           : "\nkeeps " + human_bytes(n.saved_bytes);
+      if (n.saved_bytes > 0 && new_bytes_of.count(n.id)) label += ", new " + human_bytes(new_bytes_of[n.id]);
       o << "  " << nid << " [label=" << q(label)
         << (released ? ", fillcolor=\"#f4f4f4\", fontcolor=\"#888888\", color=\"#aaaaaa\"" : "") << "];\n";
     }

@@ -1,5 +1,6 @@
 // `expect` assertions (spec "expect: assertions for CI"): each fact written in the
 // scenario is compared with what happened; anything not written is not checked.
+#include "account/korthikanti.hpp"
 #include "report/report.hpp"
 
 namespace agtrace {
@@ -84,6 +85,13 @@ std::vector<CheckFailure> check_expect(const RunResult& r) {
           out.push_back({fact, ">= " + v["min"].dump(), std::to_string(actual)});
       }
     }
+  }
+  // Extension (issue #4): every byte of the Korthikanti reconciliation is explained.
+  KorthikantiShape ks;
+  if (korthikanti_requested(r, ks)) {
+    const KorthikantiReport k = reconcile_korthikanti(r, ks);
+    if (k.unexplained_bytes != 0)
+      out.push_back({"korthikanti.unexplained_bytes", "0", std::to_string(k.unexplained_bytes)});
   }
   return out;
 }

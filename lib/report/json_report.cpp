@@ -166,6 +166,7 @@ nlohmann::ordered_json report_json(const RunResult& r, bool with_values) {
                      {"released_at", s.released_at < 0 ? ojson(nullptr) : ojson(s.released_at)}});
   }
   j["lifetimes"] = {{"storages", storages}, {"saved", saved}};
+  j["accountant"] = report_account_json(r);  // issue #4: model, peak, per node, why, what-if
 
   if (!r.expect.empty()) {
     ojson checks = ojson::array();

@@ -21,6 +21,11 @@ std::string report_text(const RunResult& r, const TextOptions& opt);
 
 std::string report_dot(const RunResult& r);
 
+// The accountant's sections (lib/report/account_report.cpp, issue #4): the JSON report's
+// "accountant" key and the text report's accounting, what-if and reconciliation tables.
+nlohmann::ordered_json report_account_json(const RunResult& r);
+std::string report_account_text(const RunResult& r);
+
 // Human byte units: "416 B", "1.5 KiB", "3.0 MiB".
 std::string human_bytes(int64_t bytes);
 

@@ -236,6 +236,7 @@ std::string report_text(const RunResult& r, const TextOptions& opt) {
         << (s.released_at >= 0 ? "released at " + stmt_ref(s.released_at) : std::string("alive")) << "\n";
     }
   }
+  o << report_account_text(r);  // issue #4: accounting, why saved, what-if, reconciliation
   return o.str();
 }
 

@@ -844,7 +844,7 @@ class Loader {
 
   void load_expect(const OJ& e) {
     get_object(e, "/expect");
-    check_fields(e, "/expect", {"walk", "printed", "errors", "memory"});
+    check_fields(e, "/expect", {"walk", "printed", "errors", "memory", "korthikanti"});
 
     if (const OJ* w = find_field(e, "walk")) {
       get_object(*w, "/expect/walk");
@@ -860,6 +860,20 @@ class Loader {
       for (std::size_t i = 0; i < errs->size(); ++i) load_expected_error((*errs)[i], child("/expect/errors", i));
     }
 
+    // Extension (issue #4, accountant): reconcile the saved bytes with Korthikanti et al.
+    // 2022 for a transformer layer of this shape; `check` fails when a difference is unexplained.
+    if (const OJ* k = find_field(e, "korthikanti")) {
+      get_object(*k, "/expect/korthikanti");
+      check_fields(*k, "/expect/korthikanti", {"s", "b", "h", "a"});
+      for (const char* key : {"s", "b", "h", "a"}) {
+        const OJ* v = find_field(*k, key);
+        const std::string kptr = child("/expect/korthikanti", key);
+        if (!v) fail("schema", "/expect/korthikanti", std::string("missing required field '") + key + "'");
+        if (get_nonneg_int(*v, kptr) == 0) fail("schema", kptr, "must be positive");
+      }
+      if ((*k)["h"].get<int64_t>() % (*k)["a"].get<int64_t>() != 0)
+        fail("schema", "/expect/korthikanti/a", "h must be a multiple of a (heads)");
+    }
     if (const OJ* m = find_field(e, "memory")) {
       get_object(*m, "/expect/memory");
       check_fields(*m, "/expect/memory", {"peak_bytes", "saved_bytes", "saved_unique_bytes", "graph_only_bytes"});

@@ -124,3 +124,24 @@ TEST_CASE("seed walk: saved 104 B, graph-only 32 B (the relu output)", "[account
   // Inside the statement: leaves 88, mm out 32, add out 32 at once = 152.
   CHECK(r.memory.peak_bytes == 152);
 }
+
+// ---- issue #4: allocator model ----
+TEST_CASE("allocator model rounds each allocation up to 512-byte blocks", "[account]") {
+  CHECK(allocator_block_bytes(0) == 0);
+  CHECK(allocator_block_bytes(1) == 512);
+  CHECK(allocator_block_bytes(512) == 512);
+  CHECK(allocator_block_bytes(513) == 1024);
+  Accountant acc;
+  run_position().statement = 0;
+  acc.begin_statement(0);
+  acc.on_event(alloc(0, 4));      // 512
+  acc.on_event(alloc(1, 1000));   // 1024
+  acc.on_event(alloc(2, 0));      // nothing
+  acc.end_statement(0, false, HolderScan{});
+  RunResult r;
+  acc.finish(r);
+  CHECK(r.memory.peak_bytes == 1004);
+  CHECK(r.account.model.peak_bytes == 1536);
+  CHECK(r.account.model.live_at_end == 1536);
+}
+

@@ -1,0 +1,73 @@
+// agtrace diff A B: two runs' memory side by side. A and B are JSON reports
+// (`agtrace run --format json`) or scenarios (run here first).
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "commands.hpp"
+#include "errors.hpp"
+#include "interp/interpreter.hpp"
+#include "report/diff_report.hpp"
+#include "report/report.hpp"
+#include "scenario/scenario.hpp"
+
+namespace agtrace::app {
+
+namespace {
+
+struct DiffOpts {
+  std::string a, b;
+  std::string format = "text";
+  std::string device;
+};
+
+// A report, or a scenario run into one (a JSON object with "program" is a scenario).
+nlohmann::json load_side(const std::string& path, const std::string& device) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    InputError e("io", "cannot read the file");
+    e.file = path;
+    throw e;
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(ss.str());
+  } catch (const nlohmann::json::parse_error& pe) {
+    InputError e("json", std::string("invalid JSON: ") + pe.what());
+    e.file = path;
+    throw e;
+  }
+  if (j.is_object() && j.contains("program")) {
+    auto sc = load_scenario_file(path);
+    RunOptions ro;
+    ro.device = device;
+    return nlohmann::json::parse(report_json(run_scenario(*sc, ro), false).dump());
+  }
+  check_diffable_report(j, path);
+  return j;
+}
+
+}  // namespace
+
+Runner add_diff(CLI::App& root) {
+  auto opts = std::make_shared<DiffOpts>();
+  CLI::App* cmd = root.add_subcommand("diff", "Compare two runs' memory: summary, categories, saved bytes per node.\n\n"
+                                              "Examples:\n"
+                                              "  agtrace diff before.json after.json\n"
+                                              "  agtrace diff scenarios/a.json scenarios/b.json --format json");
+  cmd->add_option("a", opts->a, "report (agtrace run --format json) or scenario")->required();
+  cmd->add_option("b", opts->b, "report or scenario")->required();
+  cmd->add_option("--format", opts->format, "text or json")->check(CLI::IsMember({"text", "json"}));
+  cmd->add_option("--device", opts->device, "device for sides given as scenarios")->check(CLI::IsMember({"cpu", "meta"}));
+  return [opts]() -> int {
+    const nlohmann::json a = load_side(opts->a, opts->device), b = load_side(opts->b, opts->device);
+    const ReportDiff d = diff_reports(a, b);
+    if (opts->format == "json") std::cout << diff_json(d).dump(2) << "\n";
+    else std::cout << diff_text(d);
+    return kOk;
+  };
+}
+
+}  // namespace agtrace::app

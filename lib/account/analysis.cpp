@@ -1,0 +1,127 @@
+#include "account/analysis.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace agtrace {
+
+bool is_new_category(const std::string& category) { return category == "graph_only" || category == "other"; }
+
+namespace {
+
+std::string node_of(const std::string& what) {
+  auto dot = what.find("._saved_");
+  return dot == std::string::npos ? what : what.substr(0, dot);
+}
+std::string attr_of(const std::string& what) {
+  auto dot = what.find("._saved_");
+  return dot == std::string::npos ? "" : what.substr(dot + 8);
+}
+
+// The snapshot of a saved tensor (shape, dtype) when its node was reached by a walk.
+const SavedSnapshot* snapshot_of(const RunResult& r, int64_t node_id, const std::string& attr) {
+  auto n = r.nodes.find(node_id);
+  if (n == r.nodes.end()) return nullptr;
+  for (const auto& s : n->second.saved)
+    if (s.attr == attr && s.is_tensor && s.defined) return &s;
+  return nullptr;
+}
+
+bool wider_than_half(DType d) { return d == DType::Float32 || d == DType::Float64; }
+
+void what_if_rows(const RunResult& r, MemoryAnalysis& a) {
+  // save_on_cpu (torch.autograd.graph.save_on_cpu): pack copies every saved tensor to the
+  // host, so the device keeps none of the graph-only storages; the host holds one copy per
+  // saved tensor (packs are not shared).
+  int64_t saved_sum = 0, f16_packed = 0, f16_freed = 0;
+  std::set<int64_t> freed_storages;
+  for (const auto& s : a.saved) {
+    saved_sum += s.bytes;
+    const SavedSnapshot* snap = snapshot_of(r, s.node_id, attr_of(s.what));
+    if (!snap || !wider_than_half(snap->dtype)) continue;
+    // fp16 pack hook: x.to(torch.float16) is a new 2-byte-per-element tensor for float32 /
+    // float64 values (one per saved value: packs are not shared; a float16 value is
+    // returned as itself, no copy, no saving). A graph-only storage is freed once.
+    f16_packed += shape_numel(snap->shape) * 2;
+    if (s.is_new && freed_storages.insert(snap->storage_id).second) f16_freed += snap->storage_bytes;
+  }
+  const int64_t graph_only = r.memory.graph_only_bytes;
+  a.what_if.push_back({"save_on_cpu", -graph_only, saved_sum,
+                       "graph-only storages leave the device; every saved tensor is copied to the host"});
+  a.what_if.push_back({"fp16 packing", f16_packed - f16_freed, 0,
+                       "float32/float64 saved tensors kept as float16 copies (half or a quarter of their bytes); "
+                       "the originals are freed when only the graph held them"});
+  // Checkpointing a statement: its graph-only saved values are not kept (they are
+  // recomputed in backward); what it reads from earlier statements stays alive anyway.
+  std::map<int, int64_t> new_by_statement;
+  for (const auto& s : r.saved) {
+    auto it = std::find_if(a.saved.begin(), a.saved.end(), [&](const SavedExplained& e) { return e.saved_id == s.id; });
+    if (it != a.saved.end() && it->is_new) new_by_statement[s.saved_at] += s.bytes;
+  }
+  int64_t all_new = 0;
+  for (const auto& [st, bytes] : new_by_statement) all_new += bytes;
+  if (all_new > 0)
+    a.what_if.push_back({"checkpoint the whole forward", -all_new, 0,
+                         "no graph-only saved value is kept; the forward runs again during backward"});
+  std::vector<std::pair<int64_t, int>> top;
+  for (const auto& [st, bytes] : new_by_statement) top.push_back({bytes, st});
+  std::sort(top.begin(), top.end(), [](const auto& x, const auto& y) { return x.first != y.first ? x.first > y.first : x.second < y.second; });
+  for (size_t i = 0; i < top.size() && i < 3; ++i)
+    a.what_if.push_back({"checkpoint [" + std::to_string(top[i].second) + "]", -top[i].first, 0,
+                         "its graph-only saved values are recomputed in backward instead of kept"});
+  // Dropping a name (del x): frees its storage only when nothing else holds it.
+  for (const auto& [id, holders] : r.account.holders_at_end) {
+    std::vector<std::string> names, others;
+    for (const auto& h : holders) (h.rfind("name ", 0) == 0 ? names : others).push_back(h);
+    if (names.empty()) continue;
+    int64_t bytes = 0;
+    for (const auto& st : r.storages)
+      if (st.id == id) bytes = st.bytes;
+    std::string who;
+    for (size_t i = 0; i < names.size(); ++i) who += (i ? ", " : "") + names[i].substr(5);
+    std::string why;
+    for (size_t i = 0; i < others.size(); ++i) why += (i ? "; " : "") + others[i];
+    a.what_if.push_back({"del " + who, others.empty() ? -bytes : 0, 0,
+                         others.empty() ? "nothing else holds storage #" + std::to_string(id)
+                                        : "storage #" + std::to_string(id) + " stays: " + why});
+  }
+}
+
+}  // namespace
+
+MemoryAnalysis analyse_memory(const RunResult& r) {
+  MemoryAnalysis a;
+  std::map<int64_t, NodeMemory> nodes;
+  for (const auto& s : r.saved) {
+    NodeMemory& n = nodes[s.node_id];
+    n.node_id = s.node_id;
+    n.name = node_of(s.what);
+    if (n.saved_at < 0) n.saved_at = s.saved_at;
+    ++n.saved_count;
+    n.saved_bytes += s.bytes;
+  }
+  for (const auto& s : r.saved) {
+    SavedExplained e;
+    e.saved_id = s.id;
+    e.node_id = s.node_id;
+    e.what = s.what;
+    e.bytes = s.bytes;
+    auto c = r.account.saved_category.find(s.id);
+    if (c != r.account.saved_category.end()) e.category = c->second;
+    e.is_new = is_new_category(e.category);
+    auto n = r.nodes.find(s.node_id);
+    const size_t inputs = n != r.nodes.end() ? n->second.next.size() : 2;
+    e.why = why_saved(node_of(s.what), attr_of(s.what), s.bytes, inputs, nodes[s.node_id].saved_bytes);
+    if (e.is_new) {
+      nodes[s.node_id].new_bytes += s.bytes;
+      a.new_bytes += s.bytes;
+    }
+    a.saved.push_back(std::move(e));
+  }
+  for (auto& [id, n] : nodes) a.nodes.push_back(n);
+  what_if_rows(r, a);
+  return a;
+}
+
+}  // namespace agtrace

@@ -1,0 +1,50 @@
+// What the accountant adds to a run's result beyond the figures the spec fixes: the
+// allocator model, where the peak happened, and the category of the storage behind each
+// saved value while it was alive. Plain data (no includes of the interpreter), so
+// interp/result.hpp can hold it and the printers read it.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace agtrace {
+
+// A model of what PyTorch's CUDA caching allocator hands out (c10/cuda/CUDACachingAllocator.cpp,
+// round_size: requests are rounded up to a multiple of kMinBlockSize = 512 bytes; a 0-byte
+// tensor takes no block). Segment sizes (2 MiB small pool, 20 MiB / 2 MiB-multiples for
+// large blocks), block splitting and caching of freed blocks are NOT modelled: this is the
+// sum of rounded live blocks, a lower bound of `torch.cuda.memory_reserved()` and the value
+// `torch.cuda.memory_allocated()` reports for the same live tensors.
+constexpr int64_t kAllocatorBlock = 512;
+inline int64_t allocator_block_bytes(int64_t bytes) {
+  return bytes <= 0 ? 0 : (bytes + kAllocatorBlock - 1) / kAllocatorBlock * kAllocatorBlock;
+}
+
+struct AllocatorModel {
+  int64_t peak_bytes = 0;          // peak of the rounded live blocks
+  int peak_statement = -1;
+  int64_t live_at_end = 0;
+  int64_t saved_unique_bytes = 0;  // rounded blocks of the storages reached by saved tensors
+  int64_t graph_only_bytes = 0;    // rounded blocks held only by the graph, at its peak
+};
+
+// Where the peak of live bytes happened: the statement and, inside a backward, the node
+// that was running (or the op that was allocating in the forward).
+struct PeakLocation {
+  int statement = -1;
+  bool in_backward = false;
+  std::string op;
+};
+
+struct AccountExtras {
+  AllocatorModel model;
+  PeakLocation peak;
+  // saved value id -> category of its storage at the last statement end while it was held
+  // (grad, leaf_param, leaf_input, named, graph_only, other); absent: never seen held.
+  std::map<int64_t, std::string> saved_category;
+  // storage id -> holders at the last statement end (not the union over the run).
+  std::map<int64_t, std::vector<std::string>> holders_at_end;
+};
+
+}  // namespace agtrace

@@ -1,0 +1,129 @@
+// The accountant's sections of the reports (issue #4): allocator model, where the peak is,
+// per-node saved and new bytes, why each value is saved, the what-if table and, when the
+// scenario asks for it, the Korthikanti reconciliation. json_report.cpp / text_report.cpp
+// call these two functions and nothing else of this file.
+#include <cstdio>
+#include <sstream>
+
+#include "account/analysis.hpp"
+#include "account/korthikanti.hpp"
+#include "report/report.hpp"
+
+namespace agtrace {
+
+using ojson = nlohmann::ordered_json;
+
+namespace {
+
+std::string stmt_name(int i) { return i == -2 ? "end" : i < 0 ? "setup" : "[" + std::to_string(i) + "]"; }
+std::string pad_to(const std::string& s, size_t w) { return s.size() >= w ? s : s + std::string(w - s.size(), ' '); }
+std::string lpad_to(const std::string& s, size_t w) { return s.size() >= w ? s : std::string(w - s.size(), ' ') + s; }
+std::string signed_bytes(int64_t b) { return b > 0 ? "+" + human_bytes(b) : b < 0 ? "-" + human_bytes(-b) : "0 B"; }
+
+ojson korthikanti_json(const KorthikantiReport& k) {
+  ojson roles = ojson::array();
+  for (const auto& r : k.roles) {
+    ojson ex = ojson::array();
+    for (const auto& d : r.explained) ex.push_back({{"reason", d.reason}, {"bytes", d.bytes}});
+    roles.push_back({{"role", r.role}, {"terms", r.terms}, {"formula_bytes", r.formula_bytes},
+                     {"run_bytes", r.run_bytes}, {"saved_count", r.saved_count}, {"explained", ex},
+                     {"unexplained_bytes", r.unexplained}});
+  }
+  return {{"formula", "sbh(34 + 5as/h) bytes per layer (Korthikanti et al. 2022, section 4.1)"},
+          {"s", k.shape.s}, {"b", k.shape.b}, {"h", k.shape.h}, {"a", k.shape.a},
+          {"formula_bytes", k.formula_bytes}, {"activation_bytes", k.activation_bytes},
+          {"parameter_bytes", k.parameter_bytes}, {"explained_bytes", k.explained_bytes},
+          {"unexplained_bytes", k.unexplained_bytes}, {"roles", roles}};
+}
+
+}  // namespace
+
+ojson report_account_json(const RunResult& r) {
+  const MemoryAnalysis a = analyse_memory(r);
+  const AccountExtras& x = r.account;
+  ojson j;
+  j["model"] = {{"label", "model: CUDA caching allocator blocks (each allocation rounded up to 512 B; segments not modelled)"},
+                {"peak_bytes", x.model.peak_bytes},
+                {"peak_statement", x.model.peak_statement},
+                {"saved_unique_bytes", x.model.saved_unique_bytes},
+                {"graph_only_bytes", x.model.graph_only_bytes},
+                {"live_at_end", x.model.live_at_end}};
+  j["peak"] = {{"bytes", r.memory.peak_bytes}, {"statement", x.peak.statement}, {"in_backward", x.peak.in_backward},
+               {"op", x.peak.op}};
+  j["new_bytes"] = a.new_bytes;
+  ojson nodes = ojson::array();
+  for (const auto& n : a.nodes)
+    nodes.push_back({{"node", n.node_id}, {"name", n.name}, {"saved_at", n.saved_at}, {"saved_count", n.saved_count},
+                     {"saved_bytes", n.saved_bytes}, {"new_bytes", n.new_bytes}});
+  j["nodes"] = nodes;
+  ojson saved = ojson::array();
+  for (const auto& s : a.saved)
+    saved.push_back({{"id", s.saved_id}, {"node", s.node_id}, {"what", s.what}, {"bytes", s.bytes},
+                     {"category", s.category.empty() ? ojson(nullptr) : ojson(s.category)}, {"new", s.is_new},
+                     {"why", s.why.why}, {"needed_for", s.why.needed_for.empty() ? ojson(nullptr) : ojson(s.why.needed_for)},
+                     {"if_not_required", s.why.if_not}, {"bytes_less", s.why.bytes_less}});
+  j["saved"] = saved;
+  ojson wi = ojson::array();
+  for (const auto& w : a.what_if)
+    wi.push_back({{"change", w.change}, {"device_bytes", w.device_bytes}, {"host_bytes", w.host_bytes}, {"detail", w.detail}});
+  j["what_if"] = wi;
+  KorthikantiShape ks;
+  if (korthikanti_requested(r, ks)) j["korthikanti"] = korthikanti_json(reconcile_korthikanti(r, ks));
+  return j;
+}
+
+std::string report_account_text(const RunResult& r) {
+  const MemoryAnalysis a = analyse_memory(r);
+  const AccountExtras& x = r.account;
+  std::ostringstream o;
+  o << "\nAccounting\n";
+  o << "  peak         " << human_bytes(r.memory.peak_bytes) << " during " << stmt_name(x.peak.statement);
+  if (x.peak.in_backward) o << " in backward, node " << (x.peak.op.empty() ? "?" : x.peak.op);
+  else if (!x.peak.op.empty()) o << ", allocating for " << x.peak.op;
+  o << "\n";
+  o << "  new bytes    " << human_bytes(a.new_bytes) << " of saved tensors on storages only the graph holds\n";
+  o << "  model        peak " << human_bytes(x.model.peak_bytes) << " (" << x.model.peak_bytes
+    << " B), saved distinct " << human_bytes(x.model.saved_unique_bytes) << ", graph-only "
+    << human_bytes(x.model.graph_only_bytes) << "  (model: CUDA caching allocator, 512-byte blocks)\n";
+  if (!a.nodes.empty()) {
+    o << "\nSaved bytes by node  (new: not a leaf, a name or a gradient)\n";
+    o << "  " << pad_to("node", 32) << lpad_to("saved", 11) << lpad_to("new", 11) << "  at\n";
+    for (const auto& n : a.nodes)
+      o << "  " << pad_to(n.name + " #" + std::to_string(n.node_id), 32) << lpad_to(human_bytes(n.saved_bytes), 11)
+        << lpad_to(human_bytes(n.new_bytes), 11) << "  " << stmt_name(n.saved_at) << "\n";
+    o << "\nWhy saved\n";
+    for (const auto& s : a.saved)
+      o << "  " << pad_to(s.what, 36) << lpad_to(human_bytes(s.bytes), 10) << "  " << s.why.why << "; " << s.why.if_not
+        << "\n";
+  }
+  if (!a.what_if.empty()) {
+    o << "\nWhat if  (bytes on the device; computed from this run)\n";
+    for (const auto& w : a.what_if) {
+      o << "  " << pad_to(w.change, 30) << lpad_to(signed_bytes(w.device_bytes), 12);
+      if (w.host_bytes) o << "  host " << signed_bytes(w.host_bytes);
+      o << "  " << w.detail << "\n";
+    }
+  }
+  KorthikantiShape ks;
+  if (korthikanti_requested(r, ks)) {
+    const KorthikantiReport k = reconcile_korthikanti(r, ks);
+    o << "\nKorthikanti et al. 2022: sbh(34 + 5as/h) with s=" << ks.s << " b=" << ks.b << " h=" << ks.h << " a=" << ks.a
+      << "\n";
+    o << "  formula " << k.formula_bytes << " B; saved activations " << k.activation_bytes << " B (+ parameters "
+      << k.parameter_bytes << " B, not activations); explained " << k.explained_bytes << " B; unexplained "
+      << k.unexplained_bytes << " B\n";
+    o << "  " << pad_to("role", 24) << lpad_to("formula", 14) << lpad_to("agtrace", 14) << lpad_to("diff", 14) << "\n";
+    for (const auto& rr : k.roles) {
+      if (!rr.formula_bytes && !rr.run_bytes) continue;
+      o << "  " << pad_to(rr.role, 24) << lpad_to(std::to_string(rr.formula_bytes), 14)
+        << lpad_to(std::to_string(rr.run_bytes), 14) << lpad_to(std::to_string(rr.run_bytes - rr.formula_bytes), 14)
+        << "\n";
+      for (const auto& t : rr.terms) o << "      term: " << t << "\n";
+      for (const auto& d : rr.explained) o << "      +" << d.bytes << " B: " << d.reason << "\n";
+      if (rr.unexplained) o << "      UNEXPLAINED " << rr.unexplained << " B\n";
+    }
+  }
+  return o.str();
+}
+
+}  // namespace agtrace
