@@ -10,7 +10,7 @@ temporary file) twice:
      the RSS after the leaves = what the program really added.
 Also prints agtrace's own peak RSS (it keeps 8 bytes per element internally, whatever the
 dtype, so it is not the figure to compare). Usage:
-  /usr/bin/python3 bench/peak_memory.py --agtrace build/agtrace [SCENARIO.json]
+  /usr/bin/python3 bench/peak_memory.py --agtrace build/agtrace [--model mlp|transformer] [SCENARIO.json]
 """
 import argparse, json, os, subprocess, sys, tempfile
 
@@ -31,6 +31,36 @@ DEFAULT = {
     "program": ["h1 = F.linear(x, W1, b1).relu()", "h2 = F.linear(h1, W2, b2).relu()",
                 "loss = F.cross_entropy(F.linear(h2, W3, b3), target)", "del h1, h2", "loss.backward()"],
 }
+
+def transformer_block(s=256, b=4, h=512, a=8):
+    """scenarios/transformer_block_toy.json's program at s=256, b=4, h=512, a=8, with backward."""
+    hd = h // a
+    rg = lambda shape: {"shape": shape, "requires_grad": True, "init": {"uniform": [-0.05, 0.05]}}
+    tensors = {"x": {"shape": [s, b, h], "init": {"normal": [0, 1]}}}
+    for name, shape in [("ln1_w", [h]), ("ln1_b", [h]), ("W_qkv", [3 * h, h]), ("b_qkv", [3 * h]), ("W_o", [h, h]),
+                        ("b_o", [h]), ("ln2_w", [h]), ("ln2_b", [h]), ("W_1", [4 * h, h]), ("b_1", [4 * h]),
+                        ("W_2", [h, 4 * h]), ("b_2", [h])]:
+        tensors[name] = rg(shape)
+    program = [
+        "h1 = F.layer_norm(x, (%d,), ln1_w, ln1_b)" % h,
+        "qkv = F.linear(h1, W_qkv, b_qkv).view(%d, %d, %d, %d)" % (s, b, a, 3 * hd),
+        "q, k, v = qkv.split(%d, dim=-1)" % hd,
+        "q = q.reshape(%d, %d, %d).transpose(0, 1)" % (s, b * a, hd),
+        "k = k.reshape(%d, %d, %d).transpose(0, 1)" % (s, b * a, hd),
+        "v = v.reshape(%d, %d, %d).transpose(0, 1)" % (s, b * a, hd),
+        "scores = torch.bmm(q, k.transpose(1, 2)) * %r" % (1 / hd ** 0.5),
+        "probs = F.dropout(torch.softmax(scores, dim=-1), p=0.1, training=True)",
+        "ctx = torch.bmm(probs, v).transpose(0, 1).reshape(%d, %d, %d)" % (s, b, h),
+        "x2 = x + F.dropout(F.linear(ctx, W_o, b_o), p=0.1, training=True)",
+        "h2 = F.layer_norm(x2, (%d,), ln2_w, ln2_b)" % h,
+        "m = F.gelu(F.linear(h2, W_1, b_1))",
+        "y = x2 + F.dropout(F.linear(m, W_2, b_2), p=0.1, training=True)",
+        "del h1, qkv, q, k, v, scores, probs, ctx, x2, h2, m",
+        "loss = y.sum()",
+        "loss.backward()",
+    ]
+    return {"format": 1, "name": "peak_memory_transformer", "seed": 1, "tensors": tensors, "program": program}
+
 
 TORCH_SIDE = r'''
 import json, sys, torch
@@ -73,13 +103,15 @@ print(json.dumps({"base": base, "peak": status("VmHWM")}))
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--agtrace", required=True)
+    ap.add_argument("--model", choices=["mlp", "transformer"], default="mlp",
+                    help="built-in scenario when none is given (default: mlp)")
     ap.add_argument("scenario", nargs="?")
     args = ap.parse_args()
     path = args.scenario
     tmp = None
     if not path:
         tmp = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
-        json.dump(DEFAULT, tmp)
+        json.dump(DEFAULT if args.model == "mlp" else transformer_block(), tmp)
         tmp.close()
         path = tmp.name
     try:
