@@ -35,7 +35,11 @@ nlohmann::json load_side(const std::string& path, const std::string& device) {
   try {
     j = nlohmann::json::parse(ss.str());
   } catch (const nlohmann::json::parse_error& pe) {
-    InputError e("json", std::string("invalid JSON: ") + pe.what());
+    // Worded as the scenario loader words it: "malformed JSON at line L, column C: ...".
+    const std::string what = pe.what();
+    const auto at = what.find("parse error at ");
+    InputError e("json", at == std::string::npos ? "malformed JSON: " + what
+                                                 : "malformed JSON at " + what.substr(at + 15));
     e.file = path;
     throw e;
   }
