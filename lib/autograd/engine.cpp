@@ -6,6 +6,7 @@
 
 #include "autograd/grad_mode.hpp"
 #include "errors.hpp"
+#include "ops/double_backward.hpp"
 #include "ops/ops.hpp"
 #include "tensor/events.hpp"
 #include "tensor/kernels.hpp"
@@ -250,6 +251,9 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
             ~ClearMask() { n->task_outputs.clear(); }
           } clear_mask{n};
           out = n->differentiable_backward(*n, buf.grads);
+          // validate_outputs in grad mode: broadcast reductions and dtype casts are recorded.
+          for (size_t i = 0; i < out.size() && i < n->next.size(); ++i)
+            if (out[i] && n->next[i].fn) out[i] = ops::validate_grad_output(out[i], n->input_meta[i]);
         } else {
           out = n->backward(*n, buf.grads);
         }

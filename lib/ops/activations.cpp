@@ -14,7 +14,9 @@
 #include <limits>
 
 #include "ops/common.hpp"
+#include "ops/double_backward.hpp"
 #include "ops/ops.hpp"
+#include "ops/shapes.hpp"
 
 namespace agtrace::ops {
 
@@ -93,6 +95,10 @@ namespace {
 
 const AttrValue& attr_of(const Node& n, const char* name) { return n.attr(name); }
 
+// create_graph=True formulas, defined in their section below.
+autograd::BackwardFn unary_dbackward_for(const std::string& node);
+std::vector<Tensor> softmax_dbackward(Node& n, const std::vector<Tensor>& g);
+
 // The input's gradient from per-element values (row-major), in the input's dtype.
 Tensor input_grad(const Node& n, size_t i, bool meta, const std::vector<double>& values) {
   const auto& m = n.input_meta[i];
@@ -158,6 +164,7 @@ Tensor unary_op(const Tensor& a, const UnaryOp& op) {
   Tensor r = kernels::unary(a, out, op.f);
   if (needs_grad({&a})) {
     auto node = make_node(op.node, op.backward, {a});
+    node->differentiable_backward = unary_dbackward_for(op.node);
     set_history(r, node);
     if (op.saves_result)
       node->save_output("result", r, 0);
@@ -350,6 +357,7 @@ Tensor softmax_impl(const Tensor& a, int64_t dim, bool log) {
   if (needs_grad({&a})) {
     auto node = make_node(log ? "LogSoftmaxBackward0" : "SoftmaxBackward0", log ? log_softmax_backward : softmax_backward,
                           {a});
+    node->differentiable_backward = softmax_dbackward;
     set_history(r, node);
     // The dim as written: -1 reads back as 2**64 - 1 (SUMMARY: softmax dim=18446744073709551615).
     node->save_attr("dim", AttrValue::integer(dim, true));
@@ -602,6 +610,328 @@ std::vector<Tensor> masked_fill_backward(Node& n, const std::vector<Tensor>& g) 
   return {ga};
 }
 
+// ================================================================ create_graph=True
+// The formulas of derivatives.yaml (torch 1.13) written with autograd-aware ops, so the
+// gradient records PyTorch's nodes (walks measured with /usr/bin/python3, torch 1.13).
+// Where PyTorch calls a dedicated backward op (leaky_relu_backward, gelu_backward,
+// _softmax_backward_data, _log_softmax_backward_data) it is an op with its own node here.
+
+// AbsBackward0: grad * self.sgn() (MulBackward0 over SgnBackward0).
+std::vector<Tensor> abs_dbackward(Node& n, const std::vector<Tensor>& g) { return {mul(g[0], sgn(n.unpack("self")))}; }
+// SinBackward0: grad * self.cos() (MulBackward0 over CosBackward0).
+std::vector<Tensor> sin_dbackward(Node& n, const std::vector<Tensor>& g) { return {mul(g[0], cos(n.unpack("self")))}; }
+// CosBackward0: grad * -self.sin() (MulBackward0 over NegBackward0 over SinBackward0).
+std::vector<Tensor> cos_dbackward(Node& n, const std::vector<Tensor>& g) {
+  return {mul(g[0], neg(sin(n.unpack("self"))))};
+}
+// RsqrtBackward0: -0.5 * grad * result.pow(3) (measured: MulBackward0 over MulBackward1
+// _saved_other -0.5 and PowBackward0 _saved_exponent 3).
+std::vector<Tensor> rsqrt_dbackward(Node& n, const std::vector<Tensor>& g) {
+  Tensor cube = pow_scalar(n.unpack("result"), Value::integer(3));
+  return {mul(mul_scalar(g[0], Value::real(-0.5)), cube)};
+}
+
+autograd::BackwardFn unary_dbackward_for(const std::string& node) {
+  if (node == "AbsBackward0") return abs_dbackward;
+  if (node == "SinBackward0") return sin_dbackward;
+  if (node == "CosBackward0") return cos_dbackward;
+  if (node == "RsqrtBackward0") return rsqrt_dbackward;
+  return nullptr;
+}
+
+// ClampBackward1: clamp_backward(grad, self, min, max) = where(min <= self <= max, grad,
+// at::zeros({}, grad.options())) (measured: WhereBackward0, edges (MulBackward0, None)).
+std::vector<Tensor> clamp_dbackward(Node& n, const std::vector<Tensor>& g) {
+  const AttrValue& mn = attr_of(n, "min");
+  const AttrValue& mx = attr_of(n, "max");
+  const bool has_min = mn.kind != AttrValue::Kind::None, has_max = mx.kind != AttrValue::Kind::None;
+  const double lo = has_min ? attr_number(mn) : 0.0, hi = has_max ? attr_number(mx) : 0.0;
+  Tensor self = n.unpack("self");
+  Tensor mask = kernels::unary(self, DType::Bool, [=](double v) {
+    return ((!has_min || v >= lo) && (!has_max || v <= hi)) ? 1.0 : 0.0;
+  });
+  Tensor zero;
+  {
+    OpScope scope("zeros");
+    zero = scalar_tensor(0.0, g[0]->dtype());
+  }
+  return {where(mask, g[0], zero)};
+}
+
+// LeakyReluBackwardBackward0 (derivatives.yaml leaky_relu_backward: grad_output:
+// leaky_relu_backward(grad, self, negative_slope, false); self: zeros_like(grad)).
+std::vector<Tensor> leaky_bb_backward(Node& n, const std::vector<Tensor>& g) {
+  Tensor a, b;
+  if (n.should_compute_output(0)) a = leaky_relu_backward_op(g[0], n.unpack("self"), attr_value(attr_of(n, "negative_slope")));
+  if (n.should_compute_output(1)) b = kernels::full(g[0]->sizes, 0.0, g[0]->dtype(), g[0]->is_meta());
+  return {a, b};
+}
+
+// LeakyReluBackward0: leaky_relu_backward(grad, self, negative_slope, false)
+// (LeakyReluBackwardBackward0, edges (grad, self), saving negative_slope and self).
+std::vector<Tensor> leaky_relu_dbackward(Node& n, const std::vector<Tensor>& g) {
+  return {leaky_relu_backward_op(g[0], n.unpack("self"), attr_value(attr_of(n, "negative_slope")))};
+}
+
+// d2/dx2 gelu(x). Exact: phi(x) (2 - x^2). Tanh approximation, u = k (x + c x^3),
+// t = tanh(u), u' = k (1 + 3 c x^2): (1 - t^2) (u' - x t u'^2 + 3 k c x^2).
+double gelu_second(double x, bool tanh_approx) {
+  if (!tanh_approx) return kInvSqrt2Pi * std::exp(-0.5 * x * x) * (2.0 - x * x);
+  const double t = std::tanh(kSqrt2OverPi * (x + kGeluC * x * x * x));
+  const double du = kSqrt2OverPi * (1.0 + 3.0 * kGeluC * x * x);
+  return (1.0 - t * t) * (du - x * t * du * du + 3.0 * kSqrt2OverPi * kGeluC * x * x);
+}
+double gelu_first(double x, bool tanh_approx) {
+  return tanh_approx ? GeluTanh{DType::Float64}.backward(1.0, x) : gelu_none_grad(x);
+}
+
+// GeluBackwardBackward0 (derivatives.yaml gelu_backward: grad_output: gelu_backward(grad,
+// self, approximate); self: gelu_double_backward(grad, grad_output, self, approximate)).
+// Its own create_graph formula is not mirrored: third order through it raises unsupported.
+std::vector<Tensor> gelu_bb_backward(Node& n, const std::vector<Tensor>& g) {
+  const bool th = attr_of(n, "approximate").s == "tanh";
+  Tensor self = n.unpack("self");
+  Tensor a, b;
+  if (n.next[0].fn)
+    a = kernels::binary(g[0], self, n.input_meta[0].dtype, [th](double gv, double x) { return gv * gelu_first(x, th); },
+                        "gelu_backward");
+  if (n.next[1].fn) {
+    Tensor go = n.unpack("grad_output");
+    b = kernels::ternary(g[0], go, self, n.input_meta[1].dtype,
+                         [th](double gv, double gov, double x) { return gv * gov * gelu_second(x, th); }, "mul");
+  }
+  return {a, b};
+}
+
+// GeluBackward0: gelu_backward(grad, self, approximate) (GeluBackwardBackward0, measured
+// edges (grad, self), saving approximate, grad_output, self).
+std::vector<Tensor> gelu_dbackward(Node& n, const std::vector<Tensor>& g) {
+  Tensor self = n.unpack("self");
+  const std::string approximate = attr_of(n, "approximate").s;
+  Tensor r = gelu_backward(n, g)[0];
+  if (needs_grad({&g[0], &self})) {
+    auto node = make_node("GeluBackwardBackward0", gelu_bb_backward, {g[0], self});
+    node->save_attr("approximate", AttrValue::string(approximate));
+    node->save_input("grad_output", g[0]);
+    node->save_input("self", self);
+    set_history(r, node);
+  }
+  return {r};
+}
+
+// SiluBackward0 in grad mode: infinitely_differentiable_silu_backward(grad, self) =
+// grad * sigmoid * (1.0 + self * (1.0 - sigmoid)), sigmoid = self.sigmoid(). `1.0 - t` is
+// empty_like(t).fill_(1.0).sub_(t) (SubBackward0, edges (None, SigmoidBackward0)) and
+// `1.0 + t` is t.add(1.0) (AddBackward1); measured walk MulBackward0 > MulBackward0 >
+// SigmoidBackward0, AddBackward1 > MulBackward0 > SubBackward0.
+std::vector<Tensor> silu_dbackward(Node& n, const std::vector<Tensor>& g) {
+  Tensor self = n.unpack("self");
+  Tensor sig = sigmoid(self);
+  Tensor one_minus;
+  {
+    OpScope scope("fill_");
+    one_minus = kernels::full(sig->sizes, 1.0, sig->dtype(), sig->is_meta());
+  }
+  sub_(one_minus, sig, Value::integer(1));
+  Tensor right = add_scalar(mul(self, one_minus), Value::real(1.0));
+  return {mul(mul(g[0], sig), right)};
+}
+
+// Softmax's and log_softmax's dedicated backward ops. go: grad_output, o: output.
+// The grad_output gradients of the two nodes, from G (grad) and o (output) along dim:
+// softmax: _softmax_backward_data(G, o) = o * (G - sum(G * o));
+// log_softmax: G - sum(G * exp(o)) (derivatives.yaml `grad - (grad * output.exp()).sum(dim,
+// true)`, the transpose of _log_softmax_backward_data, which is not self-adjoint).
+std::vector<double> softmax_data_values(const Tensor& G, const Tensor& o, int64_t wdim, bool log) {
+  const ReducePlan p = plan_reduce(o->sizes, {wdim}, true);
+  std::vector<double> gv = to_values(G), ov = to_values(o), acc(static_cast<size_t>(p.groups), 0.0);
+  for (size_t i = 0; i < gv.size(); ++i) acc[p.group[i]] += gv[i] * (log ? std::exp(ov[i]) : ov[i]);
+  std::vector<double> out(gv.size());
+  for (size_t i = 0; i < gv.size(); ++i)
+    out[i] = log ? gv[i] - acc[p.group[i]] : ov[i] * (gv[i] - acc[p.group[i]]);
+  return out;
+}
+
+// SoftmaxBackwardDataBackward0 (grad_output: _softmax_backward_data(grad, output, dim);
+// output: softmax_double_backward = go * grad - sum(o * go) * grad - go * sum(o * grad)).
+// LogSoftmaxBackwardDataBackward0 (grad_output: grad - (grad * output.exp()).sum(dim, true);
+// output: -grad_output.sum(dim, true) * output.exp() * grad). Third order through either
+// is not mirrored.
+std::vector<Tensor> softmax_data_bb_backward(Node& n, const std::vector<Tensor>& g) {
+  const bool log = n.name == "LogSoftmaxBackwardDataBackward0";
+  Tensor go = n.unpack("grad_output"), o = n.unpack("output");
+  const int64_t wdim = kernels::wrap_dim(attr_of(n, "dim").i, o->dim());
+  Tensor a, b;
+  if (g[0]->is_meta()) {
+    if (n.next[0].fn) a = input_grad(n, 0, true, {});
+    if (n.next[1].fn) b = input_grad(n, 1, true, {});
+    return {a, b};
+  }
+  if (n.next[0].fn) a = input_grad(n, 0, false, softmax_data_values(g[0], o, wdim, log));
+  if (n.next[1].fn) {
+    const ReducePlan p = plan_reduce(o->sizes, {wdim}, true);
+    std::vector<double> G = to_values(g[0]), gov = to_values(go), ov = to_values(o);
+    std::vector<double> s_go(static_cast<size_t>(p.groups), 0.0), s_g(static_cast<size_t>(p.groups), 0.0);
+    for (size_t i = 0; i < G.size(); ++i) {
+      s_go[p.group[i]] += log ? gov[i] : ov[i] * gov[i];
+      s_g[p.group[i]] += ov[i] * G[i];
+    }
+    std::vector<double> out(G.size());
+    for (size_t i = 0; i < G.size(); ++i) {
+      const size_t k = static_cast<size_t>(p.group[i]);
+      out[i] = log ? -G[i] * std::exp(ov[i]) * s_go[k] : gov[i] * G[i] - s_go[k] * G[i] - gov[i] * s_g[k];
+    }
+    b = input_grad(n, 1, false, out);
+  }
+  return {a, b};
+}
+
+// SoftmaxBackward0 / LogSoftmaxBackward0: _softmax_backward_data(grad, result, dim,
+// self.scalar_type()) / _log_softmax_backward_data(...): SoftmaxBackwardDataBackward0 /
+// LogSoftmaxBackwardDataBackward0 (measured: edges (grad, SoftmaxBackward0), saving dim as
+// written, grad_output, output).
+std::vector<Tensor> softmax_dbackward(Node& n, const std::vector<Tensor>& g) {
+  const bool log = n.name == "LogSoftmaxBackward0";
+  Tensor r = n.unpack("result");
+  Tensor out = (log ? log_softmax_backward : softmax_backward)(n, g)[0];
+  if (needs_grad({&g[0], &r})) {
+    auto node = make_node(log ? "LogSoftmaxBackwardDataBackward0" : "SoftmaxBackwardDataBackward0",
+                          softmax_data_bb_backward, {g[0], r});
+    node->save_attr("dim", attr_of(n, "dim"));
+    node->save_input("grad_output", g[0]);
+    node->save_input("output", r);
+    set_history(out, node);
+  }
+  return {out};
+}
+
+// VarBackward0 (var_backward): (2.0 / dof) * grad * (self - self.mean()) for all dims, else
+// the gradient unsqueezed at each reduced dim (ascending; when !keepdim and self.dim() > 1)
+// times (self - self.mean(dim, true)) (measured: MulBackward0 over MulBackward1 and
+// SubBackward0 > MeanBackward0 / MeanBackward1). dof <= 0 (an infinite gradient) is
+// not mirrored under create_graph.
+std::vector<Tensor> var_dbackward(Node& n, const std::vector<Tensor>& g) {
+  Tensor self = n.unpack("self");
+  const Shape& sizes = n.input_meta[0].sizes;
+  const int64_t correction = attr_of(n, "correction").i;
+  const AttrValue& dim_attr = attr_of(n, "dim");
+  const bool all = sizes.empty() || dim_attr.kind == AttrValue::Kind::None;
+  int64_t count = shape_numel(sizes);
+  std::vector<int64_t> dims;
+  if (!all) {
+    dims = reduced_dims_of(n);
+    count = 1;
+    for (int64_t d : dims) count *= sizes[static_cast<size_t>(d)];
+  }
+  const int64_t dof = count - correction;
+  if (dof <= 0)
+    throw ScenarioError("unsupported", "create_graph=True through VarBackward0 with no degrees of freedom is not supported yet");
+  Tensor grad = g[0];
+  Tensor centered;
+  if (all) {
+    centered = sub(self, mean(self, std::nullopt, false), Value::integer(1));
+  } else {
+    if (!attr_of(n, "keepdim").b && sizes.size() > 1) {
+      std::vector<int64_t> sorted = dims;
+      std::sort(sorted.begin(), sorted.end());
+      for (int64_t d : sorted) grad = unsqueeze(grad, d);
+    }
+    centered = sub(self, mean(self, dim_attr.list, true), Value::integer(1));
+  }
+  return {mul(mul_scalar(grad, Value::real(2.0 / static_cast<double>(dof))), centered)};
+}
+
+// MaxBackward1: evenly_distribute_backward (CPU path) =
+// grad.new_zeros(sizes).masked_fill_(mask, grad / mask.sum()), mask = self == result (NaNs
+// where the maximum is NaN): MaskedFillBackward1 with edges (None, DivBackward0), measured.
+std::vector<Tensor> max_all_dbackward(Node& n, const std::vector<Tensor>& g) {
+  Tensor self = n.unpack("self"), result = n.unpack("result");
+  const double r = self->is_meta() ? 0.0 : item(result);
+  Tensor mask = kernels::binary(self, result, DType::Bool,
+                                [r](double v, double) { return (std::isnan(r) ? std::isnan(v) : v == r) ? 1.0 : 0.0; },
+                                "eq");
+  Tensor share = div(g[0], sum(mask, std::nullopt, false));
+  Tensor zeros;
+  {
+    OpScope scope("new_zeros");
+    zeros = kernels::full(self->sizes, 0.0, g[0]->dtype(), g[0]->is_meta());
+  }
+  return {masked_fill(zeros, mask, Value::tensor(share))};
+}
+
+// restore_reduced_dims(output, dims, keepdim): output.reshape with a 1 at each reduced dim.
+Tensor restore_reduced_dims(const Tensor& output, const std::vector<int64_t>& dims, bool keepdim) {
+  if (keepdim) return output;
+  const int64_t total = output->dim() + static_cast<int64_t>(dims.size());
+  std::vector<int64_t> target(static_cast<size_t>(total), 0);
+  for (int64_t d : dims) target[static_cast<size_t>(d < 0 ? d + total : d)] = 1;
+  size_t j = 0;
+  for (int64_t size : output->sizes) {
+    while (target[j] > 0) ++j;
+    target[j++] = size;
+  }
+  return reshape(output, target);
+}
+
+// AmaxBackward0: scale_grad_by_count(restore_reduced_dims(grad, dim, keepdim),
+// restore_reduced_dims(result, dim, keepdim) == self, dim) = (grad / mask.sum(dim, true)) *
+// mask (measured: MulBackward0 > DivBackward0 > ReshapeAliasBackward0; arguments evaluated
+// right to left, so the result's reshape comes first).
+std::vector<Tensor> amax_dbackward(Node& n, const std::vector<Tensor>& g) {
+  Tensor self = n.unpack("self"), result = n.unpack("result");
+  const std::vector<int64_t>& dims = attr_of(n, "dim").list;
+  const bool keepdim = attr_of(n, "keepdim").b;
+  Tensor mask = compare(restore_reduced_dims(result, dims, keepdim), self, "eq");
+  Tensor grad = restore_reduced_dims(g[0], dims, keepdim);
+  return {mul(div(grad, sum(mask, dims, true)), mask)};
+}
+
+// unsqueeze_multiple(t, dims, n): t.unsqueeze(d) for each wrapped dim, ascending.
+Tensor unsqueeze_multiple(const Tensor& t, const std::vector<int64_t>& dims, int64_t ndim) {
+  std::vector<int64_t> sorted;
+  for (int64_t d : dims) sorted.push_back(kernels::wrap_dim(d, ndim));
+  std::sort(sorted.begin(), sorted.end());
+  Tensor r = t;
+  for (int64_t d : sorted) r = unsqueeze(r, d);
+  return r;
+}
+
+// NormBackward1 (norm_backward): grad and norm unsqueezed at the reduced dims unless
+// keepdim; p = 2: grad * (self / norm).masked_fill_(norm == 0, 0) (measured: MulBackward0 >
+// MaskedFillBackward0 > DivBackward0 > UnsqueezeBackward0 > NormBackward1); p = 1:
+// self.sgn() * grad. Other p are not mirrored under create_graph.
+std::vector<Tensor> norm_dbackward(Node& n, const std::vector<Tensor>& g) {
+  const double p = attr_number(attr_of(n, "p"));
+  if (p != 1.0 && p != 2.0)
+    throw ScenarioError("unsupported", "create_graph=True through NormBackward1 with p other than 1 and 2 is not supported yet");
+  Tensor self = n.unpack("self"), norm_t = n.unpack("result");
+  Tensor grad = g[0];
+  if (!attr_of(n, "keepdim").b && self->dim() != 0) {
+    // An empty dim list (x.norm()) unsqueezes nothing: the 0-d values broadcast (measured).
+    const std::vector<int64_t>& dims = attr_of(n, "dim").list;
+    grad = unsqueeze_multiple(grad, dims, self->dim());
+    norm_t = unsqueeze_multiple(norm_t, dims, self->dim());
+  }
+  if (p == 1.0) return {mul(sgn(self), grad)};
+  Tensor zero_norm = kernels::unary(norm_t, DType::Bool, [](double v) { return v == 0.0 ? 1.0 : 0.0; });
+  return {mul(grad, masked_fill(div(self, norm_t), zero_norm, Value::integer(0)))};
+}
+
+// WhereBackward0: self: where(condition, grad, 0); other: where(condition, 0, grad)
+// (WhereBackward0 with a None edge for the Python 0, measured).
+std::vector<Tensor> where_dbackward(Node& n, const std::vector<Tensor>& g) {
+  Tensor cond = n.unpack("condition");
+  Tensor ga, gb;
+  if (n.should_compute_output(0)) ga = where(cond, g[0], wrap_number(Value::integer(0)));
+  if (n.should_compute_output(1)) gb = where(cond, wrap_number(Value::integer(0)), g[0]);
+  return {ga, gb};
+}
+
+// MaskedFillBackward0: grad.masked_fill(mask, 0) (MaskedFillBackward0, measured).
+std::vector<Tensor> masked_fill_dbackward(Node& n, const std::vector<Tensor>& g) {
+  return {masked_fill(g[0], n.unpack("mask"), Value::integer(0))};
+}
+
 }  // namespace
 
 // ================================================================ public entry points
@@ -636,10 +966,26 @@ Tensor clamp(const Tensor& a, const Value& min, const Value& max) {
     // ClampBackward1 (clamp.Scalar-overload): max, min (None when absent), self
     // (SUMMARY rows clamp and clamp_min: x.clamp(min=0.0) is ClampBackward1 with max None).
     auto node = make_node("ClampBackward1", clamp_backward, {a});
+    node->differentiable_backward = clamp_dbackward;
     set_history(r, node);
     node->save_attr("max", has_max ? number_attr(max) : AttrValue::none());
     node->save_attr("min", has_min ? number_attr(min) : AttrValue::none());
     node->save_input("self", a);
+  }
+  return r;
+}
+
+Tensor leaky_relu_backward_op(const Tensor& grad_output, const Tensor& self, const Value& negative_slope) {
+  OpScope scope("leaky_relu_backward");
+  const double slope = negative_slope.number();
+  Tensor r = kernels::binary(grad_output, self, kernels::result_type(grad_output, self),
+                             [slope](double g, double x) { return x > 0 ? g : g * slope; }, "leaky_relu_backward");
+  if (needs_grad({&grad_output, &self})) {
+    auto node = make_node("LeakyReluBackwardBackward0", leaky_bb_backward, {grad_output, self});
+    node->differentiable_backward = leaky_bb_backward;
+    node->save_attr("negative_slope", number_attr(negative_slope));
+    node->save_input("self", self);
+    set_history(r, node);
   }
   return r;
 }
@@ -652,6 +998,7 @@ Tensor leaky_relu(const Tensor& a, const Value& negative_slope) {
   if (needs_grad({&a})) {
     // LeakyReluBackward0: negative_slope (as written: an int reads back as an int), self.
     auto node = make_node("LeakyReluBackward0", leaky_relu_backward, {a});
+    node->differentiable_backward = leaky_relu_dbackward;
     set_history(r, node);
     node->save_attr("negative_slope", number_attr(negative_slope));
     node->save_input("self", a);
@@ -670,6 +1017,7 @@ Tensor gelu(const Tensor& a, const std::string& approximate) {
   if (needs_grad({&a})) {
     // GeluBackward0: approximate ('none' or 'tanh'), self (SUMMARY gelu_none / gelu_tanh).
     auto node = make_node("GeluBackward0", gelu_backward, {a});
+    node->differentiable_backward = gelu_dbackward;
     set_history(r, node);
     node->save_attr("approximate", AttrValue::string(approximate));
     node->save_input("self", a);
@@ -687,6 +1035,7 @@ Tensor silu(const Tensor& a) {
   });
   if (needs_grad({&a})) {
     auto node = make_node("SiluBackward0", silu_backward, {a});  // saves self (SUMMARY silu)
+    node->differentiable_backward = silu_dbackward;
     set_history(r, node);
     node->save_input("self", a);
   }
@@ -719,6 +1068,7 @@ Tensor max_all(const Tensor& a) {
   if (needs_grad({&a})) {
     // MaxBackward1: result (new object on the output's storage), self (SUMMARY max_all).
     auto node = make_node("MaxBackward1", max_all_backward, {a});
+    node->differentiable_backward = max_all_dbackward;
     set_history(r, node);
     node->save_output("result", r, 0);
     node->save_input("self", a);
@@ -797,6 +1147,7 @@ Tensor amax(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
   if (needs_grad({&a})) {
     // AmaxBackward0: dim (as written; () for all), keepdim, result, self (SUMMARY amax).
     auto node = make_node("AmaxBackward0", amax_backward, {a});
+    node->differentiable_backward = amax_dbackward;
     set_history(r, node);
     node->save_attr("dim", AttrValue::ints(dims, true));
     node->save_attr("keepdim", AttrValue::boolean(keepdim));
@@ -837,6 +1188,7 @@ Tensor var(const Tensor& a, const std::optional<std::vector<int64_t>>& dims, int
     // VarBackward0: correction (unbiased=True is 1, False 0), dim (None when not given;
     // as written), keepdim, self (SUMMARY var_all / var_dim).
     auto node = make_node("VarBackward0", var_backward, {a});
+    node->differentiable_backward = var_dbackward;
     set_history(r, node);
     node->save_attr("correction", AttrValue::integer(correction));
     node->save_attr("dim", dims ? AttrValue::ints(*dims, true) : AttrValue::none());
@@ -882,6 +1234,7 @@ Tensor norm(const Tensor& a, const Value& p, const std::vector<int64_t>& dims, b
     // NormBackward1 (norm.ScalarOpt_dim): dim (as passed to at::norm), keepdim, p (its
     // Python type shows: 2 vs 2.0), result, self (SUMMARY norm_all / norm_dim).
     auto node = make_node("NormBackward1", norm_backward, {a});
+    node->differentiable_backward = norm_dbackward;
     set_history(r, node);
     node->save_attr("dim", AttrValue::ints(dims, true));
     node->save_attr("keepdim", AttrValue::boolean(keepdim));
@@ -946,6 +1299,7 @@ Tensor where(const Tensor& condition, const Tensor& input, const Tensor& other) 
     // WhereBackward0: edges (input, other) (a Python number's edge is None); saves only
     // condition, the same object (SUMMARY where: 6 B, is:m, for every requires_grad combination).
     auto node = make_node("WhereBackward0", where_backward, {input, other});
+    node->differentiable_backward = where_dbackward;
     set_history(r, node);
     node->save_input("condition", condition);
   }
@@ -980,6 +1334,7 @@ Tensor masked_fill(const Tensor& a, const Tensor& mask, const Value& value) {
     // edges self and value. Both save only mask, the same object (SUMMARY masked_fill; measured).
     auto node = tensor_value ? make_node("MaskedFillBackward1", masked_fill_backward, {a, vt})
                              : make_node("MaskedFillBackward0", masked_fill_backward, {a});
+    if (!tensor_value) node->differentiable_backward = masked_fill_dbackward;
     set_history(r, node);
     node->save_input("mask", mask);
   }

@@ -1,6 +1,7 @@
 // + - * / neg pow reciprocal and comparisons.
 #include <cmath>
 
+#include "ops/activations.hpp"
 #include "ops/common.hpp"
 #include "ops/double_backward.hpp"
 #include "ops/ops.hpp"
@@ -119,11 +120,9 @@ std::vector<Tensor> add_sub_dbackward(Node& n, const std::vector<Tensor>& g) {
   const AttrValue& alpha = n.attr("alpha");
   Tensor ga, gb;
   if (n.should_compute_output(0)) {
-    require_same_meta(g[0], n, 0);
     ga = g[0];
   }
   if (n.should_compute_output(1)) {
-    require_same_meta(g[0], n, 1);
     gb = is_sub ? neg(g[0]) : g[0];
     if (attr_number(alpha) != 1.0) gb = mul_scalar(gb, attr_value(alpha));
   }
@@ -135,11 +134,9 @@ std::vector<Tensor> mul_dbackward(Node& n, const std::vector<Tensor>& g) {
   Tensor ga, gb;
   if (n.should_compute_output(0)) {
     ga = mul(g[0], n.unpack("other"));
-    require_same_meta(ga, n, 0);
   }
   if (n.should_compute_output(1)) {
     gb = mul(g[0], n.unpack("self"));
-    require_same_meta(gb, n, 1);
   }
   return {ga, gb};
 }
@@ -152,20 +149,17 @@ std::vector<Tensor> div_dbackward(Node& n, const std::vector<Tensor>& g) {
   Tensor ga, gb;
   if (n.should_compute_output(0)) {
     ga = div(g[0], other);
-    require_same_meta(ga, n, 0);
   }
   if (n.should_compute_output(1)) {
     Tensor self = n.unpack("self");
     Tensor q = div(div(self, other), other);
     gb = mul(neg(g[0]), q);
-    require_same_meta(gb, n, 1);
   }
   return {ga, gb};
 }
 
 // NegBackward0: grad.neg().
-std::vector<Tensor> neg_dbackward(Node& n, const std::vector<Tensor>& g) {
-  require_same_meta(g[0], n, 0);
+std::vector<Tensor> neg_dbackward(Node&, const std::vector<Tensor>& g) {
   return {neg(g[0])};
 }
 
@@ -175,10 +169,57 @@ std::vector<Tensor> neg_dbackward(Node& n, const std::vector<Tensor>& g) {
 std::vector<Tensor> pow_scalar_dbackward(Node& n, const std::vector<Tensor>& g) {
   const double e = attr_number(n.attr("exponent"));
   Tensor self = n.unpack("self");
-  require_same_meta(g[0], n, 0);
   if (e == 0.0) return {kernels::full(self->sizes, 0.0, self->dtype(), self->is_meta())};
   Tensor d = mul_scalar(pow_scalar(self, Value::real(e - 1.0)), Value::real(e));
   return {mul(g[0], d)};
+}
+
+// at::zeros({}, grad.options()).
+Tensor zeros_0d(const Tensor& like) {
+  OpScope scope("zeros");
+  return scalar_tensor(0.0, like->dtype());
+}
+
+// PowBackward1 (pow_backward_self / pow_backward_exponent):
+//   self: where(exponent == 0, zeros({}), grad * (exponent * self.pow(exponent - 1)))
+//   exponent: grad * where(self == 0 & exponent >= 0, zeros({}), result * self.log())
+// (measured: WhereBackward0 > MulBackward0 > MulBackward0 > PowBackward1 > SubBackward1 for
+// self; MulBackward0 > WhereBackward0 > MulBackward0 > (PowBackward1, LogBackward0) for the
+// exponent, LogBackward0 absent for a scalar base as in 2.0 ** x).
+std::vector<Tensor> pow_tensor_dbackward(Node& n, const std::vector<Tensor>& g) {
+  Tensor self = n.unpack("self"), ex = n.unpack("exponent");
+  Tensor ga, gb;
+  if (n.should_compute_output(0)) {
+    Tensor d = mul(ex, pow_tensor(self, sub_scalar(ex, Value::integer(1))));
+    Tensor value = mul(g[0], d);
+    Tensor cond = kernels::unary(ex, DType::Bool, [](double e) { return e == 0.0 ? 1.0 : 0.0; });
+    ga = where(cond, zeros_0d(g[0]), value);
+  }
+  if (n.should_compute_output(1)) {
+    Tensor result = n.unpack("result");
+    Tensor value = mul(result, log(self));
+    Tensor cond = kernels::binary(self, ex, DType::Bool, [](double s, double e) { return (s == 0.0 && e >= 0.0) ? 1.0 : 0.0; },
+                                  "logical_and");
+    gb = mul(g[0], where(cond, zeros_0d(g[0]), value));
+  }
+  return {ga, gb};
+}
+
+// RsubBackward1: maybe_multiply(-grad, alpha) (NegBackward0, then MulBackward1 when
+// alpha != 1; measured).
+std::vector<Tensor> rsub_dbackward(Node& n, const std::vector<Tensor>& g) {
+  const AttrValue& alpha = n.attr("alpha");
+  Tensor r = neg(g[0]);
+  if (attr_number(alpha) != 1.0) r = mul_scalar(r, attr_value(alpha));
+  return {r};
+}
+
+// ReciprocalBackward0: -grad * (result * result) (measured: MulBackward0 over NegBackward0
+// and MulBackward0; the right operand first, as for div).
+std::vector<Tensor> reciprocal_dbackward(Node& n, const std::vector<Tensor>& g) {
+  Tensor r = n.unpack("result");
+  Tensor sq = mul(r, r);
+  return {mul(neg(g[0]), sq)};
 }
 
 Tensor binary_forward(const Tensor& a, const Tensor& b, const std::string& op,
@@ -224,6 +265,7 @@ Tensor rsub(const Tensor& a, const Value& scalar, const Value& alpha) {
   if (needs_grad({&a})) {
     // rsub(Tensor, Scalar) takes the scalar as a plain number: one edge only.
     auto node = make_node("RsubBackward1", rsub_backward, {a});
+    node->differentiable_backward = rsub_dbackward;
     node->save_attr("alpha", number_attr(alpha));
     set_history(r, node);
   }
@@ -298,6 +340,7 @@ Tensor pow_tensor(const Tensor& a, const Tensor& exponent) {
   Tensor r = binary_forward(a, exponent, "pow", [](double x, double y) { return std::pow(x, y); });
   if (needs_grad({&a, &exponent})) {
     auto node = make_node("PowBackward1", pow_tensor_backward, {a, exponent});
+    node->differentiable_backward = pow_tensor_dbackward;
     set_history(r, node);
     // Saved whatever requires grad (SUMMARY: the set does not change with requires_grad).
     node->save_input("exponent", exponent);
@@ -326,6 +369,7 @@ Tensor reciprocal(const Tensor& a) {
   Tensor r = kernels::unary(a, out, [](double x) { return 1.0 / x; });
   if (needs_grad({&a})) {
     auto node = make_node("ReciprocalBackward0", reciprocal_backward, {a});
+    node->differentiable_backward = reciprocal_dbackward;
     set_history(r, node);
     node->save_output("result", r, 0);
   }

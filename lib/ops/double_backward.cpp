@@ -5,6 +5,7 @@
 
 #include "ops/common.hpp"
 #include "ops/ops.hpp"
+#include "ops/shapes.hpp"
 
 namespace agtrace::ops {
 
@@ -18,14 +19,30 @@ Value attr_value(const AttrValue& a) {
   return a.kind == AttrValue::Kind::Double ? Value::real(a.d) : Value::integer(a.i);
 }
 
-void require_same_meta(const Tensor& g, const Node& n, size_t input) {
-  const auto& m = n.input_meta[input];
-  if (g->sizes != m.sizes || g->dtype() != m.dtype)
-    throw ScenarioError("unsupported", "create_graph=True through " + n.name +
-                                           " with a broadcast or dtype-promoted input is not supported yet");
+}  // namespace detail
+
+Tensor sum_to_graph(const Tensor& grad, const Shape& shape) {
+  // at::sum_to (ATen/ExpandUtils.h): sum() for a 0-d target; else sum over the leading dims
+  // and the broadcast size-1 dims with keepdim=True, then view(shape) if leading dims existed.
+  if (shape.empty()) return sum(grad, std::nullopt, false);
+  const size_t leading = grad->sizes.size() - shape.size();
+  std::vector<int64_t> dims;
+  for (size_t i = 0; i < leading; ++i) dims.push_back(static_cast<int64_t>(i));
+  for (size_t i = leading; i < grad->sizes.size(); ++i)
+    if (shape[i - leading] == 1 && grad->sizes[i] != 1) dims.push_back(static_cast<int64_t>(i));
+  Tensor g = grad;
+  if (!dims.empty()) g = sum(g, dims, true);
+  if (leading > 0) g = view(g, std::vector<int64_t>(shape.begin(), shape.end()));
+  return g;
 }
 
-}  // namespace detail
+Tensor validate_grad_output(const Tensor& grad, const autograd::OutputMeta& input) {
+  Tensor g = grad;
+  if (!g) return g;
+  if (g->sizes != input.sizes) g = sum_to_graph(g, input.sizes);
+  if (g->dtype() != input.dtype) g = to_dtype(g, input.dtype);
+  return g;
+}
 
 namespace {
 
@@ -47,7 +64,6 @@ Tensor scalar_to_tensor(const AttrValue& a) {
 // gradient graph node is MulBackward0 with _saved_other an int64 0-d tensor, 8 bytes).
 std::vector<Tensor> mul_scalar_dbackward(Node& n, const std::vector<Tensor>& g) {
   Tensor r = mul(g[0], scalar_to_tensor(n.attr("other")));
-  require_same_meta(r, n, 0);
   return {r};
 }
 
@@ -60,7 +76,6 @@ std::vector<Tensor> div_scalar_backward(Node& n, const std::vector<Tensor>& g) {
 // div.Tensor (DivBackward0).
 std::vector<Tensor> div_scalar_dbackward(Node& n, const std::vector<Tensor>& g) {
   Tensor r = div(g[0], scalar_to_tensor(n.attr("other")));
-  require_same_meta(r, n, 0);
   return {r};
 }
 
@@ -191,5 +206,105 @@ Tensor threshold_backward_op(const Tensor& grad_output, const Tensor& self, cons
   if (r->grad_fn && r->grad_fn->name == "ThresholdBackwardBackward0") r->grad_fn->save_attr("threshold", number_attr(threshold));
   return r;
 }
+
+namespace {
+
+// zeros(input_sizes) with grad written through the view `place` gives of it (one new
+// storage, as the ATen kernels allocate one zeros tensor).
+Tensor scatter_into_zeros(const Tensor& grad, const Shape& input_sizes,
+                          const std::function<Tensor(const Tensor&)>& place) {
+  Tensor r = kernels::full(input_sizes, 0.0, grad->dtype(), grad->is_meta());
+  if (!r->is_meta()) {
+    autograd::GradModeGuard no_grad(false);
+    write_values(place(r), to_values(grad));
+  }
+  return r;
+}
+
+// SelectBackwardBackward0 (derivatives.yaml select_backward: grad_output: grad.select(dim,
+// index)); the same formula records SelectBackward0 under create_graph.
+std::vector<Tensor> select_bb_backward(Node& n, const std::vector<Tensor>& g) {
+  return {select(g[0], n.attr("dim").i, n.attr("index").i)};
+}
+
+// SliceBackwardBackward0 (slice_backward: grad_output: grad.slice(dim, start, end, step)).
+std::vector<Tensor> slice_bb_backward(Node& n, const std::vector<Tensor>& g) {
+  return {slice(g[0], n.attr("dim").i, n.attr("start").i, n.attr("end").i, n.attr("step").i)};
+}
+
+}  // namespace
+
+Tensor select_backward_op(const Tensor& grad, const Shape& input_sizes, int64_t dim, int64_t index) {
+  OpScope scope("select_backward");
+  Tensor r = scatter_into_zeros(grad, input_sizes, [&](const Tensor& z) { return select(z, dim, index); });
+  if (needs_grad({&grad})) {
+    auto node = make_node("SelectBackwardBackward0", select_bb_backward, {grad});
+    node->differentiable_backward = select_bb_backward;
+    node->save_attr("dim", AttrValue::integer(dim, true));
+    node->save_attr("index", AttrValue::integer(index, true));
+    set_history(r, node);
+  }
+  return r;
+}
+
+Tensor slice_backward_op(const Tensor& grad, const Shape& input_sizes, int64_t dim, int64_t start, int64_t end,
+                         int64_t step) {
+  OpScope scope("slice_backward");
+  Tensor r = scatter_into_zeros(grad, input_sizes, [&](const Tensor& z) { return slice(z, dim, start, end, step); });
+  if (needs_grad({&grad})) {
+    auto node = make_node("SliceBackwardBackward0", slice_bb_backward, {grad});
+    node->differentiable_backward = slice_bb_backward;
+    node->save_attr("dim", AttrValue::integer(dim, true));
+    node->save_attr("end", AttrValue::integer(end, true));
+    node->save_attr("start", AttrValue::integer(start, true));
+    node->save_attr("step", AttrValue::integer(step));
+    set_history(r, node);
+  }
+  return r;
+}
+
+namespace {
+// SgnBackward0 (derivatives.yaml sgn: sgn_backward(result, grad, self)): zeros for real
+// inputs, without a graph.
+std::vector<Tensor> sgn_backward(Node& n, const std::vector<Tensor>& g) {
+  const auto& m = n.input_meta[0];
+  return {kernels::full(m.sizes, 0.0, m.dtype, g[0]->is_meta())};
+}
+// AddBackward1 (add.Scalar: self: grad).
+std::vector<Tensor> add_scalar_backward(Node&, const std::vector<Tensor>& g) { return {g[0]}; }
+}  // namespace
+
+Tensor sgn(const Tensor& a) {
+  OpScope scope("sgn");
+  Tensor r = kernels::unary(a, a->dtype(), [](double x) { return x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0); });
+  if (needs_grad({&a})) {
+    auto node = make_node("SgnBackward0", sgn_backward, {a});
+    node->differentiable_backward = sgn_backward;
+    set_history(r, node);
+    node->save_output("result", r, 0);
+    node->save_input("self", a);
+  }
+  return r;
+}
+
+namespace {
+Tensor add_scalar_node(const Tensor& a, const Value& other, double sign, const char* op, const char* node_name) {
+  OpScope scope(op);
+  const double s = sign * other.number();
+  DType out = a->dtype();
+  if (!is_floating(out) && other.kind == Value::Kind::Float) out = DType::Float32;
+  Tensor r = kernels::unary(a, out, [s](double x) { return x + s; });
+  if (needs_grad({&a})) {
+    auto node = make_node(node_name, add_scalar_backward, {a});
+    node->differentiable_backward = add_scalar_backward;
+    set_history(r, node);
+  }
+  return r;
+}
+
+}  // namespace
+
+Tensor add_scalar(const Tensor& a, const Value& other) { return add_scalar_node(a, other, 1.0, "add", "AddBackward1"); }
+Tensor sub_scalar(const Tensor& a, const Value& other) { return add_scalar_node(a, other, -1.0, "sub", "SubBackward1"); }
 
 }  // namespace agtrace::ops

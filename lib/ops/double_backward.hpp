@@ -24,12 +24,42 @@ Tensor sigmoid_backward_op(const Tensor& grad_output, const Tensor& output);
 // ThresholdBackwardBackward0 (ReluBackward0's formula with self = result, threshold 0).
 Tensor threshold_backward_op(const Tensor& grad_output, const Tensor& self, const Value& threshold);
 
+// at::sgn(self): SgnBackward0 saving result and self; its gradient is zeros for real
+// inputs (measured: autograd.grad(x.sgn().sum(), x, create_graph=True) is zeros without a
+// graph). abs's create_graph gradient records it (grad * self.sgn()).
+Tensor sgn(const Tensor& a);
+// t.add(Scalar) from C++ (add.Scalar): AddBackward1, nothing saved (silu's `1.0 + t`).
+Tensor add_scalar(const Tensor& a, const Value& other);
+// t.sub(Scalar) from C++ (sub.Scalar): SubBackward1, nothing saved (pow_backward_self's
+// `exponent - 1`, measured).
+Tensor sub_scalar(const Tensor& a, const Value& other);
+// at::leaky_relu_backward(grad_output, self, negative_slope, false):
+// LeakyReluBackwardBackward0, edges (grad_output, self), saving negative_slope and self.
+Tensor leaky_relu_backward_op(const Tensor& grad_output, const Tensor& self, const Value& negative_slope);
+
+// at::select_backward(grad, input_sizes, dim, index): zeros of input_sizes with grad placed
+// at the selected slice; SelectBackwardBackward0 saving dim and index as written (measured
+// _saved_dim 18446744073709551615, _saved_index 18446744073709551614 for select(-1, -2)).
+Tensor select_backward_op(const Tensor& grad, const Shape& input_sizes, int64_t dim, int64_t index);
+// at::slice_backward(grad, input_sizes, dim, start, end, step): SliceBackwardBackward0 saving
+// dim, end, start, step as SliceBackward0 holds them.
+Tensor slice_backward_op(const Tensor& grad, const Shape& input_sizes, int64_t dim, int64_t start, int64_t end,
+                         int64_t step);
+
+// PyTorch's validate_outputs (torch/csrc/autograd/engine.cpp) for a gradient computed in
+// grad mode: a broadcast gradient is reduced with at::sum_to(grad, shape) (SumBackward0 for a
+// 0-d input, else sum(dims, keepdim=True) — SumBackward1 — then .view(shape) — ViewBackward0 —
+// when leading dims were added), then cast with grad.to(dtype) (ToCopyBackward0). Measured:
+// (x * b) with x [2, 3], b [3] gives b's gradient ViewBackward0 > SumBackward1 > MulBackward0;
+// an f32 input of an f64 product gets ToCopyBackward0 > MulBackward0.
+Tensor validate_grad_output(const Tensor& grad, const autograd::OutputMeta& input);
+
+// at::sum_to(grad, shape) with autograd-aware ops (the reduction part of the above).
+Tensor sum_to_graph(const Tensor& grad, const Shape& shape);
+
 namespace detail {
 // A number saved as a node attribute, back as the Python number it was.
 Value attr_value(const autograd::AttrValue& a);
-// create_graph formulas do not yet reduce broadcast gradients or cast dtypes
-// (PyTorch's validate_outputs sum_to / to); they raise unsupported instead.
-void require_same_meta(const Tensor& g, const autograd::Node& n, size_t input);
 }  // namespace detail
 
 }  // namespace agtrace::ops

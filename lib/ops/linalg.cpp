@@ -10,6 +10,7 @@
 
 #include "autograd/grad_mode.hpp"
 #include "ops/common.hpp"
+#include "ops/double_backward.hpp"
 #include "ops/ops.hpp"
 #include "ops/shapes.hpp"
 
@@ -127,29 +128,86 @@ std::vector<Tensor> mm_backward(Node& n, const std::vector<Tensor>& g) {
   return {ga, gb};
 }
 
-// MmBackward0 for create_graph=True (mm_mat1_backward / mm_mat2_backward, torch 1.13):
-// self: grad.mm(mat2.t()), or mat2.mm(grad.t()).t() when self was column-major
-// (strides (1, rows)); mat2: mat1.t().mm(grad), or grad.t().mm(mat1).t() when mat2 was
-// column-major (measured: MmBackward0 over (grad, TBackward0) and over (TBackward0, grad)).
+// ---- create_graph=True formulas (derivatives.yaml and FunctionsManual.cpp, torch 1.13).
+
+bool column_major(const Node& n, const char* sizes, const char* strides) {
+  const auto& sz = n.attr(sizes).list;
+  const auto& st = n.attr(strides).list;
+  return sz.size() == 2 && st.size() == 2 && st[0] == 1 && st[1] == sz[0];
+}
+
+// maybe_multiply(t, s): t itself when s is 1, else t * s (mul.Scalar, MulBackward1).
+Tensor maybe_multiply_graph(const Tensor& t, const AttrValue& s) {
+  const double v = s.kind == AttrValue::Kind::Double ? s.d : static_cast<double>(s.i);
+  return v == 1.0 ? t : mul_scalar(t, attr_value(s));
+}
+
+// mm_mat1_backward: grad.mm(mat2.t()), or mat2.mm(grad.t()).t() when mat1 was column-major
+// (strides (1, rows)); mm_mat2_backward: mat1.t().mm(grad), or grad.t().mm(mat1).t() when
+// mat2 was column-major (measured: MmBackward0 over (grad, TBackward0) and over
+// (TBackward0, grad); F.linear's W.t() is column-major: TBackward0 > MmBackward0).
+Tensor mm_mat1_graph(const Tensor& grad, const Tensor& mat2, bool mat1_column_major) {
+  return mat1_column_major ? t(mm(mat2, t(grad))) : mm(grad, t(mat2));
+}
+Tensor mm_mat2_graph(const Tensor& grad, const Tensor& mat1, bool mat2_column_major) {
+  return mat2_column_major ? t(mm(t(grad), mat1)) : mm(t(mat1), grad);
+}
+
+// MmBackward0.
 std::vector<Tensor> mm_dbackward(Node& n, const std::vector<Tensor>& g) {
-  auto column_major = [&](const char* sizes, const char* strides) {
-    const auto& sz = n.attr(sizes).list;
-    const auto& st = n.attr(strides).list;
-    return sz.size() == 2 && st.size() == 2 && st[0] == 1 && st[1] == sz[0];
-  };
   Tensor ga, gb;
-  if (n.should_compute_output(0)) {
-    Tensor mat2 = n.unpack("mat2");
-    ga = column_major("self_sym_sizes", "self_sym_strides") ? t(mm(mat2, t(g[0]))) : mm(g[0], t(mat2));
-    if (ga->dtype() != n.input_meta[0].dtype)
-      throw ScenarioError("unsupported", "create_graph=True through MmBackward0 with a dtype change is not supported yet");
-  }
-  if (n.should_compute_output(1)) {
-    Tensor self = n.unpack("self");
-    gb = column_major("mat2_sym_sizes", "mat2_sym_strides") ? t(mm(t(g[0]), self)) : mm(t(self), g[0]);
-    if (gb->dtype() != n.input_meta[1].dtype)
-      throw ScenarioError("unsupported", "create_graph=True through MmBackward0 with a dtype change is not supported yet");
-  }
+  if (n.should_compute_output(0))
+    ga = mm_mat1_graph(g[0], n.unpack("mat2"), column_major(n, "self_sym_sizes", "self_sym_strides"));
+  if (n.should_compute_output(1))
+    gb = mm_mat2_graph(g[0], n.unpack("self"), column_major(n, "mat2_sym_sizes", "mat2_sym_strides"));
+  return {ga, gb};
+}
+
+// AddmmBackward0: self: maybe_multiply(grad, beta) (the engine's sum_to reduces it to the
+// bias: measured ViewBackward0 > SumBackward1 for a (m,) bias); mat1 / mat2:
+// maybe_multiply(mm_mat1_backward / mm_mat2_backward, alpha).
+std::vector<Tensor> addmm_dbackward(Node& n, const std::vector<Tensor>& g) {
+  Tensor gs, g1, g2;
+  if (n.should_compute_output(0)) gs = maybe_multiply_graph(g[0], n.attr("beta"));
+  if (n.should_compute_output(1))
+    g1 = maybe_multiply_graph(mm_mat1_graph(g[0], n.unpack("mat2"), column_major(n, "mat1_sym_sizes", "mat1_sym_strides")),
+                              n.attr("alpha"));
+  if (n.should_compute_output(2))
+    g2 = maybe_multiply_graph(mm_mat2_graph(g[0], n.unpack("mat1"), column_major(n, "mat2_sym_sizes", "mat2_sym_strides")),
+                              n.attr("alpha"));
+  return {gs, g1, g2};
+}
+
+// UnsafeViewBackward0: grad.reshape(self.sym_sizes()) (ReshapeAliasBackward0 for matmul's
+// 3-D @ 2-D, measured).
+std::vector<Tensor> unsafe_view_dbackward(Node& n, const std::vector<Tensor>& g) {
+  const auto& m = n.input_meta[0];
+  return {reshape(g[0], std::vector<int64_t>(m.sizes.begin(), m.sizes.end()))};
+}
+
+// DotBackward0: self: grad * tensor; tensor: grad * self (MulBackward0, measured).
+std::vector<Tensor> dot_dbackward(Node& n, const std::vector<Tensor>& g) {
+  Tensor ga, gb;
+  if (n.should_compute_output(0)) ga = mul(g[0], n.unpack("tensor"));
+  if (n.should_compute_output(1)) gb = mul(g[0], n.unpack("self"));
+  return {ga, gb};
+}
+
+// MvBackward0: self: grad.ger(vec) = grad.reshape({n, 1}) * vec (measured: MulBackward0
+// over ReshapeAliasBackward0); vec: self.t().mv(grad) (MvBackward0 over TBackward0).
+std::vector<Tensor> mv_dbackward(Node& n, const std::vector<Tensor>& g) {
+  Tensor ga, gb;
+  if (n.should_compute_output(0)) ga = mul(reshape(g[0], {g[0]->sizes[0], 1}), n.unpack("vec"));
+  if (n.should_compute_output(1)) gb = mv(t(n.unpack("self")), g[0]);
+  return {ga, gb};
+}
+
+// BmmBackward0: self: grad.bmm(mat2.transpose(1, 2)); mat2: self.transpose(1, 2).bmm(grad)
+// (BmmBackward0 over TransposeBackward0, measured).
+std::vector<Tensor> bmm_dbackward(Node& n, const std::vector<Tensor>& g) {
+  Tensor ga, gb;
+  if (n.should_compute_output(0)) ga = bmm(g[0], transpose(n.unpack("mat2"), 1, 2));
+  if (n.should_compute_output(1)) gb = bmm(transpose(n.unpack("self"), 1, 2), g[0]);
   return {ga, gb};
 }
 
@@ -210,6 +268,7 @@ Tensor unsafe_view(const Tensor& a, const Shape& shape) {
   Tensor v = make_alias(a, shape, contiguous_strides(shape), a->offset);
   if (needs_grad({&a})) {
     auto node = make_node("UnsafeViewBackward0", unsafe_view_backward, {a});
+    node->differentiable_backward = unsafe_view_dbackward;
     node->save_attr("self_sym_sizes", AttrValue::ints(a->sizes));
     set_history(v, node);
   }
@@ -288,6 +347,7 @@ Tensor dot(const Tensor& a, const Tensor& b) {
     // SUMMARY matmul_1d_1d: DotBackward0 saves self if `tensor` requires grad and tensor if
     // self does, both the very objects.
     auto node = make_node("DotBackward0", dot_backward, {a, b});
+    node->differentiable_backward = dot_dbackward;
     node->save_input("self", a, rg(b));
     node->save_input("tensor", b, rg(a));
     set_history(r, node);
@@ -311,6 +371,7 @@ Tensor mv(const Tensor& a, const Tensor& v) {
   if (needs_grad({&a, &v})) {
     // SUMMARY matmul_2d_1d: MvBackward0 saves self if vec requires grad, vec if self does.
     auto node = make_node("MvBackward0", mv_backward, {a, v});
+    node->differentiable_backward = mv_dbackward;
     node->save_input("self", a, rg(v));
     node->save_input("vec", v, rg(a));
     set_history(r, node);
@@ -334,6 +395,7 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
     // SUMMARY bmm: BmmBackward0 saves mat2 if self requires grad, self if mat2 does; no
     // sizes or strides (measured: dir() has _saved_mat2 and _saved_self only).
     auto node = make_node("BmmBackward0", bmm_backward, {a, b});
+    node->differentiable_backward = bmm_dbackward;
     node->save_input("mat2", b, rg(a));
     node->save_input("self", a, rg(b));
     set_history(r, node);
@@ -387,6 +449,7 @@ Tensor addmm(const Tensor& bias, const Tensor& m1, const Tensor& m2, const Value
     // bias-only graph saves no tensors); each operand's strides only when it requires grad
     // (measured with F.linear: mat1_sym_strides is () unless x requires grad).
     auto node = make_node("AddmmBackward0", addmm_backward, {bias, m1, m2});
+    node->differentiable_backward = addmm_dbackward;
     node->save_attr("alpha", number_attr(alpha));
     node->save_attr("beta", number_attr(beta));
     node->save_input("mat1", m1, rg(m2));

@@ -6,6 +6,7 @@
 
 #include "ops/activations.hpp"
 #include "ops/common.hpp"
+#include "ops/double_backward.hpp"
 #include "ops/ops.hpp"
 
 namespace agtrace::ops {
@@ -90,6 +91,102 @@ std::vector<Tensor> nll_loss_backward(Node& n, const std::vector<Tensor>& g) {
   return {make_out(m.sizes, m.dtype, false, out)};
 }
 
+// ---- create_graph=True (derivatives.yaml, torch 1.13): the dedicated backward ops
+// mse_loss_backward and nll_loss_backward record MseLossBackwardBackward0 and
+// NllLossBackwardBackward0 (measured). Third order through them is not mirrored (raises
+// unsupported naming the node).
+
+// MseLossBackwardBackward0, edges (grad_output, self, target):
+//   grad_output: mse_loss_double_backward_grad_output = 2 (self - target) grad, summed
+//                (and / numel for mean) unless reduction is none;
+//   self: mse_loss_double_backward(grad * grad_output, self, reduction) = norm grad go;
+//   target: minus that.
+std::vector<Tensor> mse_bb_backward(Node& n, const std::vector<Tensor>& g) {
+  Tensor go = n.unpack("grad_output"), self = n.unpack("self"), target = n.unpack("target");
+  const int64_t reduction = n.attr("reduction").i;
+  const double norm = reduction == kMean ? 2.0 / static_cast<double>(self->numel()) : 2.0;
+  Tensor a, b, c;
+  if (n.next[0].fn) {
+    if (reduction == kNone) {
+      a = kernels::ternary(self, target, g[0], n.input_meta[0].dtype,
+                           [](double x, double y, double gv) { return 2.0 * (x - y) * gv; }, "mul");
+    } else {
+      std::vector<double> x = to_values(self), y = to_values(target), gv = to_values(g[0]);
+      double total = 0;
+      for (size_t i = 0; i < x.size(); ++i) total += 2.0 * (x[i] - y[i]) * gv[i];
+      if (reduction == kMean) total /= static_cast<double>(x.size());
+      a = make_out({}, n.input_meta[0].dtype, g[0]->is_meta(), {total});
+    }
+  }
+  for (size_t i = 1; i < 3; ++i) {
+    if (!n.next[i].fn) continue;
+    const double sign = i == 1 ? 1.0 : -1.0;
+    (i == 1 ? b : c) = kernels::binary(g[0], go, n.input_meta[i].dtype,
+                                       [norm, sign](double gv, double gov) { return sign * norm * gv * gov; }, "mul");
+  }
+  return {a, b, c};
+}
+
+// at::mse_loss_backward(go, a, b, reduction) = norm (a - b) go, recording
+// MseLossBackwardBackward0 with edges (go, a, b), saving grad_output, reduction, self = a,
+// target = b.
+Tensor mse_loss_backward_op(const Tensor& go, const Tensor& a, const Tensor& b, int64_t reduction, DType out) {
+  OpScope scope("mse_loss_backward");
+  const double norm = reduction == kMean ? 2.0 / static_cast<double>(a->numel()) : 2.0;
+  Tensor r = kernels::ternary(a, b, go, out, [norm](double x, double y, double gv) { return norm * (x - y) * gv; },
+                              "mse_loss_backward");
+  if (needs_grad({&go, &a, &b})) {
+    auto node = make_node("MseLossBackwardBackward0", mse_bb_backward, {go, a, b});
+    node->save_input("grad_output", go);
+    node->save_attr("reduction", AttrValue::integer(reduction));
+    node->save_input("self", a);
+    node->save_input("target", b);
+    set_history(r, node);
+  }
+  return r;
+}
+
+// MseLossBackward0: self: mse_loss_backward(grad, self, target, reduction); target:
+// mse_loss_backward(grad, target, self, reduction) (derivatives.yaml; measured
+// MseLossBackwardBackward0 with edges (grad, self, target)).
+std::vector<Tensor> mse_loss_dbackward(Node& n, const std::vector<Tensor>& g) {
+  Tensor self = n.unpack("self"), target = n.unpack("target");
+  const int64_t reduction = n.attr("reduction").i;
+  Tensor gs, gt;
+  if (n.should_compute_output(0)) gs = mse_loss_backward_op(g[0], self, target, reduction, n.input_meta[0].dtype);
+  if (n.should_compute_output(1)) gt = mse_loss_backward_op(g[0], target, self, reduction, n.input_meta[1].dtype);
+  return {gs, gt};
+}
+
+// NllLossBackwardBackward0, edges (grad_output, self): grad_output: nll_loss(grad, target,
+// weight, reduction, ignore_index); self: zeros_like(grad).
+std::vector<Tensor> nll_bb_backward(Node& n, const std::vector<Tensor>& g) {
+  Tensor a, b;
+  if (n.next[0].fn) {
+    autograd::GradModeGuard no_grad(false);
+    a = nll_loss(g[0], n.unpack("target"), n.unpack("weight"), n.attr("reduction").i, n.attr("ignore_index").i);
+  }
+  if (n.next[1].fn) b = kernels::full(g[0]->sizes, 0.0, g[0]->dtype(), g[0]->is_meta());
+  return {a, b};
+}
+
+// NllLossBackward0: nll_loss_backward(grad, self, target, weight, reduction, ignore_index,
+// total_weight) (NllLossBackwardBackward0, measured edges (grad, self), saving
+// ignore_index, reduction, target, weight).
+std::vector<Tensor> nll_loss_dbackward(Node& n, const std::vector<Tensor>& g) {
+  Tensor self = n.unpack("self");
+  Tensor r = nll_loss_backward(n, g)[0];
+  if (needs_grad({&g[0], &self})) {
+    auto node = make_node("NllLossBackwardBackward0", nll_bb_backward, {g[0], self});
+    node->save_attr("ignore_index", n.attr("ignore_index"));
+    node->save_attr("reduction", n.attr("reduction"));
+    node->save_input("target", n.unpack("target"));
+    node->save_input("weight", n.unpack("weight"));
+    set_history(r, node);
+  }
+  return {r};
+}
+
 }  // namespace
 
 int64_t reduction_enum(const Value& reduction) {
@@ -137,6 +234,7 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, int64_t reduction) {
     // MseLossBackward0: edges (input, target); saves reduction (int: 1 for 'mean'), self and
     // target, whatever requires grad (SUMMARY section 3: the saved set never changes).
     auto node = make_node("MseLossBackward0", mse_loss_backward, {input, target});
+    node->differentiable_backward = mse_loss_dbackward;
     set_history(r, node);
     node->save_attr("reduction", AttrValue::integer(reduction));
     node->save_input("self", input);
@@ -222,6 +320,7 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight,
     // input's dtype, a new storage) and weight (None when not given) (SUMMARY nll_loss).
     Tensor tw = make_out({}, input->dtype(), meta, {total_weight});
     auto node = make_node("NllLossBackward0", nll_loss_backward, {input});
+    node->differentiable_backward = nll_loss_dbackward;
     set_history(r, node);
     node->save_attr("ignore_index", AttrValue::integer(ignore_index, true));
     node->save_attr("reduction", AttrValue::integer(reduction));

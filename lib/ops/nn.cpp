@@ -25,8 +25,10 @@
 #include <limits>
 
 #include "interp/value.hpp"
+#include "ops/activations.hpp"
 #include "ops/common.hpp"
 #include "ops/ops.hpp"
+#include "ops/shapes.hpp"
 
 namespace agtrace::ops {
 
@@ -317,6 +319,37 @@ std::vector<Tensor> embedding_backward(Node& n, const std::vector<Tensor>& g) {
   }
   store(gw, out);
   return {gw};
+}
+
+// create_graph=True: EmbeddingBackward0 records embedding_dense_backward as
+// EmbeddingDenseBackwardBackward0 (edge grad_output, saving indices and padding_idx;
+// measured), whose backward is embedding_dense_double_backward:
+// grad.index_select(0, indices.reshape(-1)) with padding rows zeroed, viewed as
+// indices.sizes() + (-1,).
+std::vector<Tensor> embedding_dense_bb_backward(Node& n, const std::vector<Tensor>& g) {
+  Tensor indices = n.unpack("indices");
+  Tensor flat = ops::reshape(indices, {-1});
+  Tensor picked = ops::index_select(g[0], 0, flat);
+  const int64_t padding_idx = n.attr("padding_idx").i;
+  if (padding_idx >= 0) {
+    Tensor mask = kernels::unary(indices, DType::Bool, [padding_idx](double v) { return v == padding_idx ? 1.0 : 0.0; });
+    picked = ops::masked_fill(picked, ops::reshape(mask, {-1, 1}), Value::integer(0));
+  }
+  std::vector<int64_t> size(indices->sizes.begin(), indices->sizes.end());
+  size.push_back(-1);
+  return {ops::view(picked, size)};
+}
+
+std::vector<Tensor> embedding_dbackward(Node& n, const std::vector<Tensor>& g) {
+  Tensor r = embedding_backward(n, g)[0];
+  if (needs_grad({&g[0]})) {
+    auto node = make_node("EmbeddingDenseBackwardBackward0", embedding_dense_bb_backward, {g[0]});
+    node->differentiable_backward = embedding_dense_bb_backward;
+    node->save_input("indices", n.unpack("indices"));
+    node->save_attr("padding_idx", n.attr("padding_idx"));
+    set_history(r, node);
+  }
+  return {r};
 }
 
 // ---------------------------------------------------------------- conv2d
@@ -845,6 +878,7 @@ Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int6
   }
   if (needs_grad({&weight})) {
     auto node = make_node("EmbeddingBackward0", embedding_backward, {weight});
+    node->differentiable_backward = embedding_dbackward;
     node->save_input("indices", indices);
     node->save_attr("padding_idx", AttrValue::integer(padding_idx, /*unsigned_view=*/true));
     node->save_attr("scale_grad_by_freq", AttrValue::boolean(scale_grad_by_freq));

@@ -14,9 +14,11 @@
 #include "ops/shapes.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <numeric>
 
 #include "ops/common.hpp"
+#include "ops/double_backward.hpp"
 #include "ops/ops.hpp"
 
 namespace agtrace::ops {
@@ -126,6 +128,109 @@ bool any_meta(const std::vector<Tensor>& ts) {
 // gradient to the input's dtype in validate_outputs).
 Tensor in_dtype(const Tensor& g, const autograd::OutputMeta& m) { return as_dtype(g, m.dtype); }
 
+// ------------------------------------------------------------------ create_graph=True
+// The formulas of derivatives.yaml (torch 1.13) written with autograd-aware ops, so the
+// gradient records PyTorch's nodes (each walk measured with /usr/bin/python3).
+
+// PermuteBackward0: permute_backwards(grad, dims) = grad.permute(inverse permutation)
+// (PermuteBackward0; measured x.permute(-1, 0) gives the gradient's _saved_dims (1, 0)).
+std::vector<Tensor> permute_dbackward(Node& n, const std::vector<Tensor>& g) {
+  const auto& dims = n.attr("dims").list;
+  const int64_t nd = static_cast<int64_t>(dims.size());
+  std::vector<int64_t> inverse(dims.size());
+  for (int64_t i = 0; i < nd; ++i) inverse[static_cast<size_t>(kernels::wrap_dim(dims[static_cast<size_t>(i)], nd))] = i;
+  return {permute(g[0], inverse)};
+}
+
+// ExpandBackward0: at::sum_to(grad, self.sym_sizes()) (SumBackward1 keepdim, then
+// ViewBackward0 when leading dims were added; measured (2, 3) -> (4, 2, 3): ViewBackward0 >
+// SumBackward1).
+std::vector<Tensor> expand_dbackward(Node& n, const std::vector<Tensor>& g) {
+  return {sum_to_graph(g[0], n.attr("self_sym_sizes").list)};
+}
+
+// UnsqueezeBackward0: grad.squeeze(dim) (SqueezeBackward1 with dim as written).
+std::vector<Tensor> unsqueeze_dbackward(Node& n, const std::vector<Tensor>& g) {
+  return {squeeze(g[0], n.attr("dim").i)};
+}
+
+// SqueezeBackward0/1/3: unsqueeze_to(grad, [dim,] sizes): grad.unsqueeze(d) for the removed
+// size-1 dims, wrapped, in ascending order (measured: squeeze(-2) of (2, 1, 3) gives
+// UnsqueezeBackward0 _saved_dim 1; squeeze() of (2, 1, 3, 1) gives dims 1 then 3).
+std::vector<Tensor> squeeze_dbackward(Node& n, const std::vector<Tensor>& g) {
+  const Shape& sizes = n.attr("self_sizes").list;
+  Tensor r = g[0];
+  if (n.find("dim")) {
+    if (sizes.empty()) return {r};
+    const int64_t d = kernels::wrap_dim(n.attr("dim").i, static_cast<int64_t>(sizes.size()));
+    if (sizes[static_cast<size_t>(d)] == 1) r = unsqueeze(r, d);
+  } else {
+    for (size_t d = 0; d < sizes.size(); ++d)
+      if (sizes[d] == 1) r = unsqueeze(r, static_cast<int64_t>(d));
+  }
+  return {r};
+}
+
+// SplitBackward0 / SplitWithSizesBackward0: split_with_sizes_backward = at::cat(grads, dim)
+// with dim wrapped (CatBackward0, measured _saved_dim 1 for split(1, -1)); an unused
+// output's gradient is zeros without a graph (a None edge).
+std::vector<Tensor> split_dbackward(Node& n, const std::vector<Tensor>& g) {
+  const auto& m = n.input_meta[0];
+  return {cat(g, kernels::wrap_dim(n.attr("dim").i, static_cast<int64_t>(m.sizes.size())))};
+}
+
+// UnbindBackward0: unbind_backward = at::stack(grads, dim) with dim as written
+// (StackBackward0, measured _saved_dim 18446744073709551615 for unbind(-1)).
+std::vector<Tensor> unbind_dbackward(Node& n, const std::vector<Tensor>& g) {
+  return {stack(g, n.attr("dim").i)};
+}
+
+// cat_tensors_backward's pieces: input i's gradient is piece(dim, offset, size), the dim
+// wrapped against the inputs that took part (legacy 1-D empty inputs are skipped and get
+// an empty gradient); null where `wanted(i)` is false.
+std::vector<Tensor> cat_pieces(const Node& n, const std::function<bool(size_t)>& wanted,
+                               const std::function<Tensor(size_t, int64_t, int64_t, int64_t)>& piece) {
+  const auto& metas = n.input_meta;
+  int64_t rank = 0;
+  for (const auto& m : metas)
+    if (!(m.sizes.size() == 1 && m.sizes[0] == 0)) rank = static_cast<int64_t>(m.sizes.size());
+  const int64_t d = kernels::wrap_dim(n.attr("dim").i, rank);
+  std::vector<Tensor> out;
+  int64_t at = 0;
+  for (size_t i = 0; i < metas.size(); ++i) {
+    const auto& m = metas[i];
+    if (m.sizes.size() == 1 && m.sizes[0] == 0 && rank != 1) {
+      out.push_back(wanted(i) ? kernels::full({0}, 0.0, m.dtype, m.meta) : nullptr);
+      continue;
+    }
+    const int64_t len = m.sizes[static_cast<size_t>(d)];
+    out.push_back(wanted(i) ? piece(i, d, at, len) : nullptr);
+    at += len;
+  }
+  return out;
+}
+
+// CatBackward0: cat_tensors_backward = grad.narrow(dim, offset, size) with dim wrapped
+// (SliceBackward0, measured _saved_dim 1, _saved_start 0, _saved_end 3 for cat(.., -1)).
+std::vector<Tensor> cat_dbackward(Node& n, const std::vector<Tensor>& g) {
+  return cat_pieces(
+      n, [&n](size_t i) { return n.should_compute_output(i); },
+      [&g](size_t, int64_t d, int64_t at, int64_t len) { return slice(g[0], d, at, at + len, 1); });
+}
+
+// StackBackward0: stack_tensors_backward = grad.select(dim, i) with dim as written
+// (SelectBackward0, measured _saved_dim 18446744073709551615 for stack(.., -1)).
+std::vector<Tensor> stack_dbackward(Node& n, const std::vector<Tensor>& g) {
+  std::vector<Tensor> out;
+  for (size_t i = 0; i < n.input_meta.size(); ++i)
+    out.push_back(n.should_compute_output(i) ? select(g[0], n.attr("dim").i, static_cast<int64_t>(i)) : nullptr);
+  return out;
+}
+
+// ToCopyBackward0: _to_copy_backward(grad, self.options()) = grad.to(dtype); the cast is the
+// engine's validate_outputs step here (ToCopyBackward0, measured).
+std::vector<Tensor> to_copy_dbackward(Node&, const std::vector<Tensor>& g) { return {g[0]}; }
+
 // ------------------------------------------------------------------ permute
 
 // PermuteBackward0 (derivatives.yaml: permute_backwards(grad, dims)): grad permuted by the
@@ -188,6 +293,7 @@ Tensor squeeze_impl(const Tensor& a, std::optional<int64_t> dim) {
   Tensor v = make_view(a, sz, st, a->offset);
   if (needs_grad({&a})) {
     auto node = make_node(dim ? "SqueezeBackward1" : "SqueezeBackward0", squeeze_backward, {a});
+    node->differentiable_backward = squeeze_dbackward;
     if (dim) node->save_attr("dim", dim_attr(*dim));
     node->save_attr("self_sizes", AttrValue::ints(a->sizes));
     set_history(v, node);
@@ -310,30 +416,61 @@ std::vector<Tensor> index_backward(Node& n, const std::vector<Tensor>& g) {
   return {in_dtype(scatter_add_rows(g[0], sizes, 0, idx), n.input_meta[0])};
 }
 
+// create_graph=True. IndexSelectBackward0: index_select_backward =
+// zeros(self_sizes).index_add(dim, index, grad) (IndexAddBackward0, edges (None, grad),
+// saving alpha 1, dim, index, source (the gradient) and source_dim; measured).
+// IndexBackward0: index_backward = zeros._index_put_impl_(indices, grad, accumulate=True)
+// (IndexPutImplBackward0, edges (None, grad), saving accumulate True and indices; measured).
+
+// IndexAddBackward0 (derivatives.yaml index_add: source: maybe_multiply(grad.index_select(
+// dim, index).expand_as(source), alpha)).
+std::vector<Tensor> index_add_backward(Node& n, const std::vector<Tensor>& g) {
+  Tensor source = n.unpack("source");
+  Tensor picked = index_select(g[0], n.attr("dim").i, n.unpack("index"));
+  return {nullptr, expand(picked, std::vector<int64_t>(source->sizes.begin(), source->sizes.end()))};
+}
+
+// IndexPutImplBackward0 (values: grad.index(indices)).
+std::vector<Tensor> index_put_backward(Node& n, const std::vector<Tensor>& g) {
+  return {nullptr, index_with_tensor(g[0], n.unpack("indices"))};
+}
+
+std::vector<Tensor> index_select_dbackward(Node& n, const std::vector<Tensor>& g) {
+  Tensor r = index_select_backward(n, g)[0];
+  if (needs_grad({&g[0]})) {
+    auto node = make_node("IndexAddBackward0", index_add_backward, {nullptr, g[0]});
+    node->differentiable_backward = index_add_backward;
+    node->save_attr("alpha", AttrValue::integer(1));
+    node->save_attr("dim", n.attr("dim"));
+    node->save_input("index", n.unpack("index"));
+    node->save_input("source", g[0]);
+    node->save_attr("source_dim", AttrValue::integer(g[0]->dim()));
+    set_history(r, node);
+  }
+  return {r};
+}
+
+std::vector<Tensor> index_dbackward(Node& n, const std::vector<Tensor>& g) {
+  Tensor r = index_backward(n, g)[0];
+  if (needs_grad({&g[0]})) {
+    auto node = make_node("IndexPutImplBackward0", index_put_backward, {nullptr, g[0]});
+    node->differentiable_backward = index_put_backward;
+    node->save_attr("accumulate", AttrValue::boolean(true));
+    node->save_input("indices", n.unpack("indices"));
+    node->saved.back().as_list = true;
+    set_history(r, node);
+  }
+  return {r};
+}
+
 // ------------------------------------------------------------------ cat / stack
 
 // CatBackward0 (derivatives.yaml: cat_tensors_backward(grad, sizes, dtypes, dim)): each
 // input's gradient is grad.narrow(dim, offset, size), a view of grad.
 std::vector<Tensor> cat_backward(Node& n, const std::vector<Tensor>& g) {
-  const auto& metas = n.input_meta;
-  // The dim wraps against the inputs that took part (legacy 1-D empty inputs are skipped).
-  int64_t rank = 0;
-  for (const auto& m : metas)
-    if (!(m.sizes.size() == 1 && m.sizes[0] == 0)) rank = static_cast<int64_t>(m.sizes.size());
-  const int64_t d = kernels::wrap_dim(n.attr("dim").i, rank);
-  std::vector<Tensor> out;
-  int64_t at = 0;
-  for (size_t i = 0; i < metas.size(); ++i) {
-    const auto& m = metas[i];
-    if (m.sizes.size() == 1 && m.sizes[0] == 0 && rank != 1) {
-      out.push_back(n.next[i].fn ? kernels::full({0}, 0.0, m.dtype, m.meta) : nullptr);
-      continue;
-    }
-    const int64_t len = m.sizes[static_cast<size_t>(d)];
-    out.push_back(n.next[i].fn ? in_dtype(narrow_alias(g[0], d, at, len), m) : nullptr);
-    at += len;
-  }
-  return out;
+  return cat_pieces(
+      n, [&n](size_t i) { return static_cast<bool>(n.next[i].fn); },
+      [&](size_t i, int64_t d, int64_t at, int64_t len) { return in_dtype(narrow_alias(g[0], d, at, len), n.input_meta[i]); });
 }
 
 // StackBackward0 (derivatives.yaml: stack_tensors_backward(grad, dim, dtypes) =
@@ -434,6 +571,7 @@ Tensor permute(const Tensor& a, const std::vector<int64_t>& dims) {
   Tensor v = make_view(a, sz, st, a->offset);
   if (needs_grad({&a})) {
     auto node = make_node("PermuteBackward0", permute_backward, {a});
+    node->differentiable_backward = permute_dbackward;
     node->save_attr("dims", AttrValue::ints(dims, true));
     set_history(v, node);
   }
@@ -487,6 +625,7 @@ Tensor expand(const Tensor& a, const std::vector<int64_t>& sizes_in) {
   Tensor v = make_view(a, sz, st, a->offset);
   if (needs_grad({&a})) {
     auto node = make_node("ExpandBackward0", expand_backward, {a});
+    node->differentiable_backward = expand_dbackward;
     node->save_attr("self_sym_sizes", AttrValue::ints(a->sizes));
     set_history(v, node);
   }
@@ -503,6 +642,7 @@ Tensor unsqueeze(const Tensor& a, int64_t dim) {
   Tensor v = make_view(a, sz, st, a->offset);
   if (needs_grad({&a})) {
     auto node = make_node("UnsqueezeBackward0", unsqueeze_backward, {a});
+    node->differentiable_backward = unsqueeze_dbackward;
     node->save_attr("dim", dim_attr(dim));
     set_history(v, node);
   }
@@ -532,6 +672,7 @@ void squeeze_(const Tensor& a, int64_t dim) {
   std::shared_ptr<Node> node;
   if (needs_grad({&a})) {
     node = make_node("SqueezeBackward3", squeeze_backward, {a});
+    node->differentiable_backward = squeeze_dbackward;
     node->save_attr("dim", dim_attr(dim));
     node->save_attr("self_sizes", AttrValue::ints(a->sizes));
   }
@@ -578,6 +719,7 @@ std::vector<Tensor> split(const Tensor& a, int64_t split_size, int64_t dim) {
   std::vector<Tensor> outs = narrow_views(a, d, lengths);
   if (needs_grad({&a})) {
     auto node = make_node("SplitBackward0", split_backward, {a});
+    node->differentiable_backward = split_dbackward;
     node->save_attr("dim", dim_attr(dim));
     node->save_attr("self_sizes", AttrValue::ints(a->sizes));
     node->save_attr("split_size", AttrValue::integer(split_size));
@@ -606,6 +748,7 @@ std::vector<Tensor> split_with_sizes(const Tensor& a, const std::vector<int64_t>
   std::vector<Tensor> outs = narrow_views(a, d, sizes);
   if (needs_grad({&a})) {
     auto node = make_node("SplitWithSizesBackward0", split_backward, {a});
+    node->differentiable_backward = split_dbackward;
     node->save_attr("dim", dim_attr(dim));
     node->save_attr("self_sizes", AttrValue::ints(a->sizes));
     node->save_attr("split_sizes", AttrValue::ints(sizes));
@@ -645,6 +788,7 @@ std::vector<Tensor> unbind(const Tensor& a, int64_t dim) {
   }
   if (needs_grad({&a})) {
     auto node = make_node("UnbindBackward0", unbind_backward, {a});
+    node->differentiable_backward = unbind_dbackward;
     node->save_attr("dim", dim_attr(dim));
     record_outputs(outs, node);
   }
@@ -686,6 +830,7 @@ Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
       write_values(narrow_alias(r, d, static_cast<int64_t>(j), 1), to_values(narrow_alias(a, d, idx[j], 1)));
   if (needs_grad({&a})) {
     auto node = make_node("IndexSelectBackward0", index_select_backward, {a});
+    node->differentiable_backward = index_select_dbackward;
     node->save_attr("dim", dim_attr(dim));
     node->save_input("index", index);  // the very object (measured: _saved_index is idx)
     node->save_attr("self_sizes", AttrValue::ints(a->sizes));
@@ -728,6 +873,7 @@ Tensor index_with_tensor(const Tensor& self, const Tensor& idx) {
   }
   if (needs_grad({&self})) {
     auto node = make_node("IndexBackward0", index_backward, {self});
+    node->differentiable_backward = index_dbackward;
     // PyTorch saves `indices` as a list of tensors, here the one index tensor, the very
     // object (measured: x[idx].grad_fn._saved_indices is (idx,), [0] is idx; 24 B for [3]).
     node->save_input("indices", idx);
@@ -783,6 +929,7 @@ Tensor cat(const std::vector<Tensor>& ts, int64_t dim) {
     // One edge per input, None for one that does not require grad; only dim is saved
     // (measured: dir(CatBackward0) has _saved_dim only).
     auto node = make_node("CatBackward0", cat_backward, ts);
+    node->differentiable_backward = cat_dbackward;
     node->save_attr("dim", dim_attr(dim));
     set_history(r, node);
   }
@@ -803,6 +950,7 @@ Tensor stack(const std::vector<Tensor>& ts, int64_t dim) {
   for (const Tensor& t : ts) any = any || needs_grad({&t});
   if (any && is_floating(r->dtype())) {
     auto node = make_node("StackBackward0", stack_backward, ts);
+    node->differentiable_backward = stack_dbackward;
     node->save_attr("dim", dim_attr(dim));
     set_history(r, node);
   }
@@ -821,7 +969,11 @@ Tensor to_dtype(const Tensor& a, DType dtype, bool copy) {
   write_values(r, to_values(a));
   // Only a floating result is differentiable (measured: x.to(torch.int64) and x.long()
   // have no grad_fn and do not require grad); ToCopyBackward0 exposes no _saved_ values.
-  if (needs_grad({&a}) && is_floating(dtype)) set_history(r, make_node("ToCopyBackward0", to_copy_backward, {a}));
+  if (needs_grad({&a}) && is_floating(dtype)) {
+    auto node = make_node("ToCopyBackward0", to_copy_backward, {a});
+    node->differentiable_backward = to_copy_dbackward;
+    set_history(r, node);
+  }
   return r;
 }
 

@@ -46,33 +46,27 @@ std::vector<Tensor> relu_backward(Node& n, const std::vector<Tensor>& g) {
 // ---- create_graph=True formulas (derivatives.yaml, torch 1.13; walks measured).
 // ExpBackward0: grad * result (MulBackward0).
 std::vector<Tensor> exp_dbackward(Node& n, const std::vector<Tensor>& g) {
-  require_same_meta(g[0], n, 0);
   return {mul(g[0], n.unpack("result"))};
 }
 // LogBackward0: grad.div(self) (DivBackward0).
 std::vector<Tensor> log_dbackward(Node& n, const std::vector<Tensor>& g) {
-  require_same_meta(g[0], n, 0);
   return {div(g[0], n.unpack("self"))};
 }
 // SqrtBackward0: grad / (2 * result) (DivBackward0 over MulBackward1, _saved_other 2).
 std::vector<Tensor> sqrt_dbackward(Node& n, const std::vector<Tensor>& g) {
-  require_same_meta(g[0], n, 0);
   return {div(g[0], mul_scalar(n.unpack("result"), Value::integer(2)))};
 }
 // TanhBackward0: tanh_backward(grad, result) (TanhBackwardBackward0).
 std::vector<Tensor> tanh_dbackward(Node& n, const std::vector<Tensor>& g) {
-  require_same_meta(g[0], n, 0);
   return {tanh_backward_op(g[0], n.unpack("result"))};
 }
 // SigmoidBackward0: sigmoid_backward(grad, result) (SigmoidBackwardBackward0).
 std::vector<Tensor> sigmoid_dbackward(Node& n, const std::vector<Tensor>& g) {
-  require_same_meta(g[0], n, 0);
   return {sigmoid_backward_op(g[0], n.unpack("result"))};
 }
 // ReluBackward0: threshold_backward(grad, result, 0) (ThresholdBackwardBackward0,
 // _saved_threshold 0).
 std::vector<Tensor> relu_dbackward(Node& n, const std::vector<Tensor>& g) {
-  require_same_meta(g[0], n, 0);
   return {threshold_backward_op(g[0], n.unpack("result"), Value::integer(0))};
 }
 

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "ops/common.hpp"
+#include "ops/double_backward.hpp"
 #include "ops/ops.hpp"
 
 namespace agtrace::ops {
@@ -88,8 +89,6 @@ std::vector<Tensor> slice_backward(Node& n, const std::vector<Tensor>& g) {
 // (measured: x.view(6) gives ReshapeAliasBackward0 in the gradient graph).
 std::vector<Tensor> reshape_dbackward(Node& n, const std::vector<Tensor>& g) {
   const auto& m = n.input_meta[0];
-  if (g[0]->dtype() != m.dtype)
-    throw ScenarioError("unsupported", "create_graph=True through " + n.name + " with a dtype change is not supported yet");
   return {reshape(g[0], std::vector<int64_t>(m.sizes.begin(), m.sizes.end()))};
 }
 
@@ -99,12 +98,21 @@ std::vector<Tensor> transpose_dbackward(Node& n, const std::vector<Tensor>& g) {
   return {t(g[0])};
 }
 
-// CloneBackward0: grad.
-std::vector<Tensor> identity_dbackward(Node& n, const std::vector<Tensor>& g) {
-  if (g[0]->dtype() != n.input_meta[0].dtype)
-    throw ScenarioError("unsupported", "create_graph=True through " + n.name + " with a dtype change is not supported yet");
-  return {g[0]};
+// SelectBackward0: select_backward(grad, self.sym_sizes(), dim, index)
+// (SelectBackwardBackward0, measured).
+std::vector<Tensor> select_dbackward(Node& n, const std::vector<Tensor>& g) {
+  return {select_backward_op(g[0], n.input_meta[0].sizes, n.attr("dim").i, n.attr("index").i)};
 }
+
+// SliceBackward0: slice_backward(grad, self.sym_sizes(), dim, start, end, step)
+// (SliceBackwardBackward0, measured).
+std::vector<Tensor> slice_dbackward(Node& n, const std::vector<Tensor>& g) {
+  return {slice_backward_op(g[0], n.input_meta[0].sizes, n.attr("dim").i, n.attr("start").i, n.attr("end").i,
+                            n.attr("step").i)};
+}
+
+// CloneBackward0: grad (a dtype change is the engine's validate_outputs cast).
+std::vector<Tensor> identity_dbackward(Node&, const std::vector<Tensor>& g) { return {g[0]}; }
 
 std::vector<Tensor> identity_backward(Node& n, const std::vector<Tensor>& g) {
   return {as_dtype(g[0], n.input_meta[0].dtype)};
@@ -264,6 +272,7 @@ Tensor select(const Tensor& a, int64_t dim, int64_t index) {
   Tensor v = make_view(a, sz, st, a->offset + i * a->strides[d]);
   if (needs_grad({&a})) {
     auto node = make_node("SelectBackward0", select_backward, {a});
+    node->differentiable_backward = select_dbackward;
     // PyTorch saves dim as passed, not wrapped: x.select(-1, -1).grad_fn._saved_dim reads
     // 18446744073709551615 (torch 1.13, measured), like _saved_index.
     node->save_attr("dim", AttrValue::integer(dim, true));
@@ -286,6 +295,7 @@ Tensor slice(const Tensor& a, int64_t dim, std::optional<int64_t> start, std::op
   Tensor v = make_view(a, sz, st, a->offset + b.start * a->strides[d]);
   if (needs_grad({&a})) {
     auto node = make_node("SliceBackward0", slice_backward, {a});
+    node->differentiable_backward = slice_dbackward;
     // dim, start and end are saved as passed and read back as uint64 (torch 1.13, measured):
     // x.narrow(-1, 0, 2) has _saved_dim 18446744073709551615, x[:, -2:] has _saved_start
     // 18446744073709551614, x[:, :-1] has _saved_end 18446744073709551615.

@@ -13,9 +13,11 @@
 #include "autograd/engine.hpp"
 #include "errors.hpp"
 #include "interp/value.hpp"
+#include "ops/activations.hpp"
 #include "ops/ops.hpp"
 #include "ops/shapes.hpp"
 #include "tensor/tensor.hpp"
+#include "support/create_graph.hpp"
 
 using agtrace::DType;
 using agtrace::ScenarioError;
@@ -27,81 +29,18 @@ namespace autograd = agtrace::autograd;
 
 namespace {
 
-Tensor leaf(const Shape& shape, const std::vector<double>& v, DType d = DType::Float64) {
-  Tensor t = agtrace::tensor_from_values(shape, d, v);
-  t->requires_grad_flag = true;
-  return t;
-}
 const std::optional<std::vector<int64_t>> kAll = std::nullopt;
-Tensor total(const Tensor& t) { return ops::sum(t, kAll, false); }
-
+Tensor leaf(const Shape& shape, const std::vector<double>& v, DType d = DType::Float64) {
+  return agtrace::test::cg_leaf(shape, v, d);
+}
+Tensor total(const Tensor& t) { return agtrace::test::cg_total(t); }
 std::vector<Tensor> grad(const Tensor& root, const std::vector<Tensor>& inputs, bool create_graph) {
-  autograd::BackwardRequest req;
-  req.roots = {root};
-  req.inputs = inputs;
-  req.capture = true;
-  req.retain_graph = create_graph;
-  req.create_graph = create_graph;
-  return autograd::run_backward(req);
+  return agtrace::test::cg_grad(root, inputs, create_graph);
 }
-
-void backward(const Tensor& root, bool create_graph) {
-  autograd::BackwardRequest req;
-  req.roots = {root};
-  req.retain_graph = create_graph;
-  req.create_graph = create_graph;
-  autograd::run_backward(req);
-}
-
-// Depth-first over next_functions, each node once (the spec's walk).
-std::vector<std::string> walk(const Tensor& t) {
-  std::vector<std::string> out;
-  std::vector<autograd::Node*> seen, stack{t->grad_fn.get()};
-  while (!stack.empty()) {
-    autograd::Node* n = stack.back();
-    stack.pop_back();
-    if (!n || std::find(seen.begin(), seen.end(), n) != seen.end()) continue;
-    seen.push_back(n);
-    out.push_back(n->name);
-    for (auto it = n->next.rbegin(); it != n->next.rend(); ++it)
-      if (it->fn) stack.push_back(it->fn.get());
-  }
-  return out;
-}
-
-using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
-
-// d/dx_k of sum(grad f wrt x_i), by create_graph, against central differences of the
-// first-order gradient (float64).
-void check_second_order(const Fn& f, const std::vector<Shape>& shapes, const std::vector<std::vector<double>>& values,
-                        size_t wrt) {
-  std::vector<Tensor> xs;
-  for (size_t i = 0; i < shapes.size(); ++i) xs.push_back(leaf(shapes[i], values[i]));
-  Tensor g = grad(f(xs), {xs[wrt]}, true)[0];
-  REQUIRE(g->requires_grad());
-  std::vector<Tensor> h = grad(total(g), xs, false);
-  for (size_t k = 0; k < xs.size(); ++k) {
-    std::vector<double> analytic = h[k] ? agtrace::to_values(h[k]) : std::vector<double>(values[k].size(), 0.0);
-    for (size_t e = 0; e < values[k].size(); ++e) {
-      const double eps = 1e-6;
-      auto first = [&](double delta) {
-        std::vector<Tensor> ys;
-        for (size_t i = 0; i < shapes.size(); ++i) {
-          std::vector<double> v = values[i];
-          if (i == k) v[e] += delta;
-          ys.push_back(leaf(shapes[i], v));
-        }
-        Tensor gi = grad(f(ys), {ys[wrt]}, false)[0];
-        double s = 0;
-        for (double v : agtrace::to_values(gi)) s += v;
-        return s;
-      };
-      const double numeric = (first(eps) - first(-eps)) / (2 * eps);
-      INFO("input " << k << " element " << e);
-      CHECK(analytic[e] == Approx(numeric).epsilon(1e-5).margin(1e-6));
-    }
-  }
-}
+void backward(const Tensor& root, bool create_graph) { agtrace::test::cg_backward(root, create_graph); }
+std::vector<std::string> walk(const Tensor& t) { return agtrace::test::cg_walk(t); }
+using Fn = agtrace::test::CgFn;
+using agtrace::test::check_second_order;
 
 Value I(int64_t v) { return Value::integer(v); }
 Value R(double v) { return Value::real(v); }
@@ -256,11 +195,11 @@ TEST_CASE("create_graph: backward(create_graph=True) leaves a .grad with a graph
 TEST_CASE("create_graph: a node without a differentiable formula raises unsupported", "[create_graph]") {
   Tensor z = leaf({3}, {0.5, 1.5, 2.0}, DType::Float32);
   try {
-    grad(total(ops::pow_tensor(z, z)), {z}, true);
+    grad(total(ops::max_dim(z, 0, false).first), {z}, true);
     FAIL("expected unsupported");
   } catch (const ScenarioError& e) {
     CHECK(e.kind == "unsupported");
-    CHECK(std::string(e.what()).find("create_graph=True through PowBackward1 is not supported yet") !=
+    CHECK(std::string(e.what()).find("create_graph=True through MaxBackward0 is not supported yet") !=
           std::string::npos);
   }
 }

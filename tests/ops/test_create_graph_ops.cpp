@@ -1,0 +1,364 @@
+// create_graph=True through every op family (issue #3): for each op, the walk of the
+// gradient's own graph is the one PyTorch 1.13 records (measured with /usr/bin/python3,
+// walking g.grad_fn of `g, = torch.autograd.grad(y, [w], create_graph=True)` for the same
+// expressions and values), and the second derivative through that graph matches central
+// differences of the first-order gradient (float64).
+#include <catch2/catch.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "errors.hpp"
+#include "interp/value.hpp"
+#include "ops/activations.hpp"
+#include "ops/double_backward.hpp"
+#include "ops/nn.hpp"
+#include "ops/ops.hpp"
+#include "ops/shapes.hpp"
+#include "support/create_graph.hpp"
+#include "tensor/tensor.hpp"
+
+namespace {
+
+using agtrace::DType;
+using agtrace::ScenarioError;
+using agtrace::Shape;
+using agtrace::Tensor;
+using agtrace::Value;
+using agtrace::test::cg_grad;
+using agtrace::test::cg_leaf;
+using agtrace::test::cg_total;
+using agtrace::test::cg_walk;
+using agtrace::test::check_second_order;
+namespace ops = agtrace::ops;
+using Names = std::vector<std::string>;
+
+// The leaves, in this order (values as in the torch measurement).
+enum { X, P, T, B, C, S, W, LB, B1, B2, V, C3 };
+const std::vector<Shape> kShapes{{2, 3}, {2, 3}, {2, 3}, {3}, {2, 1}, {}, {3, 2}, {2}, {2, 2, 3}, {2, 3, 2}, {3}, {2, 1, 3, 1}};
+std::vector<std::vector<double>> values() {
+  std::vector<double> b1, b2;
+  for (int i = 0; i < 12; ++i) {
+    b1.push_back(0.1 * i - 0.5);
+    b2.push_back(0.3 - 0.07 * i);
+  }
+  return {{0.5, 1.5, -2.0, 1.0, -0.3, 2.5}, {0.5, 1.5, 2.0, 1.0, 0.3, 2.5}, {0.3, -0.5, 0.8, -0.2, 0.6, 0.1},
+          {0.7, -1.2, 0.4},                 {1.3, -0.6},                     {1.7},
+          {0.2, -1.0, 0.7, 0.4, 1.1, -0.6}, {0.1, -0.3},                     b1,
+          b2,                               {0.4, -0.9, 1.3},                {0.1, 0.2, 0.3, 0.4, 0.5, 0.6}};
+}
+
+Value I(int64_t v) { return Value::integer(v); }
+Value R(double v) { return Value::real(v); }
+Tensor sq(const Tensor& t) { return ops::pow_scalar(t, I(2)); }
+Tensor longs(const Shape& shape, const std::vector<double>& v) { return agtrace::tensor_from_values(shape, DType::Int64, v); }
+Tensor gt0(const Tensor& t) { return ops::compare(t, ops::wrap_number(I(0)), "gt"); }
+const std::optional<std::vector<int64_t>> kAll = std::nullopt;
+
+struct Case {
+  const char* name;
+  size_t wrt;
+  agtrace::test::CgFn f;
+  Names walk;
+};
+
+std::vector<Case> cases() {
+  using L = const std::vector<Tensor>&;
+  return {
+      // Broadcast gradients: the engine's validate_outputs runs at::sum_to in grad mode.
+      {"mul_bcast_row", B, [](L e) { return cg_total(ops::mul(e[X], e[B])); },
+       {"ViewBackward0", "SumBackward1", "MulBackward0", "AccumulateGrad"}},
+      {"mul_bcast_col", C, [](L e) { return cg_total(ops::mul(e[X], e[C])); },
+       {"SumBackward1", "MulBackward0", "AccumulateGrad"}},
+      {"mul_bcast_0d", S, [](L e) { return cg_total(ops::mul(e[X], e[S])); },
+       {"SumBackward0", "MulBackward0", "AccumulateGrad"}},
+      {"add_bcast", B, [](L e) { return cg_total(sq(ops::add(e[X], e[B], I(1)))); },
+       {"ViewBackward0", "SumBackward1", "MulBackward0", "MulBackward1", "PowBackward0", "AddBackward0",
+        "AccumulateGrad", "AccumulateGrad"}},
+      {"sub_bcast", B, [](L e) { return cg_total(sq(ops::sub(e[X], e[B], I(1)))); },
+       {"ViewBackward0", "SumBackward1", "NegBackward0", "MulBackward0", "MulBackward1", "PowBackward0",
+        "SubBackward0", "AccumulateGrad", "AccumulateGrad"}},
+      {"div_bcast", B, [](L e) { return cg_total(ops::div(e[X], e[B])); },
+       {"ViewBackward0", "SumBackward1", "MulBackward0", "DivBackward0", "DivBackward0", "AccumulateGrad",
+        "AccumulateGrad"}},
+      {"add_alpha_bcast", B, [](L e) { return cg_total(sq(ops::add(e[X], e[B], I(2)))); },
+       {"ViewBackward0", "SumBackward1", "MulBackward1", "MulBackward0", "MulBackward1", "PowBackward0",
+        "AddBackward0", "AccumulateGrad", "AccumulateGrad"}},
+      // Views and shape ops.
+      {"permute", X, [](L e) { return cg_total(sq(ops::permute(e[X], {1, 0}))); },
+       {"PermuteBackward0", "MulBackward0", "MulBackward1", "PowBackward0", "PermuteBackward0", "AccumulateGrad"}},
+      {"expand", C, [](L e) { return cg_total(sq(ops::expand(e[C], {2, 3}))); },
+       {"SumBackward1", "MulBackward0", "MulBackward1", "PowBackward0", "ExpandBackward0", "AccumulateGrad"}},
+      {"expand_lead", X, [](L e) { return cg_total(sq(ops::expand(e[X], {4, 2, 3}))); },
+       {"ViewBackward0", "SumBackward1", "MulBackward0", "MulBackward1", "PowBackward0", "ExpandBackward0",
+        "AccumulateGrad"}},
+      {"unsqueeze", X, [](L e) { return cg_total(sq(ops::unsqueeze(e[X], -1))); },
+       {"SqueezeBackward1", "MulBackward0", "MulBackward1", "PowBackward0", "UnsqueezeBackward0", "AccumulateGrad"}},
+      {"squeeze", C3, [](L e) { return cg_total(sq(ops::squeeze(e[C3]))); },
+       {"UnsqueezeBackward0", "UnsqueezeBackward0", "MulBackward0", "MulBackward1", "PowBackward0",
+        "SqueezeBackward0", "AccumulateGrad"}},
+      {"squeeze_dim", C, [](L e) { return cg_total(sq(ops::squeeze(e[C], -1))); },
+       {"UnsqueezeBackward0", "MulBackward0", "MulBackward1", "PowBackward0", "SqueezeBackward1", "AccumulateGrad"}},
+      {"select", X, [](L e) { return cg_total(sq(ops::select(e[X], -1, -2))); },
+       {"SelectBackwardBackward0", "MulBackward0", "MulBackward1", "PowBackward0", "SelectBackward0",
+        "AccumulateGrad"}},
+      {"slice", X,
+       [](L e) { return cg_total(ops::pow_scalar(ops::slice(ops::slice(e[X], 0, 0, std::nullopt, 1), 1, 1, std::nullopt, 1), I(3))); },
+       {"SliceBackwardBackward0", "SliceBackwardBackward0", "MulBackward0", "MulBackward1", "PowBackward0",
+        "SliceBackward0", "SliceBackward0", "AccumulateGrad"}},
+      {"cat", X, [](L e) { return cg_total(sq(ops::cat({e[X], e[P]}, -1))); },
+       {"SliceBackward0", "MulBackward0", "MulBackward1", "PowBackward0", "CatBackward0", "AccumulateGrad",
+        "AccumulateGrad"}},
+      {"stack", X, [](L e) { return cg_total(sq(ops::stack({e[X], e[P]}, -1))); },
+       {"SelectBackward0", "MulBackward0", "MulBackward1", "PowBackward0", "StackBackward0", "AccumulateGrad",
+        "AccumulateGrad"}},
+      {"split", X, [](L e) { return cg_total(sq(ops::split(e[X], 1, -1)[0])); },
+       {"CatBackward0", "MulBackward0", "MulBackward1", "PowBackward0", "SplitBackward0", "AccumulateGrad"}},
+      {"unbind", X, [](L e) { return cg_total(sq(ops::unbind(e[X], -1)[1])); },
+       {"StackBackward0", "MulBackward0", "MulBackward1", "PowBackward0", "UnbindBackward0", "AccumulateGrad"}},
+      {"index_select", X, [](L e) { return cg_total(sq(ops::index_select(e[X], 1, longs({3}, {2, 0, 2})))); },
+       {"IndexAddBackward0", "MulBackward0", "MulBackward1", "PowBackward0", "IndexSelectBackward0",
+        "AccumulateGrad"}},
+      {"index", X, [](L e) { return cg_total(sq(ops::index_with_tensor(e[X], longs({3}, {1, 0, 1})))); },
+       {"IndexPutImplBackward0", "MulBackward0", "MulBackward1", "PowBackward0", "IndexBackward0",
+        "AccumulateGrad"}},
+      {"embedding", X,
+       [](L e) { return cg_total(sq(ops::embedding(longs({3}, {1, 0, 1}), e[X], std::nullopt, false, false))); },
+       {"EmbeddingDenseBackwardBackward0", "MulBackward0", "MulBackward1", "PowBackward0", "EmbeddingBackward0",
+        "AccumulateGrad"}},
+      {"embedding_padding", X,
+       [](L e) { return cg_total(sq(ops::embedding(longs({2, 2}, {1, 0, 1, 1}), e[X], 0, false, false))); },
+       {"EmbeddingDenseBackwardBackward0", "MulBackward0", "MulBackward1", "PowBackward0", "EmbeddingBackward0",
+        "AccumulateGrad"}},
+      // Pointwise math and activations.
+      {"pow_tensor_self", P, [](L e) { return cg_total(ops::pow_tensor(e[P], e[T])); },
+       {"WhereBackward0", "MulBackward0", "MulBackward0", "AccumulateGrad", "PowBackward1", "AccumulateGrad",
+        "SubBackward1"}},
+      {"pow_tensor_exponent", T, [](L e) { return cg_total(ops::pow_tensor(e[P], e[T])); },
+       {"MulBackward0", "WhereBackward0", "MulBackward0", "PowBackward1", "AccumulateGrad", "AccumulateGrad",
+        "LogBackward0"}},
+      {"rpow", X, [](L e) { return cg_total(ops::rpow(R(2.0), e[X])); },
+       {"MulBackward0", "WhereBackward0", "MulBackward0", "PowBackward1", "AccumulateGrad"}},
+      {"rsub", X, [](L e) { return cg_total(sq(ops::rsub(e[X], R(2.0), I(3)))); },
+       {"MulBackward1", "NegBackward0", "MulBackward0", "MulBackward1", "PowBackward0", "RsubBackward1",
+        "AccumulateGrad"}},
+      {"reciprocal", P, [](L e) { return cg_total(sq(ops::reciprocal(e[P]))); },
+       {"MulBackward0", "NegBackward0", "MulBackward0", "MulBackward1", "PowBackward0", "ReciprocalBackward0",
+        "AccumulateGrad", "MulBackward0"}},
+      {"abs", X, [](L e) { return cg_total(sq(ops::abs(e[X]))); },
+       {"MulBackward0", "MulBackward0", "MulBackward1", "PowBackward0", "AbsBackward0", "AccumulateGrad",
+        "SgnBackward0"}},
+      {"sin", X, [](L e) { return cg_total(ops::mul(ops::sin(e[X]), e[T])); },
+       {"MulBackward0", "MulBackward0", "AccumulateGrad", "CosBackward0", "AccumulateGrad"}},
+      {"cos", X, [](L e) { return cg_total(ops::mul(ops::cos(e[X]), e[T])); },
+       {"MulBackward0", "MulBackward0", "AccumulateGrad", "NegBackward0", "SinBackward0", "AccumulateGrad"}},
+      {"rsqrt", P, [](L e) { return cg_total(sq(ops::rsqrt(e[P]))); },
+       {"MulBackward0", "MulBackward1", "MulBackward0", "MulBackward1", "PowBackward0", "RsqrtBackward0",
+        "AccumulateGrad", "PowBackward0"}},
+      {"clamp", X, [](L e) { return cg_total(sq(ops::clamp(e[X], R(-1.0), R(1.2)))); },
+       {"WhereBackward0", "MulBackward0", "MulBackward1", "PowBackward0", "ClampBackward1", "AccumulateGrad"}},
+      {"leaky_relu", X, [](L e) { return cg_total(ops::mul(ops::leaky_relu(e[X], R(0.1)), e[T])); },
+       {"LeakyReluBackwardBackward0", "MulBackward0", "AccumulateGrad", "AccumulateGrad"}},
+      {"gelu", X, [](L e) { return cg_total(ops::mul(ops::gelu(e[X], "none"), e[T])); },
+       {"GeluBackwardBackward0", "MulBackward0", "AccumulateGrad", "AccumulateGrad"}},
+      {"gelu_tanh", X, [](L e) { return cg_total(ops::mul(ops::gelu(e[X], "tanh"), e[T])); },
+       {"GeluBackwardBackward0", "MulBackward0", "AccumulateGrad", "AccumulateGrad"}},
+      {"silu", X, [](L e) { return cg_total(ops::mul(ops::silu(e[X]), e[T])); },
+       {"MulBackward0", "MulBackward0", "MulBackward0", "AccumulateGrad", "SigmoidBackward0", "AccumulateGrad",
+        "AddBackward1", "MulBackward0", "SubBackward0"}},
+      {"softmax", X, [](L e) { return cg_total(ops::mul(ops::softmax(e[X], -1), e[T])); },
+       {"SoftmaxBackwardDataBackward0", "MulBackward0", "AccumulateGrad", "SoftmaxBackward0", "AccumulateGrad"}},
+      {"log_softmax", X, [](L e) { return cg_total(ops::mul(ops::log_softmax(e[X], 0), e[T])); },
+       {"LogSoftmaxBackwardDataBackward0", "MulBackward0", "AccumulateGrad", "LogSoftmaxBackward0",
+        "AccumulateGrad"}},
+      {"where", X, [](L e) { return cg_total(sq(ops::where(gt0(e[T]), e[X], e[P]))); },
+       {"WhereBackward0", "MulBackward0", "MulBackward1", "PowBackward0", "WhereBackward0", "AccumulateGrad",
+        "AccumulateGrad"}},
+      {"masked_fill", X, [](L e) { return cg_total(sq(ops::masked_fill(e[X], gt0(e[T]), R(0.5)))); },
+       {"MaskedFillBackward0", "MulBackward0", "MulBackward1", "PowBackward0", "MaskedFillBackward0",
+        "AccumulateGrad"}},
+      {"max_all", X, [](L e) { return sq(ops::max_all(e[X])); },
+       {"MaskedFillBackward1", "DivBackward0", "MulBackward0", "MulBackward1", "PowBackward0", "MaxBackward1",
+        "AccumulateGrad"}},
+      {"amax", X, [](L e) { return cg_total(sq(ops::amax(e[X], {1}, false))); },
+       {"MulBackward0", "DivBackward0", "ReshapeAliasBackward0", "MulBackward0", "MulBackward1", "PowBackward0",
+        "AmaxBackward0", "AccumulateGrad"}},
+      {"amax_all", X, [](L e) { return sq(ops::amax(e[X], {}, false)); },
+       {"MulBackward0", "DivBackward0", "ReshapeAliasBackward0", "MulBackward0", "MulBackward1", "PowBackward0",
+        "AmaxBackward0", "AccumulateGrad"}},
+      {"norm", X, [](L e) { return sq(ops::norm(e[X], I(2), {}, false)); },
+       {"MulBackward0", "MulBackward0", "MulBackward1", "PowBackward0", "NormBackward1", "AccumulateGrad",
+        "MaskedFillBackward0", "DivBackward0"}},
+      {"norm_dim", X, [](L e) { return cg_total(sq(ops::norm(e[X], I(2), {1}, false))); },
+       {"MulBackward0", "UnsqueezeBackward0", "MulBackward0", "MulBackward1", "PowBackward0", "NormBackward1",
+        "AccumulateGrad", "MaskedFillBackward0", "DivBackward0", "UnsqueezeBackward0"}},
+      {"norm_p1", X, [](L e) { return cg_total(sq(ops::norm(e[X], I(1), {0}, false))); },
+       {"MulBackward0", "SgnBackward0", "AccumulateGrad", "UnsqueezeBackward0", "MulBackward0", "MulBackward1",
+        "PowBackward0", "NormBackward1"}},
+      {"var", X, [](L e) { return ops::var(e[X], kAll, 1, false); },
+       {"MulBackward0", "SubBackward0", "AccumulateGrad", "MeanBackward0"}},
+      {"var_dim", X, [](L e) { return cg_total(sq(ops::var(e[X], std::vector<int64_t>{1}, 1, false))); },
+       {"MulBackward0", "MulBackward1", "UnsqueezeBackward0", "MulBackward0", "MulBackward1", "PowBackward0",
+        "VarBackward0", "AccumulateGrad", "SubBackward0", "MeanBackward1"}},
+      // The matmul family.
+      {"bmm", B1, [](L e) { return cg_total(sq(ops::bmm(e[B1], e[B2]))); },
+       {"BmmBackward0", "MulBackward0", "MulBackward1", "PowBackward0", "BmmBackward0", "AccumulateGrad",
+        "AccumulateGrad", "TransposeBackward0"}},
+      {"addmm_bias", LB, [](L e) { return cg_total(sq(ops::addmm(e[LB], e[X], e[W], I(2), R(0.5)))); },
+       {"ViewBackward0", "SumBackward1", "MulBackward1", "MulBackward0", "MulBackward1", "PowBackward0",
+        "AddmmBackward0", "AccumulateGrad", "AccumulateGrad", "AccumulateGrad"}},
+      {"addmm_mat1", X, [](L e) { return cg_total(sq(ops::addmm(e[LB], e[X], e[W], I(2), R(0.5)))); },
+       {"MulBackward1", "MmBackward0", "MulBackward0", "MulBackward1", "PowBackward0", "AddmmBackward0",
+        "AccumulateGrad", "AccumulateGrad", "AccumulateGrad", "TBackward0"}},
+      {"linear_weight", T, [](L e) { return cg_total(sq(ops::linear(e[X], e[T], e[LB]))); },
+       {"TBackward0", "TBackward0", "MmBackward0", "TBackward0", "MulBackward0", "MulBackward1", "PowBackward0",
+        "AddmmBackward0", "AccumulateGrad", "AccumulateGrad", "TBackward0", "AccumulateGrad"}},
+      {"mv", X, [](L e) { return cg_total(sq(ops::matmul(e[X], e[V]))); },
+       {"MulBackward0", "ReshapeAliasBackward0", "MulBackward0", "MulBackward1", "PowBackward0", "MvBackward0",
+        "AccumulateGrad", "AccumulateGrad"}},
+      {"mv_vec", V, [](L e) { return cg_total(sq(ops::matmul(e[X], e[V]))); },
+       {"MvBackward0", "TBackward0", "AccumulateGrad", "MulBackward0", "MulBackward1", "PowBackward0", "MvBackward0",
+        "AccumulateGrad"}},
+      {"dot", V, [](L e) { return sq(ops::matmul(e[V], e[B])); },
+       {"MulBackward0", "MulBackward0", "MulBackward1", "PowBackward0", "DotBackward0", "AccumulateGrad",
+        "AccumulateGrad"}},
+      {"matmul_3d", B1, [](L e) { return cg_total(sq(ops::matmul(e[B1], e[W]))); },
+       {"ReshapeAliasBackward0", "MmBackward0", "ReshapeAliasBackward0", "MulBackward0", "MulBackward1",
+        "PowBackward0", "UnsafeViewBackward0", "MmBackward0", "ReshapeAliasBackward0", "AccumulateGrad",
+        "AccumulateGrad", "TBackward0"}},
+      // Losses.
+      {"mse", X, [](L e) { return ops::mse_loss(e[X], e[T], 1); },
+       {"MseLossBackwardBackward0", "AccumulateGrad", "AccumulateGrad"}},
+      {"mse_target", T, [](L e) { return ops::mse_loss(e[X], e[T], 2); },
+       {"MseLossBackwardBackward0", "AccumulateGrad", "AccumulateGrad"}},
+      {"nll", X, [](L e) { return sq(ops::nll_loss(e[X], longs({2}, {2, 0}), nullptr, 1, -100)); },
+       {"NllLossBackwardBackward0", "MulBackward0", "MulBackward1", "PowBackward0", "NllLossBackward0",
+        "AccumulateGrad"}},
+      {"cross_entropy", X, [](L e) { return ops::cross_entropy(e[X], longs({2}, {1, 2}), nullptr, 1, -100); },
+       {"LogSoftmaxBackwardDataBackward0", "NllLossBackwardBackward0", "LogSoftmaxBackward0", "AccumulateGrad"}},
+  };
+}
+
+std::vector<Tensor> leaves() {
+  std::vector<Tensor> out;
+  const auto v = values();
+  for (size_t i = 0; i < kShapes.size(); ++i) out.push_back(cg_leaf(kShapes[i], v[i]));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("create_graph ops: the gradient's graph has PyTorch's node names", "[create_graph][create_graph_ops]") {
+  for (const Case& c : cases()) {
+    INFO("case " << c.name);
+    std::vector<Tensor> e = leaves();
+    Tensor g = cg_grad(c.f(e), {e[c.wrt]}, true)[0];
+    REQUIRE(g);
+    CHECK(cg_walk(g) == c.walk);
+  }
+}
+
+TEST_CASE("create_graph ops: second derivatives match central differences", "[create_graph][create_graph_ops]") {
+  for (const Case& c : cases()) {
+    INFO("case " << c.name);
+    check_second_order(c.f, kShapes, values(), c.wrt);
+  }
+}
+
+TEST_CASE("create_graph ops: dtype casts record ToCopyBackward0", "[create_graph][create_graph_ops]") {
+  // Measured: (f * x).sum() with f float32 and x float64 gives f's gradient
+  // ToCopyBackward0 > MulBackward0; (f.double() ** 2).sum() gives ToCopyBackward0 >
+  // MulBackward0 > MulBackward1 > PowBackward0 > ToCopyBackward0.
+  Tensor f = cg_leaf({3}, {0.2, -0.4, 0.9}, DType::Float32);
+  Tensor x = cg_leaf({3}, {0.5, 1.5, -2.0});
+  Tensor g = cg_grad(cg_total(ops::mul(f, x)), {f}, true)[0];
+  CHECK(g->dtype() == DType::Float32);
+  CHECK(cg_walk(g) == Names{"ToCopyBackward0", "MulBackward0", "AccumulateGrad"});
+  Tensor g2 = cg_grad(cg_total(sq(ops::to_dtype(f, DType::Float64))), {f}, true)[0];
+  CHECK(cg_walk(g2) == Names{"ToCopyBackward0", "MulBackward0", "MulBackward1", "PowBackward0", "ToCopyBackward0",
+                             "AccumulateGrad"});
+  // d/df sum(2 f) = 2 through both casts.
+  std::vector<Tensor> h = cg_grad(cg_total(g2), {f}, false);
+  CHECK(agtrace::to_values(h[0]) == std::vector<double>{2.0, 2.0, 2.0});
+}
+
+TEST_CASE("create_graph ops: dedicated double-backward nodes save what PyTorch saves",
+          "[create_graph][create_graph_ops]") {
+  std::vector<Tensor> e = leaves();
+  // Measured: SelectBackwardBackward0 _saved_dim 18446744073709551615, _saved_index
+  // 18446744073709551614 for x.select(-1, -2).
+  Tensor gs = cg_grad(cg_total(sq(ops::select(e[X], -1, -2))), {e[X]}, true)[0];
+  CHECK(agtrace::autograd::attr_repr(gs->grad_fn->attr("dim")) == "18446744073709551615");
+  CHECK(agtrace::autograd::attr_repr(gs->grad_fn->attr("index")) == "18446744073709551614");
+  // SoftmaxBackwardDataBackward0: dim as written, grad_output, output; edges (grad, SoftmaxBackward0).
+  Tensor gm = cg_grad(cg_total(ops::mul(ops::softmax(e[X], -1), e[T])), {e[X]}, true)[0];
+  CHECK(agtrace::autograd::attr_repr(gm->grad_fn->attr("dim")) == "18446744073709551615");
+  CHECK(gm->grad_fn->find("grad_output"));
+  CHECK(gm->grad_fn->find("output"));
+  CHECK(gm->grad_fn->next[1].fn->name == "SoftmaxBackward0");
+  // GeluBackwardBackward0: approximate, grad_output, self.
+  Tensor gg = cg_grad(cg_total(ops::mul(ops::gelu(e[X], "tanh"), e[T])), {e[X]}, true)[0];
+  CHECK(agtrace::autograd::attr_repr(gg->grad_fn->attr("approximate")) == "'tanh'");
+  // MseLossBackwardBackward0: edges (None for the implicit ones, self, target), reduction 1.
+  Tensor gl = cg_grad(ops::mse_loss(e[X], e[T], 1), {e[X]}, true)[0];
+  CHECK_FALSE(gl->grad_fn->next[0].fn);
+  CHECK(agtrace::autograd::attr_repr(gl->grad_fn->attr("reduction")) == "1");
+  // NllLossBackwardBackward0: ignore_index -100 read as uint64, reduction, target, weight.
+  Tensor gn = cg_grad(ops::nll_loss(e[X], longs({2}, {2, 0}), nullptr, 1, -100), {e[X]}, true)[0];
+  CHECK(agtrace::autograd::attr_repr(gn->grad_fn->attr("ignore_index")) == "18446744073709551516");
+}
+
+TEST_CASE("create_graph ops: second-order values measured with torch 1.13", "[create_graph][create_graph_ops]") {
+  // torch (float64): g, = autograd.grad((op(x) * t).sum(), x, create_graph=True);
+  // h, = autograd.grad((g * t).sum(), x), for x, t as in the cases above.
+  auto second = [](const std::function<Tensor(const Tensor&)>& op) {
+    std::vector<Tensor> e = leaves();
+    Tensor t = agtrace::tensor_from_values({2, 3}, DType::Float64, values()[T]);
+    Tensor g = cg_grad(cg_total(ops::mul(op(e[X]), t)), {e[X]}, true)[0];
+    return agtrace::to_values(cg_grad(cg_total(ops::mul(g, t)), {e[X]}, false)[0]);
+  };
+  auto near = [](const std::vector<double>& got, const std::vector<double>& want) {
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(want[i]).epsilon(1e-9).margin(1e-11));
+  };
+  near(second([](const Tensor& x) { return ops::gelu(x, "none"); }),
+       {0.055450288965, -0.008094849729, -0.069108437137, 0.009678828981, 0.262242261911, -0.000744952771});
+  near(second([](const Tensor& x) { return ops::gelu(x, "tanh"); }),
+       {0.05539562056, -0.007629549121, -0.069040051169, 0.009685927919, 0.262133441436, -0.000762453921});
+  near(second([](const Tensor& x) { return ops::leaky_relu(x, R(0.1)); }), {0, 0, 0, 0, 0, 0});
+  near(second([](const Tensor& x) { return ops::softmax(x, -1); }),
+       {0.043996308879, -0.065133685472, 0.021137376593, 0.008179275007, 0.011963313706, -0.020142588714});
+  near(second([](const Tensor& x) { return ops::log_softmax(x, 0); }),
+       {-0.01175018561, 0.013390227432, -0.006845724725, 0.01175018561, -0.013390227432, 0.006845724725});
+  near(second([](const Tensor& x) { return ops::silu(x); }),
+       {0.039710612428, 0.039049396241, 0.032039787965, 0.012094644752, 0.17207919655, -8.4621565e-05});
+  // cross_entropy(x, [1, 2]): h of (g * t).sum().
+  std::vector<Tensor> e = leaves();
+  Tensor t = agtrace::tensor_from_values({2, 3}, DType::Float64, values()[T]);
+  Tensor g = cg_grad(ops::cross_entropy(e[X], longs({2}, {1, 2}), nullptr, 1, -100), {e[X]}, true)[0];
+  near(agtrace::to_values(cg_grad(cg_total(ops::mul(g, t)), {e[X]}, false)[0]),
+       {0.073863265197, -0.085326138813, 0.011462873617, -0.023595322257, 0.012514351246, 0.011080971011});
+}
+
+TEST_CASE("create_graph ops: third order through a node without a formula names it",
+          "[create_graph][create_graph_ops]") {
+  // GeluBackwardBackward0's own create_graph formula (gelu_double_backward's graph) is not
+  // mirrored: a third-order gradient through it raises unsupported naming the node.
+  std::vector<Tensor> e = leaves();
+  Tensor g = cg_grad(cg_total(ops::gelu(e[X], "none")), {e[X]}, true)[0];
+  try {
+    cg_grad(cg_total(g), {e[X]}, true);
+    FAIL("expected unsupported");
+  } catch (const ScenarioError& err) {
+    CHECK(err.kind == "unsupported");
+    CHECK(std::string(err.what()).find("create_graph=True through GeluBackwardBackward0 is not supported yet") !=
+          std::string::npos);
+  }
+  // Third order through nodes whose formulas are mirrored works (select's, leaky_relu's).
+  Tensor gs = cg_grad(cg_total(ops::pow_scalar(ops::select(e[X], 0, 1), I(3))), {e[X]}, true)[0];
+  Tensor hs = cg_grad(cg_total(gs), {e[X]}, true)[0];
+  REQUIRE(hs->requires_grad());
+  // d3/dx3 x^3 = 6 at the selected row (row 1) only.
+  CHECK(agtrace::to_values(cg_grad(cg_total(hs), {e[X]}, false)[0]) == std::vector<double>{0, 0, 0, 6, 6, 6});
+}
