@@ -1,6 +1,7 @@
 // agtrace run SCENARIO: run it and print the report.
 #include <spdlog/spdlog.h>
 
+#include <cstdlib>
 #include <iostream>
 
 #include "commands.hpp"
@@ -9,12 +10,27 @@
 #include "interp/interpreter.hpp"
 #include "report/report.hpp"
 #include "scenario/scenario.hpp"
+#include "tensor/kernels.hpp"
 #include "util/atomic_file.hpp"
 #include "util/process.hpp"
+#include "util/profile.hpp"
 
 namespace agtrace::app {
 
 namespace {
+// AGTRACE_THREADS=N, for CI setups that cannot add an option to every command.
+int threads_from_env() {
+  const char* v = std::getenv("AGTRACE_THREADS");
+  if (!v || !*v) return 1;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  if (*end != '\0' || n < 1 || n > 256) {
+    InputError e("usage", std::string("AGTRACE_THREADS must be a whole number from 1 to 256, got '") + v + "'");
+    throw e;
+  }
+  return static_cast<int>(n);
+}
+
 struct RunOpts {
   std::string scenario;
   std::string format = "text";
@@ -27,6 +43,8 @@ struct RunOpts {
   std::string device;
   std::string color = "auto";
   std::string max_memory = "4G";
+  bool profile = false;
+  int threads = 0;  // 0: AGTRACE_THREADS, else 1
 };
 }  // namespace
 
@@ -48,6 +66,12 @@ Runner add_run(CLI::App& root) {
   cmd->add_option("--device", opts->device, "override the scenario's device")->check(CLI::IsMember({"cpu", "meta", "cuda"}));
   cmd->add_option("--max-memory", opts->max_memory, "budget for element data, e.g. 512M or 4G (default 4G; meta is exempt)");
   cmd->add_option("--color", opts->color, "auto, always or never")->check(CLI::IsMember({"auto", "always", "never"}));
+  cmd->add_flag("--profile", opts->profile,
+                "add wall time per op and per statement, forward and backward (JSON: the \"profile\" key)");
+  cmd->add_option("--threads", opts->threads,
+                  "threads for matrix products and parallel kernels (default: $AGTRACE_THREADS, else 1); "
+                  "results do not depend on it")
+      ->check(CLI::Range(1, 256));
   return [opts]() -> int {
     auto sc = load_scenario_file(opts->scenario);
     const std::string device = opts->device.empty() ? sc->device : opts->device;
@@ -62,16 +86,28 @@ Runner add_run(CLI::App& root) {
     ro.max_memory = parse_bytes(opts->max_memory);
     ro.device = opts->device;
     ro.keep_values = opts->values;
+    kernels::set_threads(opts->threads > 0 ? opts->threads : threads_from_env());
+    if (opts->profile) profile::set_enabled(true);
     RunResult r = run_scenario(*sc, ro);
+    std::vector<profile::Row> profile_rows;
+    double profile_total = 0.0;
+    if (opts->profile) {
+      profile_total = profile::elapsed_s();
+      profile_rows = profile::rows();
+      profile::set_enabled(false);
+    }
     std::string out;
     if (opts->format == "json") {
-      out = report_json(r, opts->values).dump(2) + "\n";
+      auto j = report_json(r, opts->values);
+      if (opts->profile) j["profile"] = report_profile_json(r, profile_rows, profile_total);
+      out = j.dump(2) + "\n";
     } else {
       TextOptions to;
       to.values = opts->values;
       to.quiet = opts->quiet;
       to.color = opts->output.empty() && want_color(opts->color);
       out = report_text(r, to);
+      if (opts->profile) out += report_profile_text(r, profile_rows, profile_total);
     }
     if (!opts->dot_file.empty()) write_file_atomic(opts->dot_file, report_dot(r));
     if (!opts->svg_file.empty()) render_graphviz(report_dot(r), "svg", opts->svg_file);

@@ -24,16 +24,12 @@ namespace {
 
 // ------------------------------------------------------------------ raw kernels
 
-// Row-major values of a @ b for a (n, k) and b (k, m), unrounded.
-std::vector<double> matmul_values(const std::vector<double>& a, const std::vector<double>& b, int64_t n, int64_t k,
-                                  int64_t m) {
+// Row-major values of a @ b for a (n, k) and b (k, m) given row-major, at the precision
+// of PyTorch's CPU kernel for `dtype` (kernels::gemm: BLAS for float32/float64).
+std::vector<double> matmul_values(DType dtype, const std::vector<double>& a, const std::vector<double>& b, int64_t n,
+                                  int64_t k, int64_t m) {
   std::vector<double> out(static_cast<size_t>(n * m), 0.0);
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j < m; ++j) {
-      double acc = 0.0;
-      for (int64_t p = 0; p < k; ++p) acc += a[static_cast<size_t>(i * k + p)] * b[static_cast<size_t>(p * m + j)];
-      out[static_cast<size_t>(i * m + j)] = acc;
-    }
+  kernels::gemm(dtype, {a.data(), 0, k, 1}, {b.data(), 0, m, 1}, n, k, m, out.data());
   return out;
 }
 
@@ -44,28 +40,25 @@ Tensor from_values(const Shape& shape, DType dtype, bool meta, const std::vector
   return r;
 }
 
-// (B, n, k) @ (B, k, m) without autograd.
+// (B, n, k) @ (B, k, m) without autograd, reading both operands through their strides.
 Tensor bmm_kernel(const Tensor& a, const Tensor& b) {
   const int64_t B = a->sizes[0], n = a->sizes[1], k = a->sizes[2], m = b->sizes[2];
-  const bool meta = a->is_meta() || b->is_meta();
-  std::vector<double> out;
-  if (!meta) {
-    std::vector<double> av = to_values(a), bv = to_values(b);
-    for (int64_t i = 0; i < B; ++i) {
-      std::vector<double> ai(av.begin() + i * n * k, av.begin() + (i + 1) * n * k);
-      std::vector<double> bi(bv.begin() + i * k * m, bv.begin() + (i + 1) * k * m);
-      std::vector<double> oi = matmul_values(ai, bi, n, k, m);
-      out.insert(out.end(), oi.begin(), oi.end());
-    }
-  }
-  return from_values({B, n, m}, a->dtype(), meta, out);
+  Tensor r = empty_tensor({B, n, m}, a->dtype(), a->is_meta() || b->is_meta());
+  if (r->is_meta()) return r;
+  const double* pa = a->storage->data.data();
+  const double* pb = b->storage->data.data();
+  double* out = r->storage->data.data();
+  for (int64_t i = 0; i < B; ++i)
+    kernels::gemm(a->dtype(), {pa, a->offset + i * a->strides[0], a->strides[1], a->strides[2]},
+                  {pb, b->offset + i * b->strides[0], b->strides[1], b->strides[2]}, n, k, m, out + i * n * m);
+  return r;
 }
 
 // (n, k) @ (k,) without autograd.
 Tensor mv_kernel(const Tensor& a, const Tensor& v) {
   const bool meta = a->is_meta() || v->is_meta();
   std::vector<double> out;
-  if (!meta) out = matmul_values(to_values(a), to_values(v), a->sizes[0], a->sizes[1], 1);
+  if (!meta) out = matmul_values(a->dtype(), to_values(a), to_values(v), a->sizes[0], a->sizes[1], 1);
   return from_values({a->sizes[0]}, a->dtype(), meta, out);
 }
 
@@ -73,7 +66,7 @@ Tensor mv_kernel(const Tensor& a, const Tensor& v) {
 Tensor outer_kernel(const Tensor& g, const Tensor& v) {
   const bool meta = g->is_meta() || v->is_meta();
   std::vector<double> out;
-  if (!meta) out = matmul_values(to_values(g), to_values(v), g->sizes[0], 1, v->sizes[0]);
+  if (!meta) out = matmul_values(g->dtype(), to_values(g), to_values(v), g->sizes[0], 1, v->sizes[0]);
   return from_values({g->sizes[0], v->sizes[0]}, g->dtype(), meta, out);
 }
 
@@ -341,7 +334,7 @@ Tensor dot(const Tensor& a, const Tensor& b) {
   reject_bool(a, "dot");
   const bool meta = a->is_meta() || b->is_meta();
   std::vector<double> out;
-  if (!meta) out = matmul_values(to_values(a), to_values(b), 1, a->numel(), 1);
+  if (!meta) out = matmul_values(a->dtype(), to_values(a), to_values(b), 1, a->numel(), 1);
   Tensor r = from_values({}, a->dtype(), meta, out);
   if (needs_grad({&a, &b})) {
     // SUMMARY matmul_1d_1d: DotBackward0 saves self if `tensor` requires grad and tensor if
@@ -438,7 +431,7 @@ Tensor addmm(const Tensor& bias, const Tensor& m1, const Tensor& m2, const Value
   const bool meta = bias->is_meta() || m1->is_meta() || m2->is_meta();
   std::vector<double> out;
   if (!meta) {
-    out = matmul_values(to_values(m1), to_values(m2), m1->sizes[0], m1->sizes[1], m2->sizes[1]);
+    out = matmul_values(m1->dtype(), to_values(m1), to_values(m2), m1->sizes[0], m1->sizes[1], m2->sizes[1]);
     std::vector<double> bv = to_values(bias_b);
     // beta == 0 ignores the bias (NaN included), as BLAS does.
     for (size_t i = 0; i < out.size(); ++i) out[i] = al * out[i] + (be == 0.0 ? 0.0 : be * bv[i]);

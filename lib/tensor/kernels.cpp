@@ -4,6 +4,10 @@
 
 #include "errors.hpp"
 
+#ifdef AGTRACE_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+
 namespace agtrace::kernels {
 
 namespace {
@@ -21,6 +25,33 @@ Shape broadcast_strides(const Tensor& t, const Shape& out) {
   for (size_t d = 0; d < t->sizes.size(); ++d)
     s[lead + d] = t->sizes[d] == 1 && out[lead + d] != 1 ? 0 : t->strides[d];
   return s;
+}
+
+// dst[i] = value(i) rounded to dtype, for i < n; the dtype switch is outside the loop.
+template <typename F>
+void store_rounded(double* dst, int64_t n, DType dtype, F&& value) {
+  switch (dtype) {
+    case DType::Float32:
+      for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<double>(static_cast<float>(value(i)));
+      return;
+    case DType::Float64:
+      for (int64_t i = 0; i < n; ++i) dst[i] = value(i);
+      return;
+    default:
+      for (int64_t i = 0; i < n; ++i) dst[i] = round_to_dtype(value(i), dtype);
+  }
+}
+
+// `inner` equals the last dims of `shape` (leading size-1 dims of `inner` dropped): a
+// contiguous tensor of that shape repeats every numel(inner) elements of `shape`.
+bool is_trailing_shape(const Shape& inner, const Shape& shape) {
+  size_t lead = 0;
+  while (lead < inner.size() && inner[lead] == 1) ++lead;
+  const size_t k = inner.size() - lead;
+  if (k > shape.size()) return false;
+  for (size_t d = 0; d < k; ++d)
+    if (inner[lead + d] != shape[shape.size() - k + d]) return false;
+  return true;
 }
 
 bool any_meta(std::initializer_list<const Tensor*> ts) {
@@ -97,6 +128,11 @@ Tensor unary(const Tensor& a, DType out, const std::function<double(double)>& f)
   if (r->is_meta()) return r;
   const double* src = a->storage->data.data();
   double* dst = r->storage->data.data();
+  if (a->is_contiguous()) {
+    const double* p = src + a->offset;
+    store_rounded(dst, r->numel(), out, [&](int64_t i) { return f(p[i]); });
+    return r;
+  }
   for_each_offset(a->sizes, a->strides, a->offset,
                   [&](int64_t i, int64_t off) { dst[i] = round_to_dtype(f(src[off]), out); });
   return r;
@@ -104,16 +140,50 @@ Tensor unary(const Tensor& a, DType out, const std::function<double(double)>& f)
 
 Tensor binary(const Tensor& a, const Tensor& b, DType out,
               const std::function<double(double, double)>& f, const std::string& op) {
-  Shape shape = broadcast_shapes(a->sizes, b->sizes, op);
+  const bool same = a->sizes == b->sizes;
+  Shape shape = same ? a->sizes : broadcast_shapes(a->sizes, b->sizes, op);
   Tensor r = empty_tensor(shape, out, any_meta({&a, &b}));
   if (r->is_meta()) return r;
-  Shape sa = broadcast_strides(a, shape), sb = broadcast_strides(b, shape);
-  std::vector<double> av(static_cast<size_t>(r->numel())), bv(av.size());
   const double* pa = a->storage->data.data();
   const double* pb = b->storage->data.data();
+  double* dst = r->storage->data.data();
+  const int64_t n = r->numel();
+  // Fast paths (most elementwise work in a model): same-shape contiguous operands, a
+  // one-element operand, and a contiguous operand broadcast along leading dims (a bias).
+  const bool ca = a->is_contiguous() && a->sizes == shape, cb = b->is_contiguous() && b->sizes == shape;
+  if (ca && cb) {
+    const double *x = pa + a->offset, *y = pb + b->offset;
+    store_rounded(dst, n, out, [&](int64_t i) { return f(x[i], y[i]); });
+    return r;
+  }
+  if (ca && b->numel() == 1) {
+    const double *x = pa + a->offset, y = pb[b->offset];
+    store_rounded(dst, n, out, [&](int64_t i) { return f(x[i], y); });
+    return r;
+  }
+  if (cb && a->numel() == 1) {
+    const double x = pa[a->offset], *y = pb + b->offset;
+    store_rounded(dst, n, out, [&](int64_t i) { return f(x, y[i]); });
+    return r;
+  }
+  if (ca && b->is_contiguous() && is_trailing_shape(b->sizes, shape) && b->numel() > 0) {
+    const double *x = pa + a->offset, *y = pb + b->offset;
+    const int64_t inner = b->numel();
+    for (int64_t o = 0; o < n; o += inner)
+      store_rounded(dst + o, inner, out, [&](int64_t j) { return f(x[o + j], y[j]); });
+    return r;
+  }
+  if (cb && a->is_contiguous() && is_trailing_shape(a->sizes, shape) && a->numel() > 0) {
+    const double *x = pa + a->offset, *y = pb + b->offset;
+    const int64_t inner = a->numel();
+    for (int64_t o = 0; o < n; o += inner)
+      store_rounded(dst + o, inner, out, [&](int64_t j) { return f(x[j], y[o + j]); });
+    return r;
+  }
+  Shape sa = broadcast_strides(a, shape), sb = broadcast_strides(b, shape);
+  std::vector<double> av(static_cast<size_t>(n)), bv(av.size());
   for_each_offset(shape, sa, a->offset, [&](int64_t i, int64_t off) { av[i] = pa[off]; });
   for_each_offset(shape, sb, b->offset, [&](int64_t i, int64_t off) { bv[i] = pb[off]; });
-  double* dst = r->storage->data.data();
   for (size_t i = 0; i < av.size(); ++i) dst[i] = round_to_dtype(f(av[i], bv[i]), out);
   return r;
 }
@@ -194,7 +264,30 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim, s
     if (reduce[d]) kstr[d] = 0;
   std::vector<double> acc(static_cast<size_t>(r->numel()), 0.0);
   std::vector<double> av = to_values(a);
-  for_each_offset(a->sizes, kstr, 0, [&](int64_t i, int64_t off) { acc[off] += av[i]; });
+  // The reduced dims are a leading block or a trailing block (a bias gradient, a row sum):
+  // plain loops in the same order of additions as the general walk below.
+  size_t first = 0, last = reduce.size();
+  while (first < reduce.size() && !reduce[first]) ++first;
+  while (last > first && !reduce[last - 1]) --last;
+  bool block = true;
+  for (size_t d = first; d < last; ++d) block = block && reduce[d];
+  const bool leading = block && first == 0, trailing = block && last == reduce.size();
+  if ((leading || trailing) && !av.empty()) {
+    const int64_t outer = leading ? shape_numel(Shape(a->sizes.begin(), a->sizes.begin() + last)) : r->numel();
+    const int64_t inner = static_cast<int64_t>(av.size()) / std::max<int64_t>(outer, 1);
+    if (leading) {
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t j = 0; j < inner; ++j) acc[static_cast<size_t>(j)] += av[static_cast<size_t>(o * inner + j)];
+    } else {
+      for (int64_t o = 0; o < outer; ++o) {
+        double s = 0.0;
+        for (int64_t j = 0; j < inner; ++j) s += av[static_cast<size_t>(o * inner + j)];
+        acc[static_cast<size_t>(o)] = s;
+      }
+    }
+  } else {
+    for_each_offset(a->sizes, kstr, 0, [&](int64_t i, int64_t off) { acc[off] += av[i]; });
+  }
   double* dst = r->storage->data.data();
   for (size_t i = 0; i < acc.size(); ++i) dst[i] = round_to_dtype(acc[i], od);
   return r;
@@ -235,19 +328,142 @@ Tensor expand_to(const Tensor& g, const Shape& shape, const std::vector<int64_t>
   return make_alias(g, shape, strides, g->offset);
 }
 
+namespace {
+int g_threads = 1;
+
+// Copies a strided (rows, cols) matrix into a row-major buffer of T.
+template <typename T>
+void pack(const MatrixRef& x, int64_t rows, int64_t cols, T* dst) {
+  const double* base = x.data + x.offset;
+  if (x.col_stride == 1) {
+    for (int64_t i = 0; i < rows; ++i) {
+      const double* row = base + i * x.row_stride;
+      T* d = dst + i * cols;
+      for (int64_t j = 0; j < cols; ++j) d[j] = static_cast<T>(row[j]);
+    }
+    return;
+  }
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) dst[i * cols + j] = static_cast<T>(base[i * x.row_stride + j * x.col_stride]);
+}
+
+// Like pack, but a column-major operand (a transposed view, row_stride 1) is copied in its
+// own order, as the (cols, rows) matrix it is, and BLAS is told to transpose it: reading
+// the storage sequentially instead of striding through it.
+template <typename T>
+bool pack_for_blas(const MatrixRef& x, int64_t rows, int64_t cols, T* dst) {
+  if (x.col_stride != 1 && x.row_stride == 1 && rows > 1 && cols > 1) {
+    pack(MatrixRef{x.data, x.offset, x.col_stride, 1}, cols, rows, dst);
+    return true;
+  }
+  pack(x, rows, cols, dst);
+  return false;
+}
+}  // namespace
+
+void set_threads(int n) {
+  g_threads = std::max(1, n);
+#ifdef AGTRACE_HAVE_OPENBLAS
+  // OpenBLAS splits a product between its threads statically, so a given thread count
+  // always gives the same result; another thread count may round some float32 products
+  // differently in the last place, exactly as PyTorch's results do under
+  // torch.set_num_threads (measured on this OpenBLAS: 300x200 @ 200x260 with 1 and 2
+  // threads differ in ~4% of elements by 1 ulp-level amounts). Splitting the rows ourselves
+  // does not help: OpenBLAS rounds a row differently depending on the product's size.
+  openblas_set_num_threads(g_threads);
+#endif
+}
+
+int threads() { return g_threads; }
+
+namespace {
+
+void gemm_block(DType dtype, const MatrixRef& a, const MatrixRef& b, int64_t n, int64_t k, int64_t m, double* out) {
+  if (n == 0 || m == 0) return;
+  if (k == 0) {
+    std::fill(out, out + n * m, 0.0);
+    return;
+  }
+#ifdef AGTRACE_HAVE_OPENBLAS
+  if (dtype == DType::Float32) {
+    // PyTorch 1.13's CPU mm calls sgemm: products and sums in float.
+    std::vector<float> fa(static_cast<size_t>(n * k)), fb(static_cast<size_t>(k * m)), fc(static_cast<size_t>(n * m));
+    const bool ta = pack_for_blas(a, n, k, fa.data());
+    const bool tb = pack_for_blas(b, k, m, fb.data());
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(n),
+                static_cast<int>(m), static_cast<int>(k), 1.0f, fa.data(), static_cast<int>(ta ? n : k), fb.data(),
+                static_cast<int>(tb ? k : m), 0.0f, fc.data(), static_cast<int>(m));
+    for (int64_t i = 0; i < n * m; ++i) out[i] = static_cast<double>(fc[static_cast<size_t>(i)]);
+    return;
+  }
+  if (dtype == DType::Float64) {
+    // dgemm reads the storage in place when each operand has a unit stride.
+    auto ld_of = [](const MatrixRef& x, bool& trans) -> int64_t {
+      if (x.col_stride == 1) { trans = false; return x.row_stride; }
+      if (x.row_stride == 1) { trans = true; return x.col_stride; }
+      return -1;
+    };
+    bool ta = false, tb = false;
+    const int64_t lda = ld_of(a, ta), ldb = ld_of(b, tb);
+    std::vector<double> pa, pb;
+    const double* pa_ptr = a.data + a.offset;
+    const double* pb_ptr = b.data + b.offset;
+    int64_t la = lda, lb = ldb;
+    if (lda < std::max<int64_t>(1, ta ? n : k) || n == 1 || k == 1) {
+      pa.resize(static_cast<size_t>(n * k));
+      pack(a, n, k, pa.data());
+      pa_ptr = pa.data(); la = k; ta = false;
+    }
+    if (ldb < std::max<int64_t>(1, tb ? k : m) || k == 1 || m == 1) {
+      pb.resize(static_cast<size_t>(k * m));
+      pack(b, k, m, pb.data());
+      pb_ptr = pb.data(); lb = m; tb = false;
+    }
+    cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(n),
+                static_cast<int>(m), static_cast<int>(k), 1.0, pa_ptr, static_cast<int>(la), pb_ptr,
+                static_cast<int>(lb), 0.0, out, static_cast<int>(m));
+    return;
+  }
+#endif
+  // Reduced-precision floats and integers (and builds without BLAS): accumulate in double
+  // over row-major copies, i-p-j order so the inner loop streams both rows.
+  std::vector<double> pa(static_cast<size_t>(n * k)), pb(static_cast<size_t>(k * m));
+  pack(a, n, k, pa.data());
+  pack(b, k, m, pb.data());
+  std::fill(out, out + n * m, 0.0);
+  for (int64_t i = 0; i < n; ++i) {
+    double* row = out + i * m;
+    for (int64_t p = 0; p < k; ++p) {
+      const double s = pa[static_cast<size_t>(i * k + p)];
+      const double* brow = pb.data() + p * m;
+      for (int64_t j = 0; j < m; ++j) row[j] += s * brow[j];
+    }
+  }
+  if (dtype != DType::Float64)
+    for (int64_t i = 0; i < n * m; ++i) out[i] = round_to_dtype(out[i], dtype);
+}
+
+}  // namespace
+
+void gemm(DType dtype, const MatrixRef& a, const MatrixRef& b, int64_t n, int64_t k, int64_t m, double* out) {
+#ifdef AGTRACE_HAVE_OPENBLAS
+  // OpenBLAS starts with one thread per core; agtrace's default is one thread in all.
+  static const bool configured = [] {
+    openblas_set_num_threads(g_threads);
+    return true;
+  }();
+  (void)configured;
+#endif
+  gemm_block(dtype, a, b, n, k, m, out);
+}
+
 Tensor mm(const Tensor& a, const Tensor& b) {
   const int64_t n = a->sizes[0], k = a->sizes[1], m = b->sizes[1];
   DType od = promote(a->dtype(), b->dtype());
   Tensor r = empty_tensor({n, m}, od, a->is_meta() || b->is_meta());
   if (r->is_meta()) return r;
-  std::vector<double> av = to_values(a), bv = to_values(b);
-  double* dst = r->storage->data.data();
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j < m; ++j) {
-      double acc = 0.0;
-      for (int64_t p = 0; p < k; ++p) acc += av[i * k + p] * bv[p * m + j];
-      dst[i * m + j] = round_to_dtype(acc, od);
-    }
+  gemm(od, {a->storage->data.data(), a->offset, a->strides[0], a->strides[1]},
+       {b->storage->data.data(), b->offset, b->strides[0], b->strides[1]}, n, k, m, r->storage->data.data());
   return r;
 }
 

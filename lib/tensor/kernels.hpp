@@ -39,6 +39,23 @@ Tensor sum_to(const Tensor& g, const Shape& shape);
 // (SumBackward's grad.expand), sharing g's storage.
 Tensor expand_to(const Tensor& g, const Shape& shape, const std::vector<int64_t>& dims, bool keepdim);
 Tensor mm(const Tensor& a, const Tensor& b);     // (n,k) @ (k,m)
+
+// A matrix inside a storage: element (i, j) is data[offset + i*row_stride + j*col_stride].
+struct MatrixRef {
+  const double* data = nullptr;
+  int64_t offset = 0, row_stride = 0, col_stride = 0;
+};
+// out[i*m + j] = sum_p a(i, p) * b(p, j) for an (n, k) by (k, m) product, in the precision
+// PyTorch's CPU kernel uses for `dtype`: float32 and float64 go through BLAS (sgemm on float
+// copies accumulates in float as PyTorch's mm does; dgemm for float64); the other dtypes
+// accumulate in double. Values are rounded to dtype. Creates no tensor objects.
+void gemm(DType dtype, const MatrixRef& a, const MatrixRef& b, int64_t n, int64_t k, int64_t m, double* out);
+
+// Threads for BLAS (--threads; default 1). A given count always gives the same results;
+// float32 products may round differently in the last place under another count, as
+// PyTorch's do under torch.set_num_threads.
+void set_threads(int n);
+int threads();
 // A transposed alias of a 2-D tensor (no copy), for mm's backward (grad @ mat2.t()).
 Tensor transposed(const Tensor& a);
 // Scatter g (the gradient of a view of a tensor of `base_sizes`) into zeros of that shape,

@@ -4,17 +4,18 @@
 
 #include "errors.hpp"
 #include "tensor/events.hpp"
+#include "util/slot_registry.hpp"
 
 namespace agtrace {
 
 namespace {
-std::vector<TensorImpl*>& registry() {
-  static std::vector<TensorImpl*> r;
+SlotRegistry<TensorImpl>& registry() {
+  static SlotRegistry<TensorImpl> r;
   return r;
 }
 }  // namespace
 
-const std::vector<TensorImpl*>& live_tensors() { return registry(); }
+const std::vector<TensorImpl*>& live_tensors() { return registry().live(); }
 
 Storage::Storage(DType d, int64_t n, bool is_meta) : dtype(d), numel(n), meta(is_meta) {
   if (!meta) {
@@ -54,13 +55,11 @@ void VersionCounter::bump() {
 
 TensorImpl::TensorImpl() {
   id = id_counters().tensor++;
-  registry().push_back(this);
+  registry().add(this);
 }
 
 TensorImpl::~TensorImpl() {
-  auto& r = registry();
-  auto it = std::find(r.begin(), r.end(), this);
-  if (it != r.end()) r.erase(it);
+  registry().remove(this);
 }
 
 int64_t TensorImpl::numel() const { return shape_numel(sizes); }
@@ -131,8 +130,9 @@ Tensor make_alias(const Tensor& src, const Shape& sizes, const Shape& strides, i
 std::vector<double> to_values(const Tensor& t) {
   std::vector<double> out;
   if (t->is_meta()) return out;
-  out.resize(static_cast<size_t>(t->numel()));
   const double* data = t->storage->data.data();
+  if (t->is_contiguous()) return std::vector<double>(data + t->offset, data + t->offset + t->numel());
+  out.resize(static_cast<size_t>(t->numel()));
   for_each_offset(t->sizes, t->strides, t->offset,
                   [&](int64_t i, int64_t off) { out[static_cast<size_t>(i)] = data[off]; });
   return out;
@@ -147,6 +147,15 @@ void write_values(const Tensor& t, const std::vector<double>& values) {
   if (t->is_meta()) return;
   double* data = t->storage->data.data();
   const DType d = t->dtype();
+  if (t->is_contiguous()) {
+    double* dst = data + t->offset;
+    const int64_t n = t->numel();
+    if (d == DType::Float32)
+      for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<double>(static_cast<float>(values[static_cast<size_t>(i)]));
+    else
+      for (int64_t i = 0; i < n; ++i) dst[i] = round_to_dtype(values[static_cast<size_t>(i)], d);
+    return;
+  }
   for_each_offset(t->sizes, t->strides, t->offset, [&](int64_t i, int64_t off) {
     data[off] = round_to_dtype(values[static_cast<size_t>(i)], d);
   });

@@ -70,6 +70,7 @@ struct TensorImpl {
   std::string multi_output_node;
   bool is_view() const { return base != nullptr; }
   bool is_wrapped_number = false;  // a Python scalar turned into a 0-d tensor
+  size_t registry_slot = 0;        // position in the live-tensor registry (O(1) removal)
 
   TensorImpl();
   ~TensorImpl();

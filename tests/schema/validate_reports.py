@@ -7,7 +7,7 @@ Usage:
 For each scenario file:
   - the file is valid JSON without duplicate keys and valid against
     schema/scenario.schema.json;
-  - `agtrace run FILE --format json` and `... --format json --values` each print a report
+  - `agtrace run FILE --format json` and `... --format json --values --profile` each print a report
     (exit 0, 1 or 3) that is valid against schema/report.schema.json. Keys the schema
     does not describe are allowed (the spec: a report may hold much more) but listed as
     a note under the test; with --strict they fail it.
@@ -133,7 +133,8 @@ class Results:
 
 
 def run_report(binary, path, values):
-    cmd = [binary, "run", path, "--format", "json"] + (["--values"] if values else [])
+    # The --values run also asks for --profile, so the schema's "profile" key is checked too.
+    cmd = [binary, "run", path, "--format", "json"] + (["--values", "--profile"] if values else [])
     try:
         p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
     except (OSError, subprocess.TimeoutExpired) as e:

@@ -1,0 +1,151 @@
+// The benchmark workloads written against libtorch 1.13 (Debian's libtorch-dev), the same
+// programs as bench/scenarios/*.json. Built and run by bench/run.py; prints one JSON line
+// per timed repetition: {"workload": ..., "threads": N, "seconds": S}.
+//
+//   libtorch_bench WORKLOAD --threads N --reps R
+//
+// Only the workload itself is timed (parameters are created before the clock starts), so
+// libtorch is measured at its best; agtrace's figures include parsing and leaf creation.
+#include <torch/torch.h>
+
+#include <chrono>
+#include <ctime>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double cpu_now() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// Wall seconds of f(); cpu receives the process CPU seconds it took (all threads), a
+// figure that other processes on a busy machine disturb less.
+double seconds_of(const std::function<void()>& f, double& cpu) {
+  const double c0 = cpu_now();
+  auto t0 = Clock::now();
+  f();
+  const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+  cpu = cpu_now() - c0;
+  return wall;
+}
+
+// x[16] requiring grad; 10,000 ops cycling mul 1.0001, add 0.001, tanh; sum; backward.
+std::function<void()> tiny_chain() {
+  return [] {
+    auto x = torch::linspace(-1, 1, 16).requires_grad_(true);
+    torch::Tensor h = x;
+    for (int i = 0; i < 10000; ++i) {
+      switch (i % 3) {
+        case 0: h = h * 1.0001; break;
+        case 1: h = h + 0.001; break;
+        default: h = h.tanh(); break;
+      }
+    }
+    h.sum().backward();
+  };
+}
+
+// Batch 128, 784-512-512-10, relu, cross_entropy; 5 steps with x.grad = None between.
+std::function<void()> mlp_step() {
+  auto x = torch::rand({128, 784}).requires_grad_(true);
+  auto target = torch::randint(0, 10, {128}, torch::kLong);
+  auto W1 = (torch::rand({784, 512}) * 0.1 - 0.05).requires_grad_(true);
+  auto b1 = torch::zeros({512}).requires_grad_(true);
+  auto W2 = (torch::rand({512, 512}) * 0.1 - 0.05).requires_grad_(true);
+  auto b2 = torch::zeros({512}).requires_grad_(true);
+  auto W3 = (torch::rand({512, 10}) * 0.1 - 0.05).requires_grad_(true);
+  auto b3 = torch::zeros({10}).requires_grad_(true);
+  return [=]() mutable {
+    for (int step = 0; step < 5; ++step) {
+      auto h1 = (torch::mm(x, W1) + b1).relu();
+      auto h2 = (torch::mm(h1, W2) + b2).relu();
+      auto logits = torch::mm(h2, W3) + b3;
+      auto loss = torch::nn::functional::cross_entropy(logits, target);
+      loss.backward();
+      x.mutable_grad() = torch::Tensor();
+      for (auto* p : {&W1, &b1, &W2, &b2, &W3, &b3}) p->mutable_grad() = torch::Tensor();
+    }
+  };
+}
+
+// Sequence 128, batch 4, hidden 256, 4 heads, pre-LayerNorm, attention with matmul and
+// softmax, GELU MLP of width 1024, residuals; forward and backward.
+std::function<void()> transformer_block() {
+  namespace F = torch::nn::functional;
+  auto x = (torch::rand({4, 128, 256}) - 0.5).requires_grad_(true);
+  auto mk = [](std::vector<int64_t> s) { return (torch::rand(s) * 0.1 - 0.05).requires_grad_(true); };
+  auto ln1_w = torch::ones({256}).requires_grad_(true), ln1_b = torch::zeros({256}).requires_grad_(true);
+  auto ln2_w = torch::ones({256}).requires_grad_(true), ln2_b = torch::zeros({256}).requires_grad_(true);
+  auto Wq = mk({256, 256}), Wk = mk({256, 256}), Wv = mk({256, 256}), Wo = mk({256, 256});
+  auto W1 = mk({256, 1024}), b1 = torch::zeros({1024}).requires_grad_(true);
+  auto W2 = mk({1024, 256}), b2 = torch::zeros({256}).requires_grad_(true);
+  return [=] {
+    auto h = torch::layer_norm(x, {256}, ln1_w, ln1_b);
+    auto q = torch::matmul(h, Wq).view({4, 128, 4, 64}).transpose(1, 2);
+    auto k = torch::matmul(h, Wk).view({4, 128, 4, 64}).transpose(1, 2);
+    auto v = torch::matmul(h, Wv).view({4, 128, 4, 64}).transpose(1, 2);
+    auto att = (torch::matmul(q, k.transpose(-2, -1)) * 0.125).softmax(-1);
+    auto o = torch::matmul(att, v).transpose(1, 2).reshape({4, 128, 256});
+    auto x1 = x + torch::matmul(o, Wo);
+    auto h2 = torch::layer_norm(x1, {256}, ln2_w, ln2_b);
+    auto m = torch::matmul(F::gelu(torch::matmul(h2, W1) + b1), W2) + b2;
+    auto out = x1 + m;
+    out.sum().backward();
+  };
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: libtorch_bench WORKLOAD [--threads N] [--reps R]\n");
+    return 2;
+  }
+  const std::string workload = argv[1];
+  int threads = 1, reps = 3;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--reps")) reps = std::atoi(argv[i + 1]);
+  }
+  at::set_num_threads(threads);
+  at::set_num_interop_threads(1);
+  torch::manual_seed(7);
+
+  if (workload == "gemm") {
+    torch::NoGradGuard ng;
+    auto a = torch::rand({1024, 1024}), b = torch::rand({1024, 1024});
+    torch::mm(a, b);  // warm-up: BLAS thread pool and buffers
+    for (int r = 0; r < reps; ++r) {
+      torch::Tensor c;
+      double cpu = 0;
+      double s = seconds_of([&] { c = torch::mm(a, b); }, cpu);
+      std::printf("{\"workload\": \"gemm\", \"threads\": %d, \"seconds\": %.9f, \"cpu_seconds\": %.9f}\n", threads,
+                  s, cpu);
+    }
+    return 0;
+  }
+  std::function<void()> f;
+  if (workload == "tiny_chain") f = tiny_chain();
+  else if (workload == "mlp_step") f = mlp_step();
+  else if (workload == "transformer_block") f = transformer_block();
+  else {
+    std::fprintf(stderr, "unknown workload %s\n", workload.c_str());
+    return 2;
+  }
+  f();  // warm-up
+  for (int r = 0; r < reps; ++r) {
+    double cpu = 0;
+    double s = seconds_of(f, cpu);
+    std::printf("{\"workload\": \"%s\", \"threads\": %d, \"seconds\": %.9f, \"cpu_seconds\": %.9f}\n",
+                workload.c_str(), threads, s, cpu);
+  }
+  return 0;
+}

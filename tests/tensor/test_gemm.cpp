@@ -1,0 +1,84 @@
+// kernels::gemm against a plain triple loop, for every operand layout the ops hand it
+// (row-major, transposed views, broadcast rows, offsets) and each dtype's precision.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <vector>
+
+#include "tensor/kernels.hpp"
+
+using agtrace::DType;
+using agtrace::kernels::MatrixRef;
+
+namespace {
+
+double at(const MatrixRef& x, int64_t i, int64_t j) { return x.data[x.offset + i * x.row_stride + j * x.col_stride]; }
+
+std::vector<double> reference(const MatrixRef& a, const MatrixRef& b, int64_t n, int64_t k, int64_t m) {
+  std::vector<double> out(static_cast<size_t>(n * m), 0.0);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < m; ++j)
+      for (int64_t p = 0; p < k; ++p) out[static_cast<size_t>(i * m + j)] += at(a, i, p) * at(b, p, j);
+  return out;
+}
+
+std::vector<double> storage(size_t n, double scale) {
+  std::vector<double> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<double>(static_cast<float>(std::sin(scale * (i + 1))));
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("gemm: every layout matches the triple loop", "[tensor][gemm]") {
+  const int64_t n = 37, k = 53, m = 29;
+  const std::vector<double> sa = storage(static_cast<size_t>(2 + n * k), 0.37), sb = storage(static_cast<size_t>(3 + k * m), 0.11);
+  struct Layout {
+    const char* what;
+    MatrixRef a, b;
+  } layouts[] = {
+      {"row-major", {sa.data(), 2, k, 1}, {sb.data(), 3, m, 1}},
+      {"a transposed", {sa.data(), 2, 1, n}, {sb.data(), 3, m, 1}},
+      {"b transposed", {sa.data(), 2, k, 1}, {sb.data(), 3, 1, k}},
+      {"both transposed", {sa.data(), 2, 1, n}, {sb.data(), 3, 1, k}},
+      {"b rows broadcast (stride 0)", {sa.data(), 2, k, 1}, {sb.data(), 3, 0, 1}},
+  };
+  for (const Layout& l : layouts) {
+    INFO(l.what);
+    const std::vector<double> want = reference(l.a, l.b, n, k, m);
+    std::vector<double> f64(static_cast<size_t>(n * m)), f32(f64.size());
+    agtrace::kernels::gemm(DType::Float64, l.a, l.b, n, k, m, f64.data());
+    agtrace::kernels::gemm(DType::Float32, l.a, l.b, n, k, m, f32.data());
+    for (size_t i = 0; i < want.size(); ++i) {
+      // float64: only the summation order may differ from the loop.
+      CHECK(std::abs(f64[i] - want[i]) <= 1e-12 * (1 + std::abs(want[i])));
+      // float32: float products and sums, as PyTorch's sgemm; the result is a float.
+      CHECK(f32[i] == static_cast<double>(static_cast<float>(f32[i])));
+      CHECK(std::abs(f32[i] - want[i]) <= 1e-5 * k);
+    }
+  }
+}
+
+TEST_CASE("gemm: integers are exact, empty inner dimension gives zeros", "[tensor][gemm]") {
+  const std::vector<double> a = {1, 2, 3, 4, 5, 6}, b = {7, 8, 9, 10, 11, 12};
+  std::vector<double> out(4, -1.0);
+  agtrace::kernels::gemm(DType::Int64, {a.data(), 0, 3, 1}, {b.data(), 0, 2, 1}, 2, 3, 2, out.data());
+  CHECK(out == std::vector<double>{58, 64, 139, 154});
+  agtrace::kernels::gemm(DType::Float32, {a.data(), 0, 0, 1}, {b.data(), 0, 2, 1}, 2, 0, 2, out.data());
+  CHECK(out == std::vector<double>{0, 0, 0, 0});
+}
+
+TEST_CASE("gemm: a given thread count always gives the same result", "[tensor][gemm][threads]") {
+  const int64_t n = 300, k = 200, m = 260;
+  const std::vector<double> sa = storage(static_cast<size_t>(n * k), 0.7), sb = storage(static_cast<size_t>(k * m), 0.3);
+  std::vector<double> one(static_cast<size_t>(n * m)), first(one.size()), again(one.size());
+  agtrace::kernels::set_threads(1);
+  agtrace::kernels::gemm(DType::Float32, {sa.data(), 0, k, 1}, {sb.data(), 0, m, 1}, n, k, m, one.data());
+  agtrace::kernels::set_threads(2);
+  agtrace::kernels::gemm(DType::Float32, {sa.data(), 0, k, 1}, {sb.data(), 0, m, 1}, n, k, m, first.data());
+  agtrace::kernels::gemm(DType::Float32, {sa.data(), 0, k, 1}, {sb.data(), 0, m, 1}, n, k, m, again.data());
+  agtrace::kernels::set_threads(1);
+  CHECK(first == again);
+  // Another thread count: the same products up to float rounding.
+  for (size_t i = 0; i < one.size(); ++i) CHECK(std::abs(one[i] - first[i]) <= 1e-5 * (1 + std::abs(one[i])));
+}
