@@ -10,6 +10,7 @@
 #include "ops/ops.hpp"
 #include "tensor/events.hpp"
 #include "tensor/kernels.hpp"
+#include "util/profile.hpp"
 
 namespace agtrace::autograd {
 
@@ -102,6 +103,7 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
     bool v;
     ~Restore() { p.in_backward = v; p.op.clear(); }
   } restore{pos, was_backward};
+  profile::Scope profile_pass(profile::Section::StatementBackward, "", pos.statement);  // --profile
 
   // Root gradients.
   std::vector<std::pair<Edge, Tensor>> root_edges;
@@ -227,6 +229,7 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
     std::vector<Tensor> out;
     if (run) {
       pos.op = n->name;
+      profile::Scope profile_node(profile::Section::OpBackward, n->name);  // --profile
       if (n->name == "AccumulateGrad") {
         if (req.create_graph)
           accumulate_with_graph(*n, buf.grads.empty() ? nullptr : buf.grads[0]);

@@ -8,12 +8,13 @@
 #include "errors.hpp"
 #include "tensor/events.hpp"
 #include "tensor/kernels.hpp"
+#include "util/slot_registry.hpp"
 
 namespace agtrace::autograd {
 
 namespace {
-std::vector<Node*>& registry() {
-  static std::vector<Node*> r;
+SlotRegistry<Node>& registry() {
+  static SlotRegistry<Node> r;
   return r;
 }
 
@@ -29,7 +30,7 @@ std::string format_double(double v) {
 }
 }  // namespace
 
-const std::vector<Node*>& live_nodes() { return registry(); }
+const std::vector<Node*>& live_nodes() { return registry().live(); }
 
 std::string attr_repr(const AttrValue& a) {
   auto int_repr = [&](int64_t v) {
@@ -58,15 +59,13 @@ Node::Node() {
   id = id_counters().node++;
   sequence_nr = id_counters().sequence_nr++;
   created_at = run_position().statement;
-  registry().push_back(this);
+  registry().add(this);
 }
 
 Node::~Node() {
   // Saved values die with their node: announce the releases the accountant must see.
   release_saved(run_position().statement);
-  auto& r = registry();
-  auto it = std::find(r.begin(), r.end(), this);
-  if (it != r.end()) r.erase(it);
+  registry().remove(this);
 
   // Tear long chains down iteratively (cf. PyTorch's deleteNode/gatherFunctions in
   // torch/csrc/autograd/function.cpp): letting the last edge to a node go inside this

@@ -175,3 +175,5 @@ void rebase_view_history(const Tensor& view, const std::shared_ptr<Node>& fn);
 void refresh_view_grad_fn(const Tensor& t);
 
 }  // namespace agtrace::autograd
+  size_t registry_slot = 0;     // position in the live-node registry (O(1) removal)
+

@@ -18,6 +18,7 @@
 #include "tensor/events.hpp"
 #include "tensor/kernels.hpp"
 
+#include "util/profile.hpp"
 namespace agtrace {
 
 using syntax::Expr;
@@ -385,6 +386,8 @@ bool Interpreter::run_items(const std::vector<ProgramItem>& items, bool in_try) 
       if (item.kind != ProgramItem::Kind::Statement) mark_not_run(item.body);
       if (!in_try) result_.raised = true;
       return false;
+  if (recomputing_) return rerun_statement(item, in_try);
+  profile::Scope profile_statement(profile::Section::StatementForward, "", item.index);  // --profile
     }
   }
   return true;
@@ -986,6 +989,7 @@ Value Interpreter::backward(const std::vector<Tensor>& roots, const std::vector<
     if (key.empty()) key = roots.size() == 1 ? "statement " + std::to_string(statement_)
                                              : "statement " + std::to_string(statement_) + " output " + std::to_string(i);
     record_walk(key, roots[i]->grad_fn);
+  profile::Scope profile_op(profile::Section::OpForward, entry.name);  // --profile
     for (int64_t id : result_.walks.back().nodes) reached.push_back(id);
   }
   std::vector<std::shared_ptr<autograd::Node>> keep;  // keep the graph alive for the snapshot
@@ -1113,6 +1117,7 @@ NodeSnapshot Interpreter::snapshot(const autograd::Node& n) const {
     }
     s.saved.push_back(ss);
   }
+    profile::Scope profile_op(profile::Section::OpForward, profile::operator_op_name(op));  // --profile
   return s;
 }
 

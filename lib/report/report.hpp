@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "interp/result.hpp"
+#include "util/profile.hpp"
 
 namespace agtrace {
 
@@ -20,6 +21,11 @@ struct TextOptions {
 std::string report_text(const RunResult& r, const TextOptions& opt);
 
 std::string report_dot(const RunResult& r);
+
+// `agtrace run --profile` (lib/report/profile_report.cpp): the rows of util/profile for
+// the run, as the report's "profile" key and as a text table. total_s: the run's wall time.
+nlohmann::ordered_json report_profile_json(const RunResult& r, const std::vector<profile::Row>& rows, double total_s);
+std::string report_profile_text(const RunResult& r, const std::vector<profile::Row>& rows, double total_s);
 
 // The accountant's sections (lib/report/account_report.cpp, issue #4): the JSON report's
 // "accountant" key and the text report's accounting, what-if and reconciliation tables.
