@@ -33,8 +33,19 @@ recording print; blocks map to `with torch.no_grad():`, `with torch.enable_grad(
 second pass over the whole program under torch.autograd.graph.saved_tensors_hooks, whose
 pack hook adds numel * element_size of each saved tensor; PyTorch 1.13 skips its own
 saved-version checks under saved-tensor hooks, so the unpack hook checks them itself, and
-only the first pass's errors are reported.  `saved_tensor_hooks` and `checkpoint` blocks
-are not supported (UnsupportedScenario).
+only the first pass's errors are reported.
+
+`saved_tensor_hooks` blocks run under hooks defined here (block_hooks): "save_on_cpu" is
+torch.autograd.graph.save_on_cpu(); "fp16" / "bf16" pack a floating tensor as
+`t.to(torch.float16)` (bfloat16) and unpack it with `.to(original dtype)`, other dtypes
+are kept as they are; "count" is the identity.  The innermost hooks win in PyTorch, so in
+the counting pass a block's own pack function adds the bytes it is handed.  `checkpoint`
+blocks run `def fn(*inputs): body; return outputs` through
+torch.utils.checkpoint.checkpoint(fn, *inputs, use_reentrant=False); names bound in the
+body live in a namespace of their own; the runs of the body that PyTorch makes during
+backward (or at a `_saved_*` read) count as further runs of its statements, and their
+errors propagate to the statement that caused them.  The body's saved tensors go to
+checkpoint's own hooks, so the counting pass sees none of them (as any outer hooks).
 """
 
 import argparse
@@ -48,6 +59,7 @@ import weakref
 
 import torch
 import torch.nn.functional as F
+import torch.utils.checkpoint
 
 
 # ---------------------------------------------------------------------------------------
@@ -64,7 +76,7 @@ DTYPES = {
 
 # Blocks PyTorch has, but whose saved-tensor hooks would hide the saved tensors from the
 # counting pass (a pack hook sees only what the innermost hooks see).
-UNSUPPORTED_BLOCKS = ("saved_tensor_hooks", "checkpoint")
+UNSUPPORTED_BLOCKS = ()
 
 # Error kinds, from PyTorch's exception message.  Order matters: the first pattern that
 # matches wins ("a view of a leaf Variable" before "a leaf Variable").
@@ -78,7 +90,8 @@ ERROR_PATTERNS = [
                     "One of the differentiated Tensors does not require grad"]),
     ("unused_input", ["appears to not have been used in the graph"]),
     ("view_inplace", ["This view is the output of a function that returns multiple views"]),
-    ("unsupported", ["more than one element of the written-to tensor refers to a single memory location"]),
+    ("unsupported", ["more than one element of the written-to tensor refers to a single memory location",
+                     "Cannot copy out of meta tensor"]),
     ("grad_not_scalar", ["grad can be implicitly created only for scalar outputs"]),
     ("shape_mismatch", ["must match the size", "shapes cannot be multiplied", "is invalid for input of size",
                         "Mismatch in shape", "only one dimension can be inferred", "invalid shape dimension",
@@ -353,18 +366,31 @@ class TorchRun:
                 self._labels[id(v)] = (weakref.ref(v), name)
                 self._ever_bound[id(v)] = weakref.ref(v)
 
-    def _run_statement(self, index, ns, in_try):
+    def _rerun_statement(self, index, ns, local):
+        # A checkpoint body run again by PyTorch (backward or a _saved_* read): another run
+        # of the statement, inside the statement that caused it; errors propagate there.
+        self.runs[index] += 1
+        code = compile(self.sources[index], "<statement %d>" % index, "exec")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            exec(code, ns, local)
+
+    def _run_statement(self, index, ns, in_try, local=None):
         src = self.sources[index]
         self._current = index
         self.runs[index] += 1
         self._label_queue = root_labels(src)
         self._stmt_saved = 0
-        before = dict(ns)
+        names = ns if local is None else local
+        before = dict(names)
         try:
             code = compile(src, "<statement %d>" % index, "exec")
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                exec(code, ns)
+                if local is None:
+                    exec(code, ns)
+                else:
+                    exec(code, ns, local)
         except Exception as e:
             self.status[index] = "error"
             kind, facts = classify_error(e)
@@ -376,32 +402,125 @@ class TorchRun:
                    "message": "%s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else "")}
             err.update(facts)
             self.errors.append(err)
-            self._bind_labels(ns, before)
+            self._bind_labels(names, before)
             return False
         self.status[index] = "ok"
         self.saved_bytes += self._stmt_saved
-        self._bind_labels(ns, before)
+        self._bind_labels(names, before)
         return True
 
-    def _run_items(self, items, ns, in_try):
+    # ---- saved_tensor_hooks and checkpoint blocks
+
+    def block_hooks(self, kind):
+        """The hooks of a saved_tensor_hooks block (see the module doc)."""
+        def counted(t):
+            if self.count_saved:
+                self._stmt_saved += t.numel() * t.element_size()
+        if kind == "save_on_cpu":
+            soc = torch.autograd.graph.save_on_cpu()
+            soc_pack, soc_unpack = soc.pack_hook, soc.unpack_hook
+
+            def pack(t):
+                counted(t)
+                return soc_pack(t)
+            return torch.autograd.graph.saved_tensors_hooks(pack, soc_unpack)
+        if kind in ("fp16", "bf16"):
+            target = torch.float16 if kind == "fp16" else torch.bfloat16
+
+            def pack(t):
+                counted(t)
+                return (t.dtype, t.to(target) if t.is_floating_point() else t)
+
+            def unpack(packed):
+                dtype, t = packed
+                return t.to(dtype)
+            return torch.autograd.graph.saved_tensors_hooks(pack, unpack)
+        if kind == "count":
+            def pack(t):
+                counted(t)
+                return t
+            return torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t)
+        raise UnsupportedScenario("unknown saved_tensor_hooks kind %r" % kind)
+
+    class _BodyFailed(Exception):
+        pass
+
+    def _run_checkpoint(self, body, inputs, outputs, ns, in_try, local):
+        scope = ns if local is None else local
+        try:
+            args = [scope[n] if n in scope else ns[n] for n in inputs]
+        except KeyError:
+            return False
+        calls = [0]
+
+        def fn(*a):
+            calls[0] += 1
+            inner = dict(zip(inputs, a))
+            if calls[0] == 1:
+                if not self._run_items(body, ns, in_try, inner):
+                    raise TorchRun._BodyFailed()
+            else:
+                self._rerun_items(body, ns, inner)
+            return tuple(inner[n] if n in inner else ns[n] for n in outputs)
+        try:
+            result = torch.utils.checkpoint.checkpoint(fn, *args, use_reentrant=False)
+        except TorchRun._BodyFailed:
+            return False
+        before = dict(scope)
+        for n, v in zip(outputs, result):
+            scope[n] = v
+        self._bind_labels(scope, before)
+        return True
+
+    def _rerun_items(self, items, ns, local):
+        for it in items:
+            kind = it[0]
+            if kind == "stmt":
+                self._rerun_statement(it[1], ns, local)
+            elif kind == "try":
+                try:
+                    self._rerun_items(it[1], ns, local)
+                except Exception:
+                    pass
+            elif kind == "no_grad":
+                with torch.no_grad():
+                    self._rerun_items(it[1], ns, local)
+            elif kind == "enable_grad":
+                with torch.enable_grad():
+                    self._rerun_items(it[1], ns, local)
+            elif kind == "repeat":
+                for _ in range(it[2]):
+                    self._rerun_items(it[1], ns, local)
+            elif kind == "saved_tensor_hooks":
+                with self.block_hooks(it[2]):
+                    self._rerun_items(it[1], ns, local)
+            else:
+                raise UnsupportedScenario("block %s inside a recomputed checkpoint body" % kind)
+
+    def _run_items(self, items, ns, in_try, local=None):
         for it in items:
             ok = True
             kind = it[0]
             if kind == "stmt":
-                ok = self._run_statement(it[1], ns, in_try)
+                ok = self._run_statement(it[1], ns, in_try, local)
             elif kind == "no_grad":
                 with torch.no_grad():
-                    ok = self._run_items(it[1], ns, in_try)
+                    ok = self._run_items(it[1], ns, in_try, local)
             elif kind == "enable_grad":
                 with torch.enable_grad():
-                    ok = self._run_items(it[1], ns, in_try)
+                    ok = self._run_items(it[1], ns, in_try, local)
             elif kind == "try":
-                self._run_items(it[1], ns, True)
+                self._run_items(it[1], ns, True, local)
             elif kind == "repeat":
                 for _ in range(it[2]):
-                    ok = self._run_items(it[1], ns, in_try)
+                    ok = self._run_items(it[1], ns, in_try, local)
                     if not ok:
                         break
+            elif kind == "saved_tensor_hooks":
+                with self.block_hooks(it[2]):
+                    ok = self._run_items(it[1], ns, in_try, local)
+            elif kind == "checkpoint":
+                ok = self._run_checkpoint(it[1], it[2], it[3], ns, in_try, local)
             else:
                 raise ValueError("block not supported by this translator: %s" % kind)
             if not ok:
@@ -508,6 +627,11 @@ def program_tree(items, counter=None):
         else:
             if "repeat" in it:
                 out.append(("repeat", program_tree(it["body"], counter), int(it["repeat"])))
+            elif "saved_tensor_hooks" in it:
+                out.append(("saved_tensor_hooks", program_tree(it["body"], counter), it["saved_tensor_hooks"]))
+            elif "checkpoint" in it:
+                out.append(("checkpoint", program_tree(it["checkpoint"], counter),
+                            list(it.get("inputs", [])), list(it.get("outputs", []))))
             else:
                 kind = next((b for b in UNSUPPORTED_BLOCKS if b in it), "unknown block")
                 body = it.get("checkpoint") if kind == "checkpoint" else it.get("body")

@@ -5,6 +5,7 @@
 namespace agtrace {
 
 void Accountant::on_event(const Event& e) {
+  record_event(e);
   const RunPosition& pos = run_position();
   switch (e.kind) {
     case Event::Kind::Alloc: {
@@ -96,7 +97,9 @@ void Accountant::finish(RunResult& out) const {
   std::set<int64_t> unique_storages;
   int64_t saved_bytes = 0, unique_bytes = 0;
   for (const auto& [id, s] : saved_) {
+    if (recompute_saves_.count(id)) continue;  // a checkpoint recomputation's temporary graph
     out.saved.push_back(s);
+    if (excluded_from_saved_bytes(id)) continue;
     auto st = saved_statement_.find(id);
     if (st != saved_statement_.end() && raised_statements_.count(st->second)) continue;
     saved_bytes += s.bytes;
@@ -113,7 +116,102 @@ void Accountant::finish(RunResult& out) const {
   out.memory.graph_only_bytes = graph_only_peak_;
   out.memory.graph_only_statement = graph_only_statement_;
   out.memory.categories_at_end = last_categories_;
+  finish_events(out);
   finish_extras(out);
+}
+
+// ---- Events timeline, saved-tensor hooks, checkpoint packs (issue #4) ---------------
+
+namespace {
+const char* event_kind_name(Event::Kind k) {
+  switch (k) {
+    case Event::Kind::Alloc: return "alloc";
+    case Event::Kind::Free: return "free";
+    case Event::Kind::Save: return "save";
+    case Event::Kind::Release: return "release";
+    case Event::Kind::VersionBump: return "version_bump";
+    case Event::Kind::Pack: return "pack";
+    case Event::Kind::Unpack: return "unpack";
+    case Event::Kind::Recompute: return "recompute";
+  }
+  return "?";
+}
+
+std::string hidden_edit_message(const Event& e, int saved_at) {
+  std::string what = e.what + " was modified in place after it was saved";
+  if (saved_at >= 0) what += " (statement " + std::to_string(saved_at) + ")";
+  what += ": version " + std::to_string(e.expected_version) + " at save, " + std::to_string(e.version) +
+          " at unpack. Under saved-tensor hooks PyTorch does not check versions, so no error was raised; ";
+  if (e.hooks == "fp16" || e.hooks == "bf16")
+    what += "backward used the copy packed at save time";
+  else if (e.hooks == "checkpoint")
+    what += "the checkpoint recomputation used the edited inputs";
+  else
+    what += "backward used the edited values";
+  return what;
+}
+}  // namespace
+
+void Accountant::record_event(const Event& e) {
+  const RunPosition& pos = run_position();
+  EventRecord r;
+  r.kind = event_kind_name(e.kind);
+  r.statement = pos.statement;
+  r.recompute_statement = pos.recompute_statement;
+  r.in_backward = pos.in_backward;
+  r.op = pos.op;
+  r.storage_id = e.storage_id;
+  r.bytes = e.bytes;
+  r.saved_id = e.saved_id;
+  r.node_id = e.node_id;
+  r.what = e.what;
+  r.hooks = e.hooks;
+  r.version = e.version;
+  r.expected_version = e.kind == Event::Kind::Unpack ? e.expected_version : 0;
+  r.packed_bytes = e.packed_bytes;
+  r.packed_storage_id = e.packed_storage_id;
+  events_.push_back(std::move(r));
+
+  if (e.kind == Event::Kind::Save && !e.hooks.empty()) {
+    if (e.hooks == "checkpoint") checkpoint_saves_.insert(e.saved_id);
+    if (e.hooks == "checkpoint_recompute") {
+      checkpoint_saves_.insert(e.saved_id);
+      recompute_saves_.insert(e.saved_id);
+    }
+    HookedSave& h = hooked_saves_[e.saved_id];
+    h.hooks = e.hooks;
+    h.bytes = e.bytes;
+    h.packed_bytes = e.packed_bytes;
+    h.host = e.hooks == "save_on_cpu";
+  }
+  if (e.kind == Event::Kind::Unpack && e.version != e.expected_version && warned_saves_.insert(e.saved_id).second) {
+    HookWarning w;
+    w.statement = pos.statement;
+    w.what = e.what;
+    w.hooks = e.hooks;
+    w.expected_version = e.expected_version;
+    w.found_version = e.version;
+    auto it = saved_.find(e.saved_id);
+    w.saved_at = it != saved_.end() ? it->second.saved_at : -1;
+    w.message = hidden_edit_message(e, w.saved_at);
+    hook_warnings_.push_back(std::move(w));
+  }
+}
+
+void Accountant::finish_events(RunResult& out) const {
+  out.events = events_;
+  out.hook_warnings = hook_warnings_;
+  for (const auto& [id, h] : hooked_saves_) {
+    auto st = saved_statement_.find(id);
+    if (st != saved_statement_.end() && raised_statements_.count(st->second)) continue;
+    if (h.hooks == "checkpoint") {
+      out.memory.checkpoint_avoided_bytes += h.bytes;
+    } else if (h.hooks != "checkpoint_recompute") {
+      out.memory.hooks_saved_bytes += h.bytes;
+      out.memory.hooks_packed_bytes += h.packed_bytes;
+      if (h.host) out.memory.host_bytes += h.packed_bytes;
+    }
+  }
 }
 
 // ---- Allocator model, peak location, saved categories (issue #4, accountant) ---------
@@ -140,7 +238,7 @@ void Accountant::model_free(int64_t storage_id) {
 // value whose storage was last seen as graph_only (or other) is "new" to its node.
 void Accountant::note_saved_categories(const HolderScan& scan) {
   for (const auto& [id, s] : saved_) {
-    if (s.released_at >= 0) continue;
+    if (s.released_at >= 0 || recompute_saves_.count(id)) continue;
     auto c = scan.category.find(s.storage_id);
     if (c != scan.category.end()) saved_category_[id] = c->second;
   }
@@ -158,7 +256,7 @@ void Accountant::finish_extras(RunResult& out) const {
   x.model.graph_only_bytes = model_graph_only_peak_;
   std::set<int64_t> seen;
   for (const auto& [id, s] : saved_) {
-    if (s.storage_id < 0) continue;
+    if (recompute_saves_.count(id) || excluded_from_saved_bytes(id) || s.storage_id < 0) continue;
     auto st = saved_statement_.find(id);
     if (st != saved_statement_.end() && raised_statements_.count(st->second)) continue;
     auto it = storages_.find(s.storage_id);

@@ -67,6 +67,24 @@ class Accountant : public EventSink {
   PeakLocation peak_at_;
   std::map<int64_t, std::string> saved_category_;
   std::map<int64_t, std::vector<std::string>> holders_now_;
+
+  // ---- Events timeline, saved-tensor hooks, checkpoint packs (issue #4) -------------
+  // Kept apart from the figures above: record_event() sees every event first.
+  void record_event(const Event& e);
+  // Saves the saved_bytes total leaves out: values handed to a checkpoint block's hooks
+  // (PyTorch's outer hooks see 0 packs) and those of its recomputation.
+  bool excluded_from_saved_bytes(int64_t saved_id) const { return checkpoint_saves_.count(saved_id) > 0; }
+  void finish_events(RunResult& out) const;
+  std::vector<EventRecord> events_;
+  std::vector<HookWarning> hook_warnings_;
+  std::set<int64_t> warned_saves_;
+  std::set<int64_t> checkpoint_saves_, recompute_saves_;
+  struct HookedSave {
+    std::string hooks;
+    int64_t bytes = 0, packed_bytes = 0;
+    bool host = false;
+  };
+  std::map<int64_t, HookedSave> hooked_saves_;
 };
 
 }  // namespace agtrace

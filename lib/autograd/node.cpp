@@ -89,6 +89,111 @@ Node::~Node() {
   pending = nullptr;
 }
 
+// ---- Saved-tensor hooks --------------------------------------------------------------
+
+namespace {
+std::vector<std::shared_ptr<SavedTensorHooks>>& hooks_stack() {
+  static std::vector<std::shared_ptr<SavedTensorHooks>> s;
+  return s;
+}
+
+// Runs `f` with the op named `label` for the Alloc events it causes (the packed copy is
+// made by the hook, not by the op that saved).
+template <typename F>
+Tensor as_hook_op(const std::string& label, F&& f) {
+  RunPosition& pos = run_position();
+  const std::string previous = pos.op;
+  pos.op = label;
+  struct Restore {
+    RunPosition& p;
+    const std::string& v;
+    ~Restore() { p.op = v; }
+  } restore{pos, previous};
+  return f();
+}
+
+// A copy of `t`'s elements in a new contiguous storage of dtype `d` (Tensor.to(d)),
+// rounded as PyTorch rounds to `d`; `device` names where the storage lives.
+Tensor converted_copy(const Tensor& t, DType d, const std::string& device) {
+  Tensor out = empty_tensor(t->sizes, d, t->is_meta());
+  out->storage->device = device;
+  if (!t->is_meta()) write_values(out, to_values(t));
+  return out;
+}
+
+// Identity hooks ("count") and save_on_cpu keep the saved storage itself. The hook keeps a
+// detached alias rather than the object: what the program sees is the same (unpack always
+// builds a new object), and it does not hold the saving node through grad_fn, which would
+// be a reference cycle for saved outputs.
+Tensor detached_alias(const Tensor& t) { return make_alias(t, t->sizes, t->strides, t->offset); }
+
+class CountHooks : public SavedTensorHooks {
+ public:
+  std::string kind() const override { return "count"; }
+  Tensor pack(SavedVariable&, const Tensor& t) override { return detached_alias(t); }
+  Tensor unpack(SavedVariable& v) override { return v.packed; }
+};
+
+// torch.autograd.graph.save_on_cpu (1.13, pin_memory=False): pack keeps `tensor.cpu()`,
+// which for a CPU tensor is the tensor itself (measured: `x.cpu() is x`; no copy, no
+// pinning), and unpack returns `packed.to(original device)`. On the meta device
+// `.cpu()` raises "Cannot copy out of meta tensor; no data!" (measured).
+class SaveOnCpuHooks : public SavedTensorHooks {
+ public:
+  std::string kind() const override { return "save_on_cpu"; }
+  Tensor pack(SavedVariable&, const Tensor& t) override {
+    if (t->is_meta())
+      throw ScenarioError("unsupported",
+                          "NotImplementedError: Cannot copy out of meta tensor; no data! (save_on_cpu packs "
+                          "with tensor.cpu(), which a meta tensor cannot do)");
+    if (t->storage->device == "cpu") return detached_alias(t);
+    return as_hook_op("save_on_cpu pack", [&] { return converted_copy(t, t->dtype(), "cpu"); });
+  }
+  Tensor unpack(SavedVariable& v) override {
+    if (v.packed->storage->device == device_of_saved(v)) return v.packed;
+    return as_hook_op("save_on_cpu unpack", [&] { return converted_copy(v.packed, v.dtype, device_of_saved(v)); });
+  }
+  static std::string device_of_saved(const SavedVariable& v) { return v.device.empty() ? "cpu" : v.device; }
+};
+
+// fp16 / bf16 packing, as the exported script defines it: pack `t.to(torch.float16)` and
+// unpack `packed.to(original dtype)`, for floating tensors only; integer and bool tensors
+// (indices, masks) are kept as they are, since a cast would corrupt indices above 2048.
+// `.to()` to the tensor's own dtype returns the tensor itself (no copy).
+class CastHooks : public SavedTensorHooks {
+ public:
+  explicit CastHooks(DType d) : d_(d) {}
+  std::string kind() const override { return d_ == DType::Float16 ? "fp16" : "bf16"; }
+  Tensor pack(SavedVariable&, const Tensor& t) override {
+    if (!is_floating(t->dtype()) || t->dtype() == d_) return detached_alias(t);
+    return as_hook_op(kind() + " pack", [&] { return converted_copy(t, d_, t->storage->device); });
+  }
+  Tensor unpack(SavedVariable& v) override {
+    if (v.packed->dtype() == v.dtype) return v.packed;
+    return as_hook_op(kind() + " unpack", [&] { return converted_copy(v.packed, v.dtype, v.packed->storage->device); });
+  }
+
+ private:
+  DType d_;
+};
+}  // namespace
+
+void push_saved_tensor_hooks(std::shared_ptr<SavedTensorHooks> hooks) { hooks_stack().push_back(std::move(hooks)); }
+void pop_saved_tensor_hooks() {
+  if (!hooks_stack().empty()) hooks_stack().pop_back();
+}
+std::shared_ptr<SavedTensorHooks> current_saved_tensor_hooks() {
+  return hooks_stack().empty() ? nullptr : hooks_stack().back();
+}
+
+std::shared_ptr<SavedTensorHooks> make_block_hooks(const std::string& kind) {
+  if (kind == "count") return std::make_shared<CountHooks>();
+  if (kind == "save_on_cpu") return std::make_shared<SaveOnCpuHooks>();
+  if (kind == "fp16") return std::make_shared<CastHooks>(DType::Float16);
+  if (kind == "bf16") return std::make_shared<CastHooks>(DType::BFloat16);
+  return nullptr;
+}
+
 static void announce_save(const Node& node, SavedEntry& e, const Tensor& t) {
   e.var.shape = t->sizes;
   e.var.from_python_number = t->is_wrapped_number;
@@ -104,13 +209,61 @@ static void announce_save(const Node& node, SavedEntry& e, const Tensor& t) {
   auto st = e.var.held_storage();
   ev.storage_id = st ? st->id : -1;
   ev.what = node.name + "._saved_" + e.name;
+  if (e.var.hooks) {
+    // saved_bytes counts what the pack function is handed; the hooks may keep another
+    // storage (an fp16 copy) or nothing (checkpoint).
+    ev.storage_id = t->storage->id;
+    ev.hooks = e.var.hooks->kind();
+    ev.packed_storage_id = e.var.packed ? e.var.packed->storage->id : -1;
+    ev.packed_bytes = e.var.packed ? e.var.packed->nbytes() : 0;
+  }
   emit(ev);
+  if (e.var.hooks) {
+    ev.kind = Event::Kind::Pack;
+    emit(ev);
+  }
+}
+
+// Saving under hooks (SavedVariable's constructor with default hooks, 1.13): keep the
+// metadata unpack needs, hand the tensor to the pack function, keep only its result.
+// Python scalars are handed to the hooks too in this build (measured: `x * 3.0` packs an
+// f64[] tensor). Returns false when no hooks are installed.
+static bool save_under_hooks(SavedEntry& e, const Tensor& t, bool is_output, int output_nr) {
+  std::shared_ptr<SavedTensorHooks> hooks = current_saved_tensor_hooks();
+  if (!hooks) return false;
+  SavedVariable& v = e.var;
+  v.defined = true;
+  v.is_output = is_output;
+  v.sizes = t->sizes;
+  v.strides = t->strides;
+  v.offset = t->offset;
+  v.version = t->version;
+  v.saved_version = t->version->version;
+  v.output_nr = is_output ? output_nr : t->output_nr;
+  v.tensor_id = t->id;
+  v.dtype = t->dtype();
+  v.device = t->storage->device;
+  v.was_leaf = !is_output && t->is_leaf();
+  if (v.was_leaf) {
+    v.leaf_requires_grad = t->requires_grad();
+    v.grad_accumulator = t->grad_accumulator;
+  } else if (!is_output) {
+    v.input_grad_fn = t->grad_fn;
+  }
+  v.hooks = hooks;
+  v.packed = hooks->pack(v, t);
+  return true;
 }
 
 void Node::save_input(const std::string& attr, const Tensor& t, bool needed) {
   SavedEntry e;
   e.name = attr;
   e.is_tensor = true;
+  if (needed && t && save_under_hooks(e, t, false, 0)) {
+    saved.push_back(std::move(e));
+    announce_save(*this, saved.back(), t);
+    return;
+  }
   if (needed && t) {
     e.var.defined = true;
     e.var.original = t;
@@ -129,6 +282,11 @@ void Node::save_output(const std::string& attr, const Tensor& t, int output_nr, 
   SavedEntry e;
   e.name = attr;
   e.is_tensor = true;
+  if (needed && t && save_under_hooks(e, t, true, output_nr)) {
+    saved.push_back(std::move(e));
+    announce_save(*this, saved.back(), t);
+    return;
+  }
   if (needed && t) {
     e.var.defined = true;
     e.var.is_output = true;
@@ -184,6 +342,7 @@ Tensor Node::unpack(const std::string& attr) {
                  {"released_at", v.released_at}, {"saved_at", v.saved_at}};
     throw err;
   }
+  if (v.hooks) return unpack_hooked(attr, v);
   const int64_t current = v.version->version;
   if (current != v.saved_version) {
     const Shape& sz = v.original ? v.original->sizes : v.sizes;
@@ -227,6 +386,47 @@ Tensor Node::unpack(const std::string& attr) {
   return t;
 }
 
+// SavedVariable::unpack with hooks (1.13): no version check ("we can't track versions
+// through the hooks"); the data comes from the unpack function and is wrapped in a new
+// tensor object that shares the original's version counter, with the saved grad_fn (the
+// input's at save time, or this node for a saved output) or, for a leaf, its
+// requires_grad and grad accumulator (measured: `_saved_self is x` is False, and it is a
+// leaf that requires grad). An Unpack event carries both versions, so the report can warn
+// where an in-place edit went unchecked.
+Tensor Node::unpack_hooked(const std::string& attr, SavedVariable& v) {
+  Tensor data = v.hooks->unpack(v);
+  Event ev;
+  ev.kind = Event::Kind::Unpack;
+  ev.saved_id = v.id;
+  ev.node_id = id;
+  ev.bytes = v.nbytes();
+  ev.storage_id = data ? data->storage->id : -1;
+  ev.what = name + "._saved_" + attr;
+  ev.hooks = v.hooks->kind();
+  ev.version = v.version->version;
+  ev.expected_version = v.saved_version;
+  emit(ev);
+  if (!data) return nullptr;
+  auto t = std::make_shared<TensorImpl>();
+  t->storage = data->storage;
+  t->sizes = data->sizes;
+  t->strides = data->strides;
+  t->offset = data->offset;
+  t->version = v.version;
+  if (v.is_output) {
+    t->grad_fn = shared_from_this();
+    t->output_nr = v.output_nr;
+  } else if (!v.was_leaf) {
+    t->grad_fn = v.input_grad_fn ? v.input_grad_fn : shared_from_this();
+    t->output_nr = v.output_nr;
+  } else {
+    t->requires_grad_flag = v.leaf_requires_grad;
+    t->grad_accumulator = v.grad_accumulator;
+  }
+  t->grad_fn_version = t->version->version;
+  return t;
+}
+
 const AttrValue& Node::attr(const std::string& name_) const {
   static const AttrValue none;
   const SavedEntry* e = find(name_);
@@ -247,8 +447,11 @@ void Node::release_saved(int statement) {
     auto st = e.var.held_storage();
     ev.storage_id = st ? st->id : -1;
     emit(ev);
+    if (e.var.hooks) e.var.hooks->release(e.var);
     e.var.original.reset();
     e.var.storage.reset();
+    e.var.packed.reset();
+    e.var.input_grad_fn.reset();
   }
   if (!released) {
     released = true;

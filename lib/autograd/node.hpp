@@ -38,6 +38,40 @@ struct AttrValue {
 // Python's printed form of an AttrValue (`1`, `2.0`, `(2, 3)`, `18446744073709551615`, `'none'`).
 std::string attr_repr(const AttrValue& a);
 
+// ---- Saved-tensor hooks (torch.autograd.graph.saved_tensors_hooks) --------------------
+// While hooks are installed, every tensor saved for backward is handed to the innermost
+// hooks' pack function, and what it returns is all the SavedVariable keeps; unpack builds a
+// new tensor object from what the unpack function returns (torch/csrc/autograd/
+// saved_variable.cpp, 1.13: `make_variable(hooks_->call_unpack_hook(), ...)`), and the
+// version check is skipped (measured: SUMMARY.md "With saved_tensors_hooks").
+struct SavedVariable;
+class SavedTensorHooks {
+ public:
+  virtual ~SavedTensorHooks() = default;
+  // "save_on_cpu", "fp16", "bf16", "count", "checkpoint", "checkpoint_recompute".
+  virtual std::string kind() const = 0;
+  // What the hooks keep for `t` (may be null: checkpoint keeps nothing).
+  virtual Tensor pack(SavedVariable& v, const Tensor& t) = 0;
+  // The data of the unpacked tensor (a new tensor object is built around it by the caller).
+  virtual Tensor unpack(SavedVariable& v) = 0;
+  // The SavedVariable is released (backward without retain_graph, or its node died).
+  virtual void release(SavedVariable&) {}
+};
+// Innermost hooks win, as in PyTorch (a stack of default hooks per thread).
+void push_saved_tensor_hooks(std::shared_ptr<SavedTensorHooks> hooks);
+void pop_saved_tensor_hooks();
+std::shared_ptr<SavedTensorHooks> current_saved_tensor_hooks();
+struct SavedHooksGuard {
+  explicit SavedHooksGuard(std::shared_ptr<SavedTensorHooks> h) { push_saved_tensor_hooks(std::move(h)); }
+  ~SavedHooksGuard() { pop_saved_tensor_hooks(); }
+  SavedHooksGuard(const SavedHooksGuard&) = delete;
+  SavedHooksGuard& operator=(const SavedHooksGuard&) = delete;
+};
+// The hooks of a `saved_tensor_hooks` block: "save_on_cpu" (torch.autograd.graph.save_on_cpu),
+// "fp16" / "bf16" (floating tensors packed as a copy in that dtype, unpacked back to their
+// own dtype; other dtypes kept as they are), "count" (identity). Null for an unknown kind.
+std::shared_ptr<SavedTensorHooks> make_block_hooks(const std::string& kind);
+
 // SavedVariable. A saved *input* keeps a reference to the very tensor object, so
 // unpacking returns it (`_saved_self is x`). A saved *output* keeps only the data and
 // the version counter, not the tensor object, because the object points to this node
@@ -68,8 +102,22 @@ struct SavedVariable {
   int64_t storage_id = -1;
   int64_t storage_bytes = 0;
 
+  // ---- Saved under hooks (null hooks: the ordinary SavedVariable above).
+  std::shared_ptr<SavedTensorHooks> hooks;
+  Tensor packed;                 // what the pack function returned (null: nothing kept)
+  bool was_leaf = false;         // metadata kept for unpack (save_metadata in PyTorch)
+  bool leaf_requires_grad = false;
+  std::shared_ptr<Node> input_grad_fn;   // saved non-leaf input: its grad_fn at save time
+  std::weak_ptr<Node> grad_accumulator;  // saved leaf: its AccumulateGrad
+  std::string device;            // device of the saved tensor (save_on_cpu unpacks back to it)
+  int64_t checkpoint_slot = -1;  // checkpoint: the order of this pack inside its block
+  int64_t packed_bytes() const { return packed && !released ? packed->nbytes() : 0; }
+
   int64_t nbytes() const { return defined ? shape_numel(shape) * dtype_size(dtype) : 0; }
-  std::shared_ptr<Storage> held_storage() const { return original ? original->storage : storage; }
+  std::shared_ptr<Storage> held_storage() const {
+    if (hooks) return packed ? packed->storage : nullptr;
+    return original ? original->storage : storage;
+  }
 };
 
 struct SavedEntry {
@@ -132,6 +180,8 @@ struct Node : std::enable_shared_from_this<Node> {
     int64_t base_offset = 0;
   } geometry;
 
+  size_t registry_slot = 0;     // position in the live-node registry (O(1) removal)
+
   Node();
   ~Node();
   Node(const Node&) = delete;
@@ -148,6 +198,7 @@ struct Node : std::enable_shared_from_this<Node> {
   const SavedEntry* find(const std::string& attr) const;
   // Unpacks a saved tensor (checks release and version; throws ScenarioError).
   Tensor unpack(const std::string& attr);
+  Tensor unpack_hooked(const std::string& attr, SavedVariable& v);  // saved under hooks
   const AttrValue& attr(const std::string& attr) const;
   void release_saved(int statement);
   int64_t saved_bytes() const;  // bytes of saved tensors still held
@@ -175,5 +226,3 @@ void rebase_view_history(const Tensor& view, const std::shared_ptr<Node>& fn);
 void refresh_view_grad_fn(const Tensor& t);
 
 }  // namespace agtrace::autograd
-  size_t registry_slot = 0;     // position in the live-node registry (O(1) removal)
-

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "account/accountant.hpp"
@@ -17,8 +18,8 @@
 #include "syntax/ast.hpp"
 #include "tensor/events.hpp"
 #include "tensor/kernels.hpp"
-
 #include "util/profile.hpp"
+
 namespace agtrace {
 
 using syntax::Expr;
@@ -172,6 +173,14 @@ class Interpreter : public ops::Runtime {
   int statement_ = -1;
   std::string root_label_;                                      // name of the receiver of backward()
   std::vector<std::string> block_stack_;
+  // Saved-tensor hooks and checkpoint blocks (issue #4).
+  bool recomputing_ = false;  // a checkpoint body runs again: statements are not new statements
+  bool run_saved_tensor_hooks(const ProgramItem& item, bool in_try);
+  bool run_checkpoint(const ProgramItem& item, bool in_try);
+  void recompute_checkpoint(const ProgramItem& item, const std::vector<Value>& args, const SplitMix64& rng,
+                            size_t record, autograd::SavedTensorHooks& inner);
+  bool rerun_statement(const ProgramItem& item, bool in_try);
+  void block_error(const ProgramItem& item, const std::string& kind, const std::string& message, bool in_try);
 
   // Statements and blocks.
   void parse_all();
@@ -354,26 +363,11 @@ bool Interpreter::run_items(const std::vector<ProgramItem>& items, bool in_try) 
         break;
       }
       case ProgramItem::Kind::SavedTensorHooks:
-      case ProgramItem::Kind::Checkpoint: {
-        // Not implemented yet: say so at the block's first statement rather than run the
-        // body without the hooks (a wrong answer).
-        const ProgramItem* first = &item;
-        while (first->kind != ProgramItem::Kind::Statement && !first->body.empty()) first = &first->body.front();
-        if (first->kind == ProgramItem::Kind::Statement) {
-          ErrorRecord err;
-          err.statement = first->index;
-          err.phase = "forward";
-          err.kind = "unsupported";
-          err.message = std::string(item.kind == ProgramItem::Kind::Checkpoint ? "checkpoint" : "saved_tensor_hooks") +
-                        " blocks are not supported yet";
-          err.caught = in_try;
-          result_.errors.push_back(err);
-          result_.statements[first->index].status = "error";
-          result_.statements[first->index].runs = 1;
-        }
-        ok = false;
+        ok = run_saved_tensor_hooks(item, in_try);
         break;
-      }
+      case ProgramItem::Kind::Checkpoint:
+        ok = run_checkpoint(item, in_try);
+        break;
     }
     if (!ok) {
       for (size_t j = i + 1; j < items.size(); ++j) {
@@ -386,14 +380,14 @@ bool Interpreter::run_items(const std::vector<ProgramItem>& items, bool in_try) 
       if (item.kind != ProgramItem::Kind::Statement) mark_not_run(item.body);
       if (!in_try) result_.raised = true;
       return false;
-  if (recomputing_) return rerun_statement(item, in_try);
-  profile::Scope profile_statement(profile::Section::StatementForward, "", item.index);  // --profile
     }
   }
   return true;
 }
 
 bool Interpreter::run_statement(const ProgramItem& item, bool in_try) {
+  if (recomputing_) return rerun_statement(item, in_try);
+  profile::Scope profile_statement(profile::Section::StatementForward, "", item.index);  // --profile
   statement_ = item.index;
   RunPosition& pos = run_position();
   pos.statement = item.index;
@@ -425,6 +419,241 @@ bool Interpreter::run_statement(const ProgramItem& item, bool in_try) {
   root_label_.clear();
   end_statement(raised);
   return !raised;
+}
+
+// ------------------------------------------------------------------ saved-tensor hooks and checkpoint
+
+namespace {
+
+// torch.utils.checkpoint(fn, *inputs, use_reentrant=False), PyTorch 1.13
+// (_checkpoint_without_reentrant): the forward runs under hooks whose pack keeps only a
+// placeholder ("Holder"), so the body's saved values are not kept and outer hooks see no
+// packs; the first unpack runs the body again under enable_grad with inner hooks that keep,
+// for each placeholder still alive, the recomputed value (detached), and every unpack
+// returns the kept value. The kept values die with their placeholders (a WeakKeyDictionary
+// in PyTorch), i.e. as the nodes are released by backward; with retain_graph they stay and
+// a second backward does not recompute (measured: SUMMARY.md "Checkpoint (non-reentrant)").
+class CheckpointHooks : public autograd::SavedTensorHooks {
+ public:
+  std::function<void()> recompute;
+  std::function<void(int64_t bytes)> on_pack;
+  int64_t next_slot = 0;
+  std::set<int64_t> alive;               // slots whose SavedVariable is not released
+  std::map<int64_t, Tensor> recomputed;  // slot -> recomputed value (PyTorch's `storage`)
+
+  std::string kind() const override { return "checkpoint"; }
+  Tensor pack(autograd::SavedVariable& v, const Tensor& t) override {
+    v.checkpoint_slot = next_slot++;
+    alive.insert(v.checkpoint_slot);
+    if (on_pack) on_pack(t->nbytes());
+    return nullptr;
+  }
+  Tensor unpack(autograd::SavedVariable& v) override {
+    if (recomputed.empty() && recompute) recompute();
+    auto it = recomputed.find(v.checkpoint_slot);
+    if (it == recomputed.end())
+      throw ScenarioError("unsupported",
+                          "Attempt to retrieve a tensor saved by autograd multiple times without checkpoint "
+                          "recomputation being triggered in between, this is not currently supported.");
+    return it->second;
+  }
+  void release(autograd::SavedVariable& v) override {
+    alive.erase(v.checkpoint_slot);
+    recomputed.erase(v.checkpoint_slot);
+  }
+};
+
+// The inner hooks of the recomputation (inner_pack / inner_unpack): the k-th value saved
+// again is kept for the k-th placeholder, if that one is still alive (`inner.detach()`:
+// same storage and version counter, no graph).
+class RecomputeHooks : public autograd::SavedTensorHooks {
+ public:
+  explicit RecomputeHooks(CheckpointHooks& outer) : outer_(outer) {}
+  std::string kind() const override { return "checkpoint_recompute"; }
+  Tensor pack(autograd::SavedVariable&, const Tensor& t) override {
+    const int64_t slot = counter_++;
+    if (outer_.alive.count(slot)) outer_.recomputed[slot] = make_alias(t, t->sizes, t->strides, t->offset);
+    return nullptr;
+  }
+  Tensor unpack(autograd::SavedVariable&) override {
+    throw ScenarioError("unsupported",
+                        "You are calling backwards on a tensor that is never exposed. Please open an issue.");
+  }
+
+ private:
+  CheckpointHooks& outer_;
+  int64_t counter_ = 0;
+};
+
+void first_last_statement(const std::vector<ProgramItem>& items, int& first, int& last) {
+  for (const ProgramItem& it : items) {
+    if (it.kind == ProgramItem::Kind::Statement) {
+      if (first < 0) first = it.index;
+      last = it.index;
+    } else {
+      first_last_statement(it.body, first, last);
+    }
+  }
+}
+
+}  // namespace
+
+// An error raised by a block itself (not by one of its statements) is reported at the
+// block's first statement.
+void Interpreter::block_error(const ProgramItem& item, const std::string& kind, const std::string& message,
+                              bool in_try) {
+  int first = -1, last = -1;
+  first_last_statement(item.body, first, last);
+  if (first < 0) return;
+  ErrorRecord err;
+  err.statement = first;
+  err.phase = "forward";
+  err.kind = kind;
+  err.message = message;
+  err.caught = in_try;
+  result_.errors.push_back(err);
+  result_.statements[first].status = "error";
+  if (result_.statements[first].runs == 0) result_.statements[first].runs = 1;
+}
+
+// `with <hooks>: body` (spec: saved_tensor_hooks). The hooks stay referenced by the values
+// saved under them, after the block too.
+bool Interpreter::run_saved_tensor_hooks(const ProgramItem& item, bool in_try) {
+  std::shared_ptr<autograd::SavedTensorHooks> hooks = autograd::make_block_hooks(item.hooks_kind);
+  if (!hooks) {
+    block_error(item, "unsupported", "unknown saved_tensor_hooks kind '" + item.hooks_kind + "'", in_try);
+    return false;
+  }
+  autograd::SavedHooksGuard guard(hooks);
+  block_stack_.push_back("saved_tensor_hooks");
+  const bool ok = run_items(item.body, in_try);
+  block_stack_.pop_back();
+  return ok;
+}
+
+// Runs `def fn(*inputs): body; return outputs` under checkpoint's hooks and binds the
+// outputs (spec: checkpoint). Names bound in the body are local: the program's names are
+// restored after it, and only the outputs are bound.
+bool Interpreter::run_checkpoint(const ProgramItem& item, bool in_try) {
+  std::vector<Value> args;
+  for (const std::string& name : item.inputs) {
+    auto it = env_.find(name);
+    if (it == env_.end()) {
+      block_error(item, "name_error", "name '" + name + "' is not defined (checkpoint input)", in_try);
+      return false;
+    }
+    args.push_back(it->second);
+  }
+  const size_t record = result_.checkpoints.size();
+  {
+    CheckpointRecord rec;
+    first_last_statement(item.body, rec.first_statement, rec.last_statement);
+    rec.inputs = item.inputs;
+    rec.outputs = item.outputs;
+    result_.checkpoints.push_back(rec);
+  }
+  std::shared_ptr<CheckpointHooks> hooks;
+  if (!opt_.checkpoint_plain) {
+    hooks = std::make_shared<CheckpointHooks>();
+    // The recomputation keeps references to the inputs, as PyTorch's closure over `args`
+    // does, and starts from the random state the forward started from (preserve_rng_state).
+    CheckpointHooks* self = hooks.get();  // the lambda lives in *self: no ownership cycle
+    hooks->recompute = [this, &item, args, rng = rng_, record, self]() {
+      RecomputeHooks inner(*self);
+      recompute_checkpoint(item, args, rng, record, inner);
+    };
+    hooks->on_pack = [this, record](int64_t bytes) {
+      result_.checkpoints[record].packs++;
+      result_.checkpoints[record].packed_bytes += bytes;
+    };
+  }
+  std::map<std::string, Value> outer = env_;
+  for (size_t i = 0; i < args.size(); ++i) bind(item.inputs[i], args[i]);
+  block_stack_.push_back("checkpoint");
+  bool ok = true;
+  {
+    std::optional<autograd::SavedHooksGuard> guard;
+    if (hooks) guard.emplace(hooks);
+    hooks.reset();  // from here on only the values saved in the body hold the hooks
+    ok = run_items(item.body, in_try);
+  }
+  block_stack_.pop_back();
+  std::vector<Value> outputs;
+  if (ok) {
+    for (const std::string& name : item.outputs) {
+      auto it = env_.find(name);
+      if (it == env_.end()) {
+        env_ = std::move(outer);
+        block_error(item, "name_error", "name '" + name + "' is not defined (checkpoint output)", in_try);
+        return false;
+      }
+      outputs.push_back(it->second);
+    }
+  }
+  env_ = std::move(outer);
+  for (size_t i = 0; i < outputs.size(); ++i) bind(item.outputs[i], outputs[i]);
+  return ok;
+}
+
+// The recomputation, run from inside an unpack (a backward, or a `_saved_*` read): the
+// body's statements run again in a fresh local scope with the same input objects, under
+// enable_grad and the inner hooks; their prints print again. Errors propagate to the
+// statement that unpacked, as PyTorch raises them from backward.
+void Interpreter::recompute_checkpoint(const ProgramItem& item, const std::vector<Value>& args,
+                                       const SplitMix64& rng, size_t record,
+                                       autograd::SavedTensorHooks& inner) {
+  CheckpointRecord& rec = result_.checkpoints[record];
+  rec.recomputations++;
+  rec.recomputed_at.push_back(statement_);
+  RunPosition& pos = run_position();
+  Event begin;
+  begin.kind = Event::Kind::Recompute;
+  begin.what = "begin: checkpoint of statements " + std::to_string(rec.first_statement) + "-" +
+               std::to_string(rec.last_statement);
+  emit(begin);
+  struct Restore {
+    Interpreter& in;
+    std::map<std::string, Value> env;
+    SplitMix64 rng;
+    bool recomputing;
+    std::string op;
+    int recompute_statement;
+    ~Restore() {
+      in.env_ = std::move(env);
+      in.rng_ = rng;
+      in.recomputing_ = recomputing;
+      run_position().op = op;
+      run_position().recompute_statement = recompute_statement;
+    }
+  } restore{*this, env_, rng_, recomputing_, pos.op, pos.recompute_statement};
+  rng_ = rng;
+  recomputing_ = true;
+  for (size_t i = 0; i < args.size(); ++i) bind(item.inputs[i], args[i]);
+  autograd::GradModeGuard grad(true);
+  // Shared ownership is what the hooks stack holds; `inner` outlives this call's stack use.
+  autograd::SavedHooksGuard hooks(std::shared_ptr<autograd::SavedTensorHooks>(&inner, [](autograd::SavedTensorHooks*) {}));
+  run_items(item.body, false);
+  Event end;
+  end.kind = Event::Kind::Recompute;
+  end.what = "end: checkpoint of statements " + std::to_string(rec.first_statement) + "-" +
+             std::to_string(rec.last_statement);
+  emit(end);
+}
+
+// A body statement run again by a checkpoint recomputation: it counts as another run and
+// its prints print, but it is not a new statement for the report or the accountant (the
+// statement that unpacked is the one running). Errors go to that statement.
+bool Interpreter::rerun_statement(const ProgramItem& item, bool in_try) {
+  RunPosition& pos = run_position();
+  pos.recompute_statement = item.index;
+  result_.statements[item.index].runs++;
+  try {
+    exec(parsed_[item.index]);
+  } catch (ScenarioError&) {
+    if (!in_try) throw;
+    return false;
+  }
+  return true;
 }
 
 void Interpreter::end_statement(bool raised) {
@@ -760,6 +989,7 @@ Value Interpreter::call_entry(const ops::OpEntry& entry, const std::string& spel
     else if (prm.has_default) args.values[k] = prm.default_value;
     else fail("type_error", fname + " missing required argument: '" + prm.name + "'");
   }
+  profile::Scope profile_op(profile::Section::OpForward, entry.name);  // --profile
   return entry.impl(args, *this);
 }
 
@@ -887,6 +1117,7 @@ Value Interpreter::eval_binary(const std::string& op, const Value& a, const Valu
     if (!(ta && tb) && !other.is_number())
       fail("type_error", "unsupported operand type(s) for " + op + ": '" + type_name(a) + "' and '" + type_name(b) + "'");
     auto tensor_of = [](const Value& v) { return v.kind == Value::Kind::Tensor ? v.t : ops::wrap_number(v); };
+    profile::Scope profile_op(profile::Section::OpForward, profile::operator_op_name(op));  // --profile
     if (op == "+") return Value::tensor(ta ? ops::add(a.t, tensor_of(b), Value::integer(1))
                                            : ops::add(b.t, tensor_of(a), Value::integer(1)));  // __radd__
     if (op == "-") return Value::tensor(ta ? ops::sub(a.t, tensor_of(b), Value::integer(1))
@@ -989,7 +1220,6 @@ Value Interpreter::backward(const std::vector<Tensor>& roots, const std::vector<
     if (key.empty()) key = roots.size() == 1 ? "statement " + std::to_string(statement_)
                                              : "statement " + std::to_string(statement_) + " output " + std::to_string(i);
     record_walk(key, roots[i]->grad_fn);
-  profile::Scope profile_op(profile::Section::OpForward, entry.name);  // --profile
     for (int64_t id : result_.walks.back().nodes) reached.push_back(id);
   }
   std::vector<std::shared_ptr<autograd::Node>> keep;  // keep the graph alive for the snapshot
@@ -1097,7 +1327,11 @@ NodeSnapshot Interpreter::snapshot(const autograd::Node& n) const {
       ss.is_output = v.is_output;
       ss.tensor_id = v.tensor_id;
       ss.from_python_number = v.from_python_number;
-      if (!v.is_output && !v.from_python_number) {
+      ss.hooks = v.hooks ? v.hooks->kind() : "";
+      ss.packed_bytes = v.packed_bytes();
+      ss.packed_storage_id = v.packed ? v.packed->storage->id : -1;
+      // Under hooks unpack builds a new object (measured: `_saved_self is x` is False).
+      if (!v.is_output && !v.from_python_number && !v.hooks) {
         auto it = tensor_label_.find(v.tensor_id);
         if (it != tensor_label_.end()) ss.same_object_as = it->second;
       }
@@ -1117,7 +1351,6 @@ NodeSnapshot Interpreter::snapshot(const autograd::Node& n) const {
     }
     s.saved.push_back(ss);
   }
-    profile::Scope profile_op(profile::Section::OpForward, profile::operator_op_name(op));  // --profile
   return s;
 }
 
@@ -1148,9 +1381,41 @@ void Interpreter::finish() {
 
 }  // namespace
 
+namespace {
+bool has_checkpoint(const std::vector<ProgramItem>& items) {
+  for (const ProgramItem& it : items)
+    if (it.kind == ProgramItem::Kind::Checkpoint || has_checkpoint(it.body)) return true;
+  return false;
+}
+}  // namespace
+
 RunResult run_scenario(const Scenario& scenario, const RunOptions& options) {
-  Interpreter interp(scenario, options);
-  return interp.run();
+  RunResult result;
+  {
+    Interpreter interp(scenario, options);
+    result = interp.run();
+  }
+  // "With and without checkpointing": the same program once more with every checkpoint
+  // block run as a plain call of the same function (same local scope, no hooks), so the
+  // figures differ only by what checkpointing changes. Only its memory figures are kept.
+  if (!options.checkpoint_plain && has_checkpoint(scenario.program)) {
+    RunOptions plain_options = options;
+    plain_options.checkpoint_plain = true;
+    RunResult plain;
+    {
+      Interpreter interp(scenario, plain_options);
+      plain = interp.run();
+    }
+    CheckpointComparison& c = result.checkpoint_comparison;
+    c.present = true;
+    c.saved_bytes_with = result.memory.saved_bytes;
+    c.saved_bytes_without = plain.memory.saved_bytes;
+    c.peak_bytes_with = result.memory.peak_bytes;
+    c.peak_bytes_without = plain.memory.peak_bytes;
+    c.graph_only_bytes_with = result.memory.graph_only_bytes;
+    c.graph_only_bytes_without = plain.memory.graph_only_bytes;
+  }
+  return result;
 }
 
 }  // namespace agtrace

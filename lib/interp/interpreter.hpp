@@ -12,6 +12,8 @@ struct RunOptions {
   std::string device;        // overrides the scenario's device when not empty
   bool keep_values = false;  // --values: element values of leaves and gradients in the result
   int64_t max_memory = int64_t{4} << 30;  // --max-memory: budget for element data (see RunLimits)
+  // Run checkpoint blocks as plain function calls (the "without checkpointing" figures).
+  bool checkpoint_plain = false;
 };
 
 // Parses every statement first (a syntax error is an InputError naming the statement and

@@ -34,6 +34,10 @@ struct SavedSnapshot {
   bool released = false;
   int released_at = -1;
   std::string why;           // which gradient needs it
+  // Saved under saved-tensor hooks (empty: no hooks): what the hooks keep.
+  std::string hooks;
+  int64_t packed_bytes = 0;
+  int64_t packed_storage_id = -1;
 };
 
 struct NodeSnapshot {
@@ -130,6 +134,61 @@ struct MemorySummary {
   int64_t graph_only_bytes = 0;
   int graph_only_statement = -1;
   std::map<std::string, int64_t> categories_at_end;
+  // Saved-tensor hooks: bytes the hooks keep for values saved under them (an fp16 copy is
+  // half), of which on the host (save_on_cpu); saved bytes checkpoint blocks did not keep.
+  int64_t hooks_saved_bytes = 0;
+  int64_t hooks_packed_bytes = 0;
+  int64_t host_bytes = 0;
+  int64_t checkpoint_avoided_bytes = 0;
+};
+
+// ---- Events, saved-tensor hooks and checkpointing (issue #4) -------------------------
+// One entry of the event timeline, in the order the events happened.
+struct EventRecord {
+  std::string kind;              // alloc free save release version_bump pack unpack recompute
+  int statement = -1;            // statement running (-1: setup, -2: after the program)
+  int recompute_statement = -1;  // checkpoint recomputation: the body statement run again
+  bool in_backward = false;
+  std::string op;                // op, or in backward the node running
+  int64_t storage_id = -1;
+  int64_t bytes = 0;
+  int64_t saved_id = -1;
+  int64_t node_id = -1;
+  std::string what;
+  std::string hooks;
+  int64_t version = 0;           // version_bump: new version; unpack: version found
+  int64_t expected_version = 0;  // unpack: version at save time
+  int64_t packed_bytes = 0;
+  int64_t packed_storage_id = -1;
+};
+
+// An in-place edit of a saved tensor that no error reported, because the value was saved
+// under hooks (PyTorch skips the version check then) or by a checkpoint block.
+struct HookWarning {
+  int statement = -1;        // where the value was unpacked
+  std::string what;          // "SinBackward0._saved_self"
+  std::string hooks;
+  int64_t expected_version = 0, found_version = 0;
+  int saved_at = -1;
+  std::string message;
+};
+
+// One execution of a checkpoint block.
+struct CheckpointRecord {
+  int first_statement = -1, last_statement = -1;
+  std::vector<std::string> inputs, outputs;
+  int64_t packs = 0;             // saved values the body's ops handed to checkpoint's hooks
+  int64_t packed_bytes = 0;      // their bytes: saved bytes the checkpoint did not keep
+  int recomputations = 0;
+  std::vector<int> recomputed_at;  // statements during which the body ran again
+};
+
+// The same program with every checkpoint block run as a plain function call.
+struct CheckpointComparison {
+  bool present = false;
+  int64_t saved_bytes_with = 0, saved_bytes_without = 0;
+  int64_t peak_bytes_with = 0, peak_bytes_without = 0;
+  int64_t graph_only_bytes_with = 0, graph_only_bytes_without = 0;
 };
 
 struct RunResult {
@@ -146,6 +205,10 @@ struct RunResult {
   std::vector<StatementMemory> memory_by_statement;
   MemorySummary memory;
   AccountExtras account;                   // allocator model, peak location, saved categories (issue #4)
+  std::vector<EventRecord> events;         // timeline (issue #4)
+  std::vector<HookWarning> hook_warnings;
+  std::vector<CheckpointRecord> checkpoints;
+  CheckpointComparison checkpoint_comparison;
   bool raised = false;                     // an error outside try ended the program
   nlohmann::json expect;
 };

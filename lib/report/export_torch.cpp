@@ -54,15 +54,6 @@ ojson items_json(const std::vector<ProgramItem>& items) {
   return out;
 }
 
-// The first block the runner cannot express, or null.
-const ProgramItem* unsupported_block(const std::vector<ProgramItem>& items) {
-  for (const ProgramItem& it : items) {
-    if (it.kind == ProgramItem::Kind::SavedTensorHooks || it.kind == ProgramItem::Kind::Checkpoint) return &it;
-    if (const ProgramItem* inner = unsupported_block(it.body)) return inner;
-  }
-  return nullptr;
-}
-
 // A number as Python's json module reads it back to the same double.
 std::string py_number(double v, DType dtype) {
   if (std::isnan(v)) return "NaN";
@@ -143,18 +134,6 @@ std::string export_torch_script(const Scenario& sc, const TorchExportOptions& op
       throw;
     }
   }
-  if (const ProgramItem* blk = unsupported_block(sc.program)) {
-    const bool hooks = blk->kind == ProgramItem::Kind::SavedTensorHooks;
-    InputError e("usage", std::string("export --torch does not support ") +
-                              (hooks ? "saved_tensor_hooks" : "checkpoint") +
-                              " blocks: they install saved-tensor hooks of their own, which would hide the "
-                              "saved tensors from the script's saved-bytes pass, so the script could not "
-                              "report what agtrace reports; nothing was written");
-    e.file = sc.file.empty() ? opt.source_path : sc.file;
-    e.json_pointer = blk->pointer;
-    throw e;
-  }
-
   const std::string source = opt.source_path.empty() ? sc.file : opt.source_path;
   std::string runner(torch_runner_source());
   if (!runner.empty() && runner.back() != '\n') runner += '\n';
@@ -169,10 +148,12 @@ std::string export_torch_script(const Scenario& sc, const TorchExportOptions& op
   s += "# A self-contained script: it creates the leaf tensors with the very values agtrace's\n";
   s += "# initialisers give them (random ones included), runs the program's statements in real\n";
   s += "# PyTorch (blocks as `with torch.no_grad():`, `with torch.enable_grad():`, `try:` and\n";
-  s += "# `for _ in range(N):`), and prints the stable core of agtrace's JSON report as PyTorch\n";
-  s += "# sees it: statements and their status, printed lines, walks, errors, gradients and\n";
-  s += "# memory.saved_bytes (measured with saved-tensor pack hooks in a second pass). Compare it\n";
-  s += "# with `agtrace run SCENARIO --format json --values`.\n";
+  s += "# `for _ in range(N):`; saved_tensor_hooks blocks under the hooks the runner defines,\n";
+  s += "# checkpoint blocks through torch.utils.checkpoint, use_reentrant=False), and prints\n";
+  s += "# the stable core of agtrace's JSON report as PyTorch sees it: statements and their\n";
+  s += "# status, printed lines, walks, errors, gradients and memory.saved_bytes (measured\n";
+  s += "# with saved-tensor pack hooks in a second pass). Compare it with\n";
+  s += "# `agtrace run SCENARIO --format json --values`.\n";
   s += "#\n";
   s += "# Run it with a Python that has PyTorch (written for PyTorch 1.13):\n";
   s += "#   python3 " + comment_safe(opt.script_name.empty() ? std::string("script.py") : opt.script_name) + "\n";

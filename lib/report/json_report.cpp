@@ -31,6 +31,12 @@ ojson saved_json(const SavedSnapshot& s, bool) {
   j["storage"] = s.storage_id;
   j["storage_bytes"] = s.storage_bytes;
   j["relation"] = s.is_output ? "new_object_shares_storage" : "same_object";
+  if (!s.hooks.empty()) {
+    // Under saved-tensor hooks unpack always builds a new object (issue #4).
+    j["relation"] = "unpacked_by_hooks";
+    j["hooks"] = s.hooks;
+    j["packed_bytes"] = s.packed_bytes;
+  }
   if (s.from_python_number) j["from_python_number"] = true;
   j["tensor"] = s.tensor_id;
   if (!s.same_object_as.empty()) j["same_object_as"] = s.same_object_as;
@@ -166,6 +172,7 @@ nlohmann::ordered_json report_json(const RunResult& r, bool with_values) {
                      {"released_at", s.released_at < 0 ? ojson(nullptr) : ojson(s.released_at)}});
   }
   j["lifetimes"] = {{"storages", storages}, {"saved", saved}};
+  add_events_json(j, r);  // issue #4: events timeline, hooks, checkpoints
   j["accountant"] = report_account_json(r);  // issue #4: model, peak, per node, why, what-if
 
   if (!r.expect.empty()) {

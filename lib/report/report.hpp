@@ -32,6 +32,12 @@ std::string report_profile_text(const RunResult& r, const std::vector<profile::R
 nlohmann::ordered_json report_account_json(const RunResult& r);
 std::string report_account_text(const RunResult& r);
 
+// The event timeline, saved-tensor hooks and checkpoint sections (lib/report/events_report.cpp,
+// issue #4): adds "events", "hook_warnings", "checkpoints", "checkpoint_comparison" and
+// memory.hooks_* to the JSON report; the text report's timeline, checkpoints and warnings.
+void add_events_json(nlohmann::ordered_json& j, const RunResult& r);
+std::string report_events_text(const RunResult& r);
+
 // Human byte units: "416 B", "1.5 KiB", "3.0 MiB".
 std::string human_bytes(int64_t bytes);
 

@@ -60,7 +60,16 @@ std::string saved_line(const SavedSnapshot& s) {
   for (size_t i = 0; i < s.shape.size(); ++i) shape += (i ? ", " : "") + std::to_string(s.shape[i]);
   shape += "]";
   line += pad(shape, 14) + lpad(human_bytes(s.bytes), 9) + "  ";
-  if (s.from_python_number) {
+  if (!s.hooks.empty()) {
+    // Saved under hooks (issue #4): what the hooks keep; unpack builds a new object.
+    if (s.hooks == "checkpoint")
+      line += "checkpoint: nothing kept, recomputed when needed";
+    else if (s.released)
+      line += "saved under " + s.hooks + " hooks";
+    else
+      line += s.hooks + " hooks keep " + human_bytes(s.packed_bytes) + " (storage #" + std::to_string(s.packed_storage_id) + ")";
+    line += ", unpacks as a new object";
+  } else if (s.from_python_number) {
     line += "a Python number as a 0-d tensor";
   } else if (!s.is_output) {
     line += s.same_object_as.empty() ? "same object as tensor #" + std::to_string(s.tensor_id)
@@ -237,6 +246,7 @@ std::string report_text(const RunResult& r, const TextOptions& opt) {
     }
   }
   o << report_account_text(r);  // issue #4: accounting, why saved, what-if, reconciliation
+  o << report_events_text(r);   // issue #4: timeline, checkpoints, hooks warnings
   return o.str();
 }
 

@@ -8,14 +8,22 @@
 namespace agtrace {
 
 struct Event {
-  enum class Kind { Alloc, Free, Save, Release, VersionBump };
+  // Pack: a saved value handed to saved-tensor hooks (also announced as Save); Unpack: such
+  // a value unpacked (backward or a `_saved_*` read); Recompute: a checkpoint block's body
+  // run again to rebuild its saved values (what = "begin ..." / "end ...").
+  enum class Kind { Alloc, Free, Save, Release, VersionBump, Pack, Unpack, Recompute };
   Kind kind = Kind::Alloc;
   int64_t storage_id = -1;
   int64_t bytes = 0;
   int64_t saved_id = -1;      // Save / Release
   int64_t node_id = -1;       // Save / Release: the node holding the saved value
   std::string what;           // Alloc: the op that allocated; Save: "Node.attr"
-  int64_t version = 0;        // VersionBump: the new version
+  int64_t version = 0;        // VersionBump: the new version; Unpack: the version found
+  // Saved-tensor hooks (Pack / Unpack / Save under hooks).
+  std::string hooks;          // "fp16", "checkpoint", ...; empty: no hooks
+  int64_t packed_storage_id = -1;  // the storage the hooks keep (-1: nothing kept)
+  int64_t packed_bytes = 0;        // bytes of the tensor the hooks keep
+  int64_t expected_version = 0;    // Unpack: the version at save time (no check under hooks)
 };
 
 class EventSink {
@@ -37,6 +45,8 @@ struct RunPosition {
   int statement = -1;
   std::string op;        // op currently allocating, e.g. "mm" or "MmBackward0"
   bool in_backward = false;
+  // Inside a checkpoint recomputation: the body statement being run again (-1: none).
+  int recompute_statement = -1;
 };
 RunPosition& run_position();
 

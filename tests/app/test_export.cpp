@@ -116,11 +116,6 @@ Both export_and_compare(const std::string& scenario_path, const std::string& dir
   return b;
 }
 
-bool uses_unsupported_block(const std::string& path) {
-  const std::string text = slurp(path);
-  return text.find("\"saved_tensor_hooks\"") != std::string::npos || text.find("\"checkpoint\"") != std::string::npos;
-}
-
 std::vector<std::string> all_scenarios() {
   std::vector<std::string> out;
   for (const auto& e : fs::directory_iterator(source_dir() + "/scenarios"))
@@ -147,15 +142,6 @@ TEST_CASE("export --torch: every bundled scenario's script runs in PyTorch and a
   int compared = 0;
   for (const std::string& path : all_scenarios()) {
     INFO(path);
-    if (uses_unsupported_block(path)) {
-      // Refused with a clear message, exit 2, nothing written (see the last test case).
-      const std::string out = dir + "/refused.py";
-      auto r = run_agtrace("export --torch " + quoted(path) + " -o " + quoted(out));
-      CHECK(r.status == 2);
-      CHECK(r.err.find("does not support") != std::string::npos);
-      CHECK_FALSE(fs::exists(out));
-      continue;
-    }
     if (export_and_compare(path, dir).ran) ++compared;
   }
   CHECK(compared > 0);
@@ -343,17 +329,6 @@ TEST_CASE("export: bad input exits 2 and writes nothing", "[export]") {
     spit(scen, R"JSON({"name": "t", "program": ["y = 1", "z = (y +* 2)"]})JSON");
     auto r = refused("export --torch " + quoted(scen) + " -o " + quoted(out));
     CHECK(r.err.find("statement 1, column 9") != std::string::npos);
-  }
-  SECTION("saved_tensor_hooks and checkpoint blocks are refused with the reason") {
-    spit(scen, R"JSON({"name": "t", "tensors": {"x": {"shape": [2], "requires_grad": true}},
-                       "program": ["y = x * 2", {"saved_tensor_hooks": "count", "body": ["z = y.exp()"]}]})JSON");
-    auto r = refused("export --torch " + quoted(scen) + " -o " + quoted(out));
-    CHECK(r.err.find("/program/1") != std::string::npos);
-    CHECK(r.err.find("does not support saved_tensor_hooks") != std::string::npos);
-    spit(scen, R"JSON({"name": "t", "tensors": {"x": {"shape": [2], "requires_grad": true}},
-                       "program": [{"try": [{"checkpoint": ["h = x.exp()"], "inputs": ["x"], "outputs": ["h"]}]}]})JSON");
-    auto c = refused("export --torch " + quoted(scen) + " -o " + quoted(out));
-    CHECK(c.err.find("does not support checkpoint") != std::string::npos);
   }
   SECTION("an existing output file is left untouched") {
     spit(out, "keep me\n");

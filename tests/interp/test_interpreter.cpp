@@ -197,18 +197,6 @@ TEST_CASE("unknown names, methods and keywords are clear errors", "[interp]") {
   CHECK_THAT(r.errors[4].message, Contains("missing required argument: 'mat2'"));
 }
 
-TEST_CASE("blocks not implemented yet are unsupported, not silently run", "[interp]") {
-  auto r = run_text(scenario(R"JSON([
-    {"saved_tensor_hooks": "count", "body": ["y = (x * x).sum()"]},
-    "print('after')"
-  ])JSON"));
-  REQUIRE(r.errors.size() == 1);
-  CHECK(r.errors[0].kind == "unsupported");
-  CHECK(r.errors[0].statement == 0);
-  CHECK(r.raised);
-  CHECK(r.statements[1].status == "not_run");
-}
-
 TEST_CASE("an explicit dim=None is not an omitted dim where PyTorch tells them apart", "[interp]") {
   // Measured in PyTorch 1.13: x.max(dim=None), torch.max(x, None) and x.squeeze(None) raise
   // "Please look up dimensions by name"; x.max(), x.squeeze() and x.sum(dim=None) do not.

@@ -1,0 +1,151 @@
+// The event timeline, saved-tensor hooks and checkpoint sections of the reports (issue #4):
+// the JSON report's "events", "hook_warnings", "checkpoints" and "checkpoint_comparison"
+// keys and memory.hooks_*, and the text report's compact timeline.
+#include <map>
+#include <sstream>
+
+#include "report/report.hpp"
+
+namespace agtrace {
+
+using ojson = nlohmann::ordered_json;
+
+namespace {
+ojson stmt_or_null(int s) { return s == -1 ? ojson(nullptr) : ojson(s); }
+}  // namespace
+
+void add_events_json(ojson& j, const RunResult& r) {
+  ojson& mem = j["memory"];
+  mem["hooks_saved_bytes"] = r.memory.hooks_saved_bytes;
+  mem["hooks_packed_bytes"] = r.memory.hooks_packed_bytes;
+  mem["host_bytes"] = r.memory.host_bytes;
+  mem["checkpoint_avoided_bytes"] = r.memory.checkpoint_avoided_bytes;
+
+  ojson events = ojson::array();
+  for (const EventRecord& e : r.events) {
+    ojson ej;
+    ej["kind"] = e.kind;
+    ej["statement"] = e.statement;
+    if (e.recompute_statement >= 0) ej["recompute_statement"] = e.recompute_statement;
+    ej["phase"] = e.in_backward ? "backward" : "forward";
+    if (!e.op.empty()) ej["op"] = e.op;
+    if (e.storage_id >= 0) ej["storage"] = e.storage_id;
+    ej["bytes"] = e.bytes;
+    if (e.saved_id >= 0) ej["saved"] = e.saved_id;
+    if (e.node_id >= 0) ej["node"] = e.node_id;
+    if (!e.what.empty()) ej["what"] = e.what;
+    if (!e.hooks.empty()) {
+      ej["hooks"] = e.hooks;
+      if (e.kind == "save" || e.kind == "pack") {
+        ej["packed_bytes"] = e.packed_bytes;
+        ej["packed_storage"] = e.packed_storage_id < 0 ? ojson(nullptr) : ojson(e.packed_storage_id);
+      }
+    }
+    if (e.kind == "version_bump") ej["version"] = e.version;
+    if (e.kind == "unpack") {
+      ej["version"] = e.version;
+      ej["expected_version"] = e.expected_version;
+    }
+    events.push_back(std::move(ej));
+  }
+  j["events"] = std::move(events);
+
+  ojson warnings = ojson::array();
+  for (const HookWarning& w : r.hook_warnings)
+    warnings.push_back({{"kind", "inplace_hidden_by_hooks"},
+                        {"statement", w.statement},
+                        {"what", w.what},
+                        {"hooks", w.hooks},
+                        {"expected_version", w.expected_version},
+                        {"found_version", w.found_version},
+                        {"saved_at", stmt_or_null(w.saved_at)},
+                        {"message", w.message}});
+  j["hook_warnings"] = std::move(warnings);
+
+  ojson cps = ojson::array();
+  for (const CheckpointRecord& c : r.checkpoints)
+    cps.push_back({{"first_statement", c.first_statement},
+                   {"last_statement", c.last_statement},
+                   {"inputs", c.inputs},
+                   {"outputs", c.outputs},
+                   {"packs", c.packs},
+                   {"avoided_saved_bytes", c.packed_bytes},
+                   {"recomputations", c.recomputations},
+                   {"recomputed_at", c.recomputed_at}});
+  j["checkpoints"] = std::move(cps);
+  if (r.checkpoint_comparison.present) {
+    const CheckpointComparison& c = r.checkpoint_comparison;
+    j["checkpoint_comparison"] = {
+        {"method", "the same program run again with every checkpoint block as a plain call of the same function"},
+        {"with", {{"saved_bytes", c.saved_bytes_with}, {"peak_bytes", c.peak_bytes_with},
+                  {"graph_only_bytes", c.graph_only_bytes_with}}},
+        {"without", {{"saved_bytes", c.saved_bytes_without}, {"peak_bytes", c.peak_bytes_without},
+                     {"graph_only_bytes", c.graph_only_bytes_without}}}};
+  }
+}
+
+// A compact timeline: one line per statement that had events, counting each kind, with the
+// bytes allocated and freed, and the recomputations and hook packs spelled out.
+std::string report_events_text(const RunResult& r) {
+  if (r.events.empty()) return "";
+  struct Line {
+    std::map<std::string, int> counts;
+    int64_t alloc = 0, freed = 0, saved = 0, packed = 0;
+    std::vector<std::string> notes;
+  };
+  std::map<int, Line> lines;
+  for (const EventRecord& e : r.events) {
+    Line& l = lines[e.statement];
+    l.counts[e.kind]++;
+    if (e.kind == "alloc") l.alloc += e.bytes;
+    if (e.kind == "free") l.freed += e.bytes;
+    if (e.kind == "save" && e.hooks != "checkpoint" && e.hooks != "checkpoint_recompute") l.saved += e.bytes;
+    if (e.kind == "pack" && e.hooks != "checkpoint_recompute") l.packed += e.packed_bytes;
+    if (e.kind == "recompute" && e.what.rfind("begin", 0) == 0)
+      l.notes.push_back("recompute " + e.what.substr(7) + (e.op.empty() ? "" : " (at " + e.op + ")"));
+  }
+  std::ostringstream o;
+  o << "\nTimeline (events per statement: allocations, frees, saves, releases, version bumps)\n";
+  for (const auto& [stmt, l] : lines) {
+    o << "  " << (stmt == -1 ? std::string("setup") : stmt == -2 ? std::string("end") : "[" + std::to_string(stmt) + "]");
+    o << "  +" << human_bytes(l.alloc) << " -" << human_bytes(l.freed);
+    for (const auto& [k, n] : l.counts) o << "  " << k << " " << n;
+    if (l.saved) o << "  saved " << human_bytes(l.saved);
+    if (l.counts.count("pack")) o << "  hooks keep " << human_bytes(l.packed);
+    o << "\n";
+    for (const std::string& n : l.notes) o << "      " << n << "\n";
+  }
+  if (!r.checkpoints.empty()) {
+    o << "\nCheckpoints\n";
+    for (const CheckpointRecord& c : r.checkpoints) {
+      o << "  [" << c.first_statement << "-" << c.last_statement << "]  " << c.packs << " saved values not kept ("
+        << human_bytes(c.packed_bytes) << "), recomputed " << c.recomputations << "x";
+      if (!c.recomputed_at.empty()) {
+        o << " at";
+        for (int s : c.recomputed_at) o << " [" << s << "]";
+      }
+      o << "\n";
+    }
+    if (r.checkpoint_comparison.present) {
+      const CheckpointComparison& c = r.checkpoint_comparison;
+      o << "  with checkpointing:    saved " << human_bytes(c.saved_bytes_with) << ", peak "
+        << human_bytes(c.peak_bytes_with) << ", graph-only " << human_bytes(c.graph_only_bytes_with) << "\n";
+      o << "  without checkpointing: saved " << human_bytes(c.saved_bytes_without) << ", peak "
+        << human_bytes(c.peak_bytes_without) << ", graph-only " << human_bytes(c.graph_only_bytes_without)
+        << "  (same program, checkpoint blocks run as plain calls)\n";
+    }
+  }
+  if (r.memory.hooks_saved_bytes || r.memory.hooks_packed_bytes) {
+    o << "\nSaved-tensor hooks\n";
+    o << "  handed to pack hooks " << human_bytes(r.memory.hooks_saved_bytes) << ", kept by the hooks "
+      << human_bytes(r.memory.hooks_packed_bytes) << ", of which on the host (save_on_cpu) "
+      << human_bytes(r.memory.host_bytes) << "\n";
+  }
+  if (!r.hook_warnings.empty()) {
+    o << "\nWarnings\n";
+    for (const HookWarning& w : r.hook_warnings) o << "  [" << w.statement << "] " << w.message << "\n";
+  }
+  return o.str();
+}
+
+}  // namespace agtrace
