@@ -87,6 +87,7 @@ Runner add_run(CLI::App& root) {
     ro.device = opts->device;
     ro.keep_values = opts->values;
     kernels::set_threads(opts->threads > 0 ? opts->threads : threads_from_env());
+    kernels::keep_freed_buffers();
     if (opts->profile) profile::set_enabled(true);
     RunResult r = run_scenario(*sc, ro);
     std::vector<profile::Row> profile_rows;

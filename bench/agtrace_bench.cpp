@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--warmup")) warmup = std::atoi(argv[i + 1]);
   }
   agtrace::kernels::set_threads(threads);
+  agtrace::kernels::keep_freed_buffers();  // as agtrace run does
   using Clock = std::chrono::steady_clock;
   auto cpu_now = [] {
     timespec ts;

@@ -39,7 +39,10 @@ def sh(cmd, **kw):
     return subprocess.run(cmd, check=True, **kw)
 
 
-def build(build_dir):
+def build(build_dir, skip):
+    if skip:
+        return (os.path.join(build_dir, "agtrace"), os.path.join(build_dir, "bench", "agtrace_bench"),
+                os.path.join(build_dir, "libtorch_bench"))
     if not os.path.exists(os.path.join(build_dir, "build.ninja")):
         sh(["cmake", "-S", ROOT, "-B", build_dir, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release"], stdout=subprocess.DEVNULL)
     sh(["ninja", "-C", build_dir, "agtrace", "agtrace_bench"], stdout=subprocess.DEVNULL)
@@ -49,13 +52,17 @@ def build(build_dir):
         print("building libtorch_bench (libtorch-dev)...", file=sys.stderr)
         sh(["g++", "-O2", "-std=c++17", "-D_GLIBCXX_USE_CXX11_ABI=1", src, "-o", exe]
            + [f"-I{p}" for p in TORCH_INCLUDES] + TORCH_LIBS + ["-lpthread"])
-    return os.path.join(build_dir, "agtrace"), os.path.join(build_dir, "agtrace_bench"), exe
+    return os.path.join(build_dir, "agtrace"), os.path.join(build_dir, "bench", "agtrace_bench"), exe
 
 
 def env_for(threads):
     env = dict(os.environ)
     env["OMP_NUM_THREADS"] = str(threads)
     env["OPENBLAS_NUM_THREADS"] = str(threads)
+    # Idle OpenMP threads sleep instead of spinning: on a 2-core machine shared with other
+    # jobs, libtorch's spinning threads otherwise lose their core and its 2-thread times
+    # swing by 10x (measured). agtrace does not use OpenMP.
+    env["OMP_WAIT_POLICY"] = "PASSIVE"
     return env
 
 
@@ -77,14 +84,24 @@ def run_libtorch(exe, workload, threads, reps):
 
 
 def timed_process(cmd, env=None):
-    """Wall seconds and peak resident memory (bytes) of one process, start to exit."""
+    """Wall seconds and peak resident memory (bytes) of one process, start to exit.
+
+    Two runs: the wall time of the command alone, and its peak from GNU time (%M) when
+    installed (the rusage of a child that Python forked also counts the pages it shared
+    with Python before exec, ~15 MiB here)."""
     t0 = time.perf_counter()
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     _, status, usage = os.wait4(p.pid, 0)
     wall = time.perf_counter() - t0
     if os.waitstatus_to_exitcode(status) != 0:
         raise RuntimeError(f"{cmd} failed")
-    return wall, usage.ru_maxrss * 1024
+    peak_kib = usage.ru_maxrss
+    if os.path.exists("/usr/bin/time"):
+        with tempfile.NamedTemporaryFile("r") as out:
+            subprocess.run(["/usr/bin/time", "-f", "%M", "-o", out.name] + cmd, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, env=env, check=True)
+            peak_kib = int(out.read().strip().splitlines()[-1])
+    return wall, peak_kib * 1024
 
 
 def chain_scenario(ops):
@@ -106,7 +123,9 @@ def memory_per_event(agtrace, rounds):
             rss = statistics.median(timed_process([agtrace, "run", path, "--format", "json"])[1] for _ in range(rounds))
             report = json.loads(subprocess.run([agtrace, "run", path, "--format", "json"], capture_output=True,
                                                text=True).stdout)
-            events = len(report["storages"]) + len(report["saved"])
+            # The report's event timeline (alloc, free, save, release, ...) when it has one.
+            events = len(report["events"]) if isinstance(report.get("events"), list) else \
+                len(report["lifetimes"]["storages"]) + len(report["lifetimes"]["saved"])
             points.append((ops, events, rss))
     (o0, e0, r0), (o1, e1, r1) = points[0], points[-1]
     return points, (r1 - r0) / (e1 - e0), (r1 - r0) / (o1 - o0)
@@ -133,9 +152,10 @@ def main():
     ap.add_argument("--workloads", default=",".join(WORKLOADS + ["cold_start"]))
     ap.add_argument("--build-dir", default=os.path.join(ROOT, "build-bench"))
     ap.add_argument("--update-readme", action="store_true")
+    ap.add_argument("--no-build", action="store_true", help="use the binaries already in --build-dir")
     ap.add_argument("--json", help="also write the raw figures here")
     args = ap.parse_args()
-    agtrace, bench_exe, torch_exe = build(args.build_dir)
+    agtrace, bench_exe, torch_exe = build(args.build_dir, args.no_build)
     workloads = args.workloads.split(",")
     thread_counts = [int(t) for t in args.threads.split(",")]
 
@@ -200,7 +220,7 @@ def main():
     text = "\n".join(table) + "\n\n" + \
         "Report printing (JSON, not included above): " + ", ".join(f"{k} {v}" for k, v in report_s.items()) + "\n\n" + \
         "Peak memory of `agtrace run --format json` on x[16] chains (mul/add/tanh, accounting on):\n\n" + \
-        "| ops | events (storages + saved values) | peak RSS |\n|---|---|---|\n" + "\n".join(mem_lines) + "\n\n" + \
+        "| ops | events in the report's timeline | peak RSS |\n|---|---|---|\n" + "\n".join(mem_lines) + "\n\n" + \
         f"Slope: {mem[1]:.0f} bytes per event, {mem[2]:.0f} bytes per op (graph, values and accounting together).\n"
     machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}"
     try:

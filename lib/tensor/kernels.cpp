@@ -1,5 +1,7 @@
 #include "tensor/kernels.hpp"
 
+#include <malloc.h>
+
 #include <algorithm>
 
 #include "errors.hpp"
@@ -376,6 +378,11 @@ void set_threads(int n) {
 
 int threads() { return g_threads; }
 
+void keep_freed_buffers() {
+  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+}
+
 namespace {
 
 void gemm_block(DType dtype, const MatrixRef& a, const MatrixRef& b, int64_t n, int64_t k, int64_t m, double* out) {
@@ -387,7 +394,11 @@ void gemm_block(DType dtype, const MatrixRef& a, const MatrixRef& b, int64_t n, 
 #ifdef AGTRACE_HAVE_OPENBLAS
   if (dtype == DType::Float32) {
     // PyTorch 1.13's CPU mm calls sgemm: products and sums in float.
-    std::vector<float> fa(static_cast<size_t>(n * k)), fb(static_cast<size_t>(k * m)), fc(static_cast<size_t>(n * m));
+    // Float copies in buffers kept between calls (no page faults on every product).
+    static thread_local std::vector<float> fa, fb, fc;
+    fa.resize(static_cast<size_t>(n * k));
+    fb.resize(static_cast<size_t>(k * m));
+    fc.resize(static_cast<size_t>(n * m));
     const bool ta = pack_for_blas(a, n, k, fa.data());
     const bool tb = pack_for_blas(b, k, m, fb.data());
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(n),
