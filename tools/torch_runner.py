@@ -445,12 +445,26 @@ class TorchRun:
     class _BodyFailed(Exception):
         pass
 
+    class _MissingOutput(Exception):
+        pass
+
+    def _block_error(self, body, message, in_try):
+        # As agtrace reports an error of the block itself (a missing input or output name):
+        # a NameError at the block's first statement.
+        first = first_statement(body)
+        if first is None:
+            return
+        self.status[first] = "error"
+        self.errors.append({"statement": first, "phase": "forward", "kind": "name_error", "caught": in_try,
+                            "message": "NameError: %s" % message})
+
     def _run_checkpoint(self, body, inputs, outputs, ns, in_try, local):
         scope = ns if local is None else local
-        try:
-            args = [scope[n] if n in scope else ns[n] for n in inputs]
-        except KeyError:
+        missing = [n for n in inputs if n not in scope and n not in ns]
+        if missing:
+            self._block_error(body, "name '%s' is not defined" % missing[0], in_try)
             return False
+        args = [scope[n] if n in scope else ns[n] for n in inputs]
         calls = [0]
 
         def fn(*a):
@@ -461,10 +475,16 @@ class TorchRun:
                     raise TorchRun._BodyFailed()
             else:
                 self._rerun_items(body, ns, inner)
+            for n in outputs:
+                if n not in inner and n not in ns:
+                    raise TorchRun._MissingOutput(n)
             return tuple(inner[n] if n in inner else ns[n] for n in outputs)
         try:
             result = torch.utils.checkpoint.checkpoint(fn, *args, use_reentrant=False)
         except TorchRun._BodyFailed:
+            return False
+        except TorchRun._MissingOutput as e:
+            self._block_error(body, "name '%s' is not defined" % e.args[0], in_try)
             return False
         before = dict(scope)
         for n, v in zip(outputs, result):
@@ -608,6 +628,17 @@ class TorchRun:
                     "values": None if g.device.type == "meta" else g.detach().double().flatten().tolist(),
                 }
         return self
+
+
+def first_statement(tree):
+    """The number of the first statement in a program_tree list, or None."""
+    for it in tree:
+        if it[0] == "stmt":
+            return it[1]
+        inner = first_statement(it[1])
+        if inner is not None:
+            return inner
+    return None
 
 
 def program_tree(items, counter=None):
