@@ -19,10 +19,11 @@ struct DiffOpts {
   std::string a, b;
   std::string format = "text";
   std::string device;
+  bool b_without_checkpoint = false;
 };
 
 // A report, or a scenario run into one (a JSON object with "program" is a scenario).
-nlohmann::json load_side(const std::string& path, const std::string& device) {
+nlohmann::json load_side(const std::string& path, const std::string& device, bool without_checkpoint) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     InputError e("io", "cannot read the file");
@@ -47,7 +48,13 @@ nlohmann::json load_side(const std::string& path, const std::string& device) {
     auto sc = load_scenario_file(path);
     RunOptions ro;
     ro.device = device;
+    ro.checkpoint_plain = without_checkpoint;  // checkpoint blocks as plain calls
     return nlohmann::json::parse(report_json(run_scenario(*sc, ro), false).dump());
+  }
+  if (without_checkpoint) {
+    InputError e("usage", "--b-without-checkpoint needs B to be a scenario, not a report");
+    e.file = path;
+    throw e;
   }
   check_diffable_report(j, path);
   return j;
@@ -60,13 +67,17 @@ Runner add_diff(CLI::App& root) {
   CLI::App* cmd = root.add_subcommand("diff", "Compare two runs' memory: summary, categories, saved bytes per node.\n\n"
                                               "Examples:\n"
                                               "  agtrace diff before.json after.json\n"
-                                              "  agtrace diff scenarios/a.json scenarios/b.json --format json");
+                                              "  agtrace diff scenarios/a.json scenarios/b.json --format json\n"
+                                              "  agtrace diff scenarios/checkpoint.json scenarios/checkpoint.json --b-without-checkpoint");
   cmd->add_option("a", opts->a, "report (agtrace run --format json) or scenario")->required();
   cmd->add_option("b", opts->b, "report or scenario")->required();
   cmd->add_option("--format", opts->format, "text or json")->check(CLI::IsMember({"text", "json"}));
   cmd->add_option("--device", opts->device, "device for sides given as scenarios")->check(CLI::IsMember({"cpu", "meta"}));
+  cmd->add_flag("--b-without-checkpoint", opts->b_without_checkpoint,
+                "run B's checkpoint blocks as plain calls (the same program without checkpointing)");
   return [opts]() -> int {
-    const nlohmann::json a = load_side(opts->a, opts->device), b = load_side(opts->b, opts->device);
+    const nlohmann::json a = load_side(opts->a, opts->device, false),
+                         b = load_side(opts->b, opts->device, opts->b_without_checkpoint);
     const ReportDiff d = diff_reports(a, b);
     if (opts->format == "json") std::cout << diff_json(d).dump(2) << "\n";
     else std::cout << diff_text(d);

@@ -92,8 +92,14 @@ void what_if_rows(const RunResult& r, MemoryAnalysis& a) {
 
 MemoryAnalysis analyse_memory(const RunResult& r) {
   MemoryAnalysis a;
+  // Values handed to a checkpoint block's hooks are not kept (recomputed in backward): they
+  // cost their node nothing, as PyTorch's outer pack hooks see no bytes for them.
+  std::set<int64_t> not_kept;
+  for (const auto& e : r.events)
+    if (e.kind == "save" && (e.hooks == "checkpoint" || e.hooks == "checkpoint_recompute")) not_kept.insert(e.saved_id);
   std::map<int64_t, NodeMemory> nodes;
   for (const auto& s : r.saved) {
+    if (not_kept.count(s.id)) continue;
     NodeMemory& n = nodes[s.node_id];
     n.node_id = s.node_id;
     n.name = node_of(s.what);
@@ -102,6 +108,7 @@ MemoryAnalysis analyse_memory(const RunResult& r) {
     n.saved_bytes += s.bytes;
   }
   for (const auto& s : r.saved) {
+    if (not_kept.count(s.id)) continue;
     SavedExplained e;
     e.saved_id = s.id;
     e.node_id = s.node_id;

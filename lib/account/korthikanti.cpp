@@ -114,6 +114,7 @@ KorthikantiReport reconcile_korthikanti(const RunResult& r, const KorthikantiSha
     rr.run_bytes += s.bytes;
     ++rr.saved_count;
     const SavedInfo i = info_of(r, s);
+    rr.values.push_back({s.what, s.bytes, i.known ? dtype_name(i.dtype) : "", s.saved_at});
     const int64_t paper_size = role == "dropout_mask" ? 1 : 2;
     if (i.known) {
       extra[role].dtype_bytes += i.numel * (dtype_size(i.dtype) - paper_size);
@@ -127,7 +128,7 @@ KorthikantiReport reconcile_korthikanti(const RunResult& r, const KorthikantiSha
     if (rr.role == "layernorm_stats") {
       if (rr.run_bytes)
         rr.explained.push_back({"LayerNorm also saves mean and rstd (result1, result2), [s, b, 1] each in float32 "
-                                "(float32 for float16 input too); the paper does not count them",
+                                "(also for float16 input); the paper does not count them",
                                 rr.run_bytes});
     } else if (rr.role == "scalar") {
       if (rr.run_bytes)

@@ -29,6 +29,13 @@ struct ReconcileRole {
   int64_t formula_bytes = 0;        // the paper's bytes for those terms (0: not counted)
   int64_t run_bytes = 0;            // bytes of the saved values agtrace recorded in this role
   int saved_count = 0;
+  struct Value {
+    std::string what;               // "SoftmaxBackward0._saved_result"
+    int64_t bytes = 0;
+    std::string dtype;              // "" when its node was not reached by a walk
+    int statement = -1;             // where it was saved
+  };
+  std::vector<Value> values;        // the saved values of the run in this role, in save order
   std::vector<ReconcileDifference> explained;
   int64_t unexplained = 0;          // run - formula - explained; 0 when reconciled
 };

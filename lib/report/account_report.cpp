@@ -25,8 +25,12 @@ ojson korthikanti_json(const KorthikantiReport& k) {
   for (const auto& r : k.roles) {
     ojson ex = ojson::array();
     for (const auto& d : r.explained) ex.push_back({{"reason", d.reason}, {"bytes", d.bytes}});
+    ojson values = ojson::array();
+    for (const auto& v : r.values)
+      values.push_back({{"what", v.what}, {"bytes", v.bytes}, {"dtype", v.dtype.empty() ? ojson(nullptr) : ojson(v.dtype)},
+                        {"saved_at", v.statement}});
     roles.push_back({{"role", r.role}, {"terms", r.terms}, {"formula_bytes", r.formula_bytes},
-                     {"run_bytes", r.run_bytes}, {"saved_count", r.saved_count}, {"explained", ex},
+                     {"run_bytes", r.run_bytes}, {"saved_count", r.saved_count}, {"saved", values}, {"explained", ex},
                      {"unexplained_bytes", r.unexplained}});
   }
   return {{"formula", "sbh(34 + 5as/h) bytes per layer (Korthikanti et al. 2022, section 4.1)"},
@@ -119,6 +123,9 @@ std::string report_account_text(const RunResult& r) {
         << lpad_to(std::to_string(rr.run_bytes), 14) << lpad_to(std::to_string(rr.run_bytes - rr.formula_bytes), 14)
         << "\n";
       for (const auto& t : rr.terms) o << "      term: " << t << "\n";
+      for (const auto& v : rr.values)
+        o << "      saved " << stmt_name(v.statement) << " " << pad_to(v.what, 40) << lpad_to(std::to_string(v.bytes), 12)
+          << " B" << (v.dtype.empty() ? "" : "  " + v.dtype) << "\n";
       for (const auto& d : rr.explained) o << "      +" << d.bytes << " B: " << d.reason << "\n";
       if (rr.unexplained) o << "      UNEXPLAINED " << rr.unexplained << " B\n";
     }

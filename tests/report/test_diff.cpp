@@ -95,3 +95,32 @@ TEST_CASE("agtrace diff: scenarios or reports, text or JSON, exit 2 on bad files
   CHECK(test::run_agtrace("diff " + dir + "/garbage.json " + dir + "/a.json").status == 2);
   CHECK(test::run_agtrace("diff " + dir + "/missing.json " + dir + "/a.json").status == 2);
 }
+
+TEST_CASE("agtrace diff: the same block with and without checkpointing", "[report][diff][cli]") {
+  // sin saves x (a leaf), exp saves its result (new bytes) - unless the block is checkpointed.
+  const std::string dir = test::temp_dir();
+  test::spit(dir + "/c.json", R"js({"name": "ckpt", "tensors": {"x": {"shape": [4], "requires_grad": true, "init": "ones"}},
+    "program": [{"checkpoint": ["h = x.sin()", "y = h.exp()"], "inputs": ["x"], "outputs": ["y"]}, "loss = y.sum()"]})js");
+  auto out = test::run_agtrace("diff " + dir + "/c.json " + dir + "/c.json --b-without-checkpoint --format json");
+  INFO(out.err);
+  REQUIRE(out.status == 0);
+  const auto j = nlohmann::json::parse(out.out);
+  int64_t saved_a = -1, saved_b = -1, exp_a = -1, exp_b = -1;
+  for (const auto& r : j["memory"])
+    if (r["key"] == "saved_bytes") {
+      saved_a = r["a"].get<int64_t>();
+      saved_b = r["b"].get<int64_t>();
+    }
+  for (const auto& r : j["nodes"])
+    if (r["key"] == "ExpBackward0") {
+      exp_a = r["a"].is_null() ? 0 : r["a"].get<int64_t>();
+      exp_b = r["b"].get<int64_t>();
+    }
+  CHECK(saved_a < saved_b);
+  CHECK(exp_a == 0);   // checkpointed: nothing kept
+  CHECK(exp_b == 16);  // plain: exp's float32 [4] result
+  // A report cannot be re-run without checkpointing.
+  auto rep = test::run_agtrace("run " + dir + "/c.json --format json -o " + dir + "/c.report.json");
+  REQUIRE(rep.status == 0);
+  CHECK(test::run_agtrace("diff " + dir + "/c.json " + dir + "/c.report.json --b-without-checkpoint").status == 2);
+}
