@@ -147,9 +147,9 @@ std::string diff_text(const ReportDiff& d) {
     if (with_new) o << "          new A / new B";
     o << "\n";
     for (const auto& r : rows) {
-      o << "  " << padr(r.key, 34) << padl(cell(r.in_a, r.a), 14) << padl(cell(r.in_b, r.b), 14) << "  "
-        << padr(delta(r.a, r.b), 15);
-      if (with_new) o << "  " << cell(r.in_a, r.new_a) << " / " << cell(r.in_b, r.new_b);
+      o << "  " << padr(r.key, 34) << padl(cell(r.in_a, r.a), 14) << padl(cell(r.in_b, r.b), 14) << "  ";
+      if (with_new) o << padr(delta(r.a, r.b), 15) << "  " << cell(r.in_a, r.new_a) << " / " << cell(r.in_b, r.new_b);
+      else o << delta(r.a, r.b);
       o << "\n";
     }
   };
