@@ -859,6 +859,70 @@ std::vector<Tensor> max_all_dbackward(Node& n, const std::vector<Tensor>& g) {
   return {masked_fill(zeros, mask, Value::tensor(share))};
 }
 
+// Flat offsets into a contiguous tensor of `sizes` for each element of an index tensor of
+// `index_sizes` (same rank) along dim d: the element's own coordinates with coordinate d
+// replaced by the index value (scatter / gather addressing).
+std::vector<size_t> scatter_offsets(const Shape& sizes, const Shape& index_sizes, int64_t d,
+                                    const std::vector<double>& index) {
+  const Shape out_strides = contiguous_strides(sizes);
+  std::vector<size_t> out(index.size());
+  for (size_t j = 0; j < index.size(); ++j) {
+    int64_t rest = static_cast<int64_t>(j), offset = 0;
+    for (int64_t k = static_cast<int64_t>(index_sizes.size()) - 1; k >= 0; --k) {
+      const auto ku = static_cast<size_t>(k);
+      const int64_t coord = index_sizes[ku] > 0 ? rest % index_sizes[ku] : 0;
+      rest = index_sizes[ku] > 0 ? rest / index_sizes[ku] : 0;
+      offset += (k == d ? static_cast<int64_t>(index[j]) : coord) * out_strides[ku];
+    }
+    out[j] = static_cast<size_t>(offset);
+  }
+  return out;
+}
+
+// ScatterBackward0 (derivatives.yaml scatter.src: src: grad.gather(dim, index); self is
+// the zeros here, no edge). Its own create_graph formula (GatherBackward0) is not mirrored.
+std::vector<Tensor> scatter_backward(Node& n, const std::vector<Tensor>& g) {
+  Tensor index = n.unpack("index");
+  const auto& m = n.input_meta[1];
+  if (g[0]->is_meta()) return {nullptr, empty_tensor(m.sizes, m.dtype, true)};
+  const int64_t d = kernels::wrap_dim(attr_of(n, "dim").i, g[0]->dim());
+  const std::vector<double> gv = to_values(g[0]);
+  const std::vector<size_t> at = scatter_offsets(g[0]->sizes, index->sizes, d, to_values(index));
+  std::vector<double> out(at.size());
+  for (size_t j = 0; j < at.size(); ++j) out[j] = gv[at[j]];
+  return {nullptr, make_out(m.sizes, m.dtype, false, out)};
+}
+
+// MaxBackward0: value_selecting_reduction_backward = zeros(self_sizes).scatter(dim,
+// indices.unsqueeze(dim), grad.unsqueeze(dim)) (without keepdim; measured ScatterBackward0
+// with edges (None, UnsqueezeBackward0), saving dim as written and the unsqueezed indices).
+std::vector<Tensor> max_dim_dbackward(Node& n, const std::vector<Tensor>& g) {
+  const int64_t dim = attr_of(n, "dim").i;
+  const Shape& sizes = attr_of(n, "self_sizes").list;
+  Tensor src = g[0], index = n.unpack("indices");
+  if (!attr_of(n, "keepdim").b && !sizes.empty()) {
+    src = unsqueeze(g[0], dim);
+    autograd::GradModeGuard no_grad(false);
+    index = unsqueeze(index, dim);
+  }
+  std::vector<double> out;
+  if (!g[0]->is_meta()) {
+    out.assign(static_cast<size_t>(shape_numel(sizes)), 0.0);
+    const std::vector<double> sv = to_values(src);
+    const int64_t d = sizes.empty() ? 0 : kernels::wrap_dim(dim, static_cast<int64_t>(sizes.size()));
+    const std::vector<size_t> at = scatter_offsets(sizes, index->sizes, d, to_values(index));
+    for (size_t j = 0; j < at.size(); ++j) out[at[j]] = sv[j];
+  }
+  Tensor r = make_out(sizes, g[0]->dtype(), g[0]->is_meta(), out);
+  if (needs_grad({&src})) {
+    auto node = make_node("ScatterBackward0", scatter_backward, {nullptr, src});
+    node->save_attr("dim", AttrValue::integer(dim, true));
+    node->save_input("index", index);
+    set_history(r, node);
+  }
+  return {r};
+}
+
 // restore_reduced_dims(output, dims, keepdim): output.reshape with a 1 at each reduced dim.
 Tensor restore_reduced_dims(const Tensor& output, const std::vector<int64_t>& dims, bool keepdim) {
   if (keepdim) return output;
@@ -1110,6 +1174,7 @@ std::pair<Tensor, Tensor> max_dim(const Tensor& a, int64_t dim, bool keepdim) {
     // non-differentiable output saved as the very object returned (SUMMARY: "_saved_indices
     // is indices" is True), so it is saved like an input.
     auto node = make_node("MaxBackward0", max_dim_backward, {a});
+    node->differentiable_backward = max_dim_dbackward;
     set_history(values, node);
     node->save_attr("dim", AttrValue::integer(dim, true));
     node->save_input("indices", indices);

@@ -178,6 +178,106 @@ std::vector<Tensor> layer_norm_backward(Node& n, const std::vector<Tensor>& g) {
   return {gx, gw, gb};
 }
 
+// create_graph=True: NativeLayerNormBackward0 records native_layer_norm_backward as one
+// NativeLayerNormBackwardBackward0 with outputs (d_input, d_weight, d_bias) and edges
+// (grad_out, input, mean, rstd, weight, bias), mean and rstd without an edge, saving
+// grad_out, input, mean, normalized_shape, rstd, weight (measured). Its backward is
+// layer_norm_double_backward; per row of N elements, with P(a) = a - mean(a) -
+// xhat * mean(a * xhat) (the projection native_layer_norm_backward applies), u = ggI (the
+// gradient of d_input), v = grad_out * weight, S_u = sum(u xhat), S_v = sum(v xhat) and
+// C = sum(u v) - mean(v) sum(u):
+//   grad_out: weight * rstd * P(u) + xhat * ggW + ggb
+//   weight:   sum over rows of grad_out * rstd * P(u)
+//   input:    -(rstd^2 xhat / N) (C - S_u S_v / N) - (rstd^2 / N) (S_u P(v) + S_v P(u))
+//             + rstd * P(grad_out * ggW)
+// (derived from d xhat / dx = rstd (I - 1/N - xhat xhat^T / N) and d rstd / dx =
+// -rstd^2 xhat / N; checked against central differences and torch). Its own create_graph
+// formula is not mirrored: third order through it raises unsupported.
+std::vector<Tensor> layer_norm_bb_backward(Node& n, const std::vector<Tensor>& g) {
+  Tensor go = n.unpack("grad_out"), x = n.unpack("input"), mean = n.unpack("mean"), rstd = n.unpack("rstd");
+  Tensor w = n.unpack("weight");
+  const bool meta = x->is_meta();
+  Tensor g_go = wants(n, 0) ? grad_like(n, 0, meta) : nullptr;
+  Tensor g_x = wants(n, 1) ? grad_like(n, 1, meta) : nullptr;
+  Tensor g_w = wants(n, 4) ? grad_like(n, 4, meta) : nullptr;
+  if (meta) return {g_go, g_x, nullptr, nullptr, g_w, nullptr};
+  const RowSplit s = split_rows(x->sizes, n.attr("normalized_shape").list.size());
+  const size_t cols = static_cast<size_t>(s.cols);
+  const double N = static_cast<double>(s.cols);
+  // A gradient the engine filled for an output that was not computed (no metadata) reads
+  // as zeros of the expected size.
+  auto values_or_zeros = [](const Tensor& t, size_t count) {
+    return t && static_cast<size_t>(t->numel()) == count ? to_values(t) : std::vector<double>(count, 0.0);
+  };
+  const std::vector<double> u_all = values_or_zeros(g.size() > 0 ? g[0] : nullptr, static_cast<size_t>(x->numel()));
+  const std::vector<double> ggw = values_or_zeros(g.size() > 1 ? g[1] : nullptr, cols);
+  const std::vector<double> ggb = values_or_zeros(g.size() > 2 ? g[2] : nullptr, cols);
+  const std::vector<double> xv = to_values(x), gov = to_values(go), mv = to_values(mean), rv = to_values(rstd);
+  const std::vector<double> wv = w ? to_values(w) : std::vector<double>(cols, 1.0);
+  std::vector<double> d_go(xv.size()), d_x(xv.size()), d_w(cols, 0.0);
+  // P(a) for one row, given xhat.
+  auto project = [&](const std::vector<double>& a, const std::vector<double>& xh) {
+    double mean_a = 0, mean_ax = 0;
+    for (size_t c = 0; c < cols; ++c) {
+      mean_a += a[c] / N;
+      mean_ax += a[c] * xh[c] / N;
+    }
+    std::vector<double> out(cols);
+    for (size_t c = 0; c < cols; ++c) out[c] = a[c] - mean_a - xh[c] * mean_ax;
+    return out;
+  };
+  for (int64_t r = 0; r < s.rows; ++r) {
+    const size_t base = static_cast<size_t>(r) * cols;
+    const double k = rv[static_cast<size_t>(r)];
+    std::vector<double> xh(cols), u(cols), v(cols), gw_row(cols);
+    double sum_u = 0, sum_v = 0, uv = 0, s_u = 0, s_v = 0;
+    for (size_t c = 0; c < cols; ++c) {
+      xh[c] = (xv[base + c] - mv[static_cast<size_t>(r)]) * k;
+      u[c] = u_all[base + c];
+      v[c] = gov[base + c] * wv[c];
+      gw_row[c] = gov[base + c] * ggw[c];
+      sum_u += u[c];
+      sum_v += v[c];
+      uv += u[c] * v[c];
+      s_u += u[c] * xh[c];
+      s_v += v[c] * xh[c];
+    }
+    const std::vector<double> pu = project(u, xh), pv = project(v, xh), pgw = project(gw_row, xh);
+    const double C = uv - (sum_v / N) * sum_u;
+    for (size_t c = 0; c < cols; ++c) {
+      d_go[base + c] = wv[c] * k * pu[c] + xh[c] * ggw[c] + ggb[c];
+      d_w[c] += gov[base + c] * k * pu[c];
+      d_x[base + c] = -(k * k * xh[c] / N) * (C - s_u * s_v / N) - (k * k / N) * (s_u * pv[c] + s_v * pu[c]) +
+                      k * pgw[c];
+    }
+  }
+  if (g_go) store(g_go, d_go);
+  if (g_x) store(g_x, d_x);
+  if (g_w) store(g_w, d_w);
+  return {g_go, g_x, nullptr, nullptr, g_w, nullptr};
+}
+
+std::vector<Tensor> layer_norm_dbackward(Node& n, const std::vector<Tensor>& g) {
+  Tensor x = n.unpack("input"), w = n.unpack("weight"), b = n.unpack("bias");
+  std::vector<Tensor> out = layer_norm_backward(n, g);
+  // grad_input_mask is should_compute_output (autograd.grad asks only for what leads to
+  // its inputs).
+  for (size_t i = 0; i < out.size(); ++i)
+    if (!n.should_compute_output(i)) out[i] = nullptr;
+  if (needs_grad({&g[0], &x, &w, &b})) {
+    auto node = make_node("NativeLayerNormBackwardBackward0", layer_norm_bb_backward, {g[0], x, nullptr, nullptr, w, b});
+    node->save_input("grad_out", g[0]);
+    node->save_input("input", x);
+    node->save_input("mean", n.unpack("result1"));
+    node->save_attr("normalized_shape", n.attr("normalized_shape"));
+    node->save_input("rstd", n.unpack("result2"));
+    node->save_input("weight", w, w != nullptr);
+    for (size_t i = 0; i < out.size(); ++i)
+      if (out[i]) set_history(out[i], node, static_cast<int>(i));
+  }
+  return out;
+}
+
 // _check_layer_norm_inputs (aten/src/ATen/native/layer_norm.h), in its order.
 void check_layer_norm_inputs(const Tensor& x, const Shape& ns, const Tensor& w, const Tensor& b) {
   if (ns.empty())
@@ -620,6 +720,45 @@ std::vector<Tensor> max_pool2d_backward(Node& n, const std::vector<Tensor>& g) {
   return {gx};
 }
 
+// create_graph=True: MaxPool2DWithIndicesBackward0 records max_pool2d_with_indices_backward
+// as MaxPool2DWithIndicesBackwardBackward0 (edges (grad_output, self), saving indices;
+// measured). Its backward (derivatives.yaml): grad_output: max_pool_double_backward(grad,
+// indices, 2), grad's values gathered at each window's argmax; self: zeros_like(self).
+// Its own create_graph formula is not mirrored (third order raises unsupported).
+std::vector<Tensor> max_pool_bb_backward(Node& n, const std::vector<Tensor>& g) {
+  Tensor indices = n.unpack("indices");
+  Tensor a, b;
+  if (n.next[0].fn) {
+    const auto& m = n.input_meta[0];
+    a = fresh(m.sizes, m.dtype, g[0]->is_meta());
+    if (!g[0]->is_meta()) {
+      const Shape& in = g[0]->sizes;
+      const int64_t plane_in = in[in.size() - 2] * in[in.size() - 1];
+      const int64_t plane_out = indices->sizes[indices->dim() - 2] * indices->sizes[indices->dim() - 1];
+      const std::vector<double> iv = to_values(indices), gv = to_values(g[0]);
+      std::vector<double> out(iv.size());
+      for (size_t o = 0; o < iv.size(); ++o) {
+        const int64_t plane = plane_out > 0 ? static_cast<int64_t>(o) / plane_out : 0;
+        out[o] = gv[static_cast<size_t>(plane * plane_in + static_cast<int64_t>(iv[o]))];
+      }
+      store(a, out);
+    }
+  }
+  if (n.next[1].fn) b = kernels::full(n.input_meta[1].sizes, 0.0, n.input_meta[1].dtype, g[0]->is_meta());
+  return {a, b};
+}
+
+std::vector<Tensor> max_pool2d_dbackward(Node& n, const std::vector<Tensor>& g) {
+  Tensor self = n.unpack("self");
+  Tensor r = max_pool2d_backward(n, g)[0];
+  if (needs_grad({&g[0], &self})) {
+    auto node = make_node("MaxPool2DWithIndicesBackwardBackward0", max_pool_bb_backward, {g[0], self});
+    node->save_input("indices", n.unpack("result1"));
+    set_history(r, node);
+  }
+  return {r};
+}
+
 }  // namespace
 
 // ================================================================ forwards
@@ -676,6 +815,7 @@ Tensor layer_norm(const Tensor& x, const std::vector<int64_t>& normalized_shape,
   }
   if (needs_grad({&x, &weight, &bias})) {
     auto node = make_node("NativeLayerNormBackward0", layer_norm_backward, {x, weight, bias});
+    node->differentiable_backward = layer_norm_dbackward;
     node->save_input("bias", bias, bias != nullptr);
     node->save_input("input", x);
     node->save_attr("normalized_shape", AttrValue::ints(normalized_shape));
@@ -1038,6 +1178,7 @@ MaxPool2dResult max_pool2d(const Tensor& input, const std::vector<int64_t>& kern
   }
   if (needs_grad({&input})) {
     auto node = make_node("MaxPool2DWithIndicesBackward0", max_pool2d_backward, {input});
+    node->differentiable_backward = max_pool2d_dbackward;
     node->save_attr("ceil_mode", AttrValue::boolean(ceil_mode));
     node->save_attr("dilation", AttrValue::ints(dilation));
     node->save_attr("kernel_size", AttrValue::ints(kernel_size));

@@ -14,6 +14,7 @@
 #include "errors.hpp"
 #include "interp/value.hpp"
 #include "ops/activations.hpp"
+#include "ops/nn.hpp"
 #include "ops/ops.hpp"
 #include "ops/shapes.hpp"
 #include "tensor/tensor.hpp"
@@ -193,13 +194,14 @@ TEST_CASE("create_graph: backward(create_graph=True) leaves a .grad with a graph
 }
 
 TEST_CASE("create_graph: a node without a differentiable formula raises unsupported", "[create_graph]") {
-  Tensor z = leaf({3}, {0.5, 1.5, 2.0}, DType::Float32);
+  Tensor z = leaf({1, 1, 3, 3}, {0.5, 1.5, 2.0, -0.5, 1.0, 0.25, 0.75, -1.0, 0.3}, DType::Float32);
+  Tensor k = leaf({1, 1, 2, 2}, {0.2, -0.4, 0.6, 0.1}, DType::Float32);
   try {
-    grad(total(ops::max_dim(z, 0, false).first), {z}, true);
+    grad(total(ops::conv2d(z, k, nullptr, ops::Conv2dArgs{})), {z}, true);
     FAIL("expected unsupported");
   } catch (const ScenarioError& e) {
     CHECK(e.kind == "unsupported");
-    CHECK(std::string(e.what()).find("create_graph=True through MaxBackward0 is not supported yet") !=
+    CHECK(std::string(e.what()).find("create_graph=True through ConvolutionBackward0 is not supported yet") !=
           std::string::npos);
   }
 }

@@ -35,8 +35,9 @@ namespace ops = agtrace::ops;
 using Names = std::vector<std::string>;
 
 // The leaves, in this order (values as in the torch measurement).
-enum { X, P, T, B, C, S, W, LB, B1, B2, V, C3 };
-const std::vector<Shape> kShapes{{2, 3}, {2, 3}, {2, 3}, {3}, {2, 1}, {}, {3, 2}, {2}, {2, 2, 3}, {2, 3, 2}, {3}, {2, 1, 3, 1}};
+enum { X, P, T, B, C, S, W, LB, B1, B2, V, C3, MP };
+const std::vector<Shape> kShapes{{2, 3}, {2, 3}, {2, 3}, {3}, {2, 1}, {}, {3, 2}, {2}, {2, 2, 3}, {2, 3, 2}, {3}, {2, 1, 3, 1},
+                                    {1, 1, 4, 4}};
 std::vector<std::vector<double>> values() {
   std::vector<double> b1, b2;
   for (int i = 0; i < 12; ++i) {
@@ -46,7 +47,8 @@ std::vector<std::vector<double>> values() {
   return {{0.5, 1.5, -2.0, 1.0, -0.3, 2.5}, {0.5, 1.5, 2.0, 1.0, 0.3, 2.5}, {0.3, -0.5, 0.8, -0.2, 0.6, 0.1},
           {0.7, -1.2, 0.4},                 {1.3, -0.6},                     {1.7},
           {0.2, -1.0, 0.7, 0.4, 1.1, -0.6}, {0.1, -0.3},                     b1,
-          b2,                               {0.4, -0.9, 1.3},                {0.1, 0.2, 0.3, 0.4, 0.5, 0.6}};
+          b2,                               {0.4, -0.9, 1.3},                {0.1, 0.2, 0.3, 0.4, 0.5, 0.6},
+          {0.1, 0.9, -0.3, 0.4, 0.7, -0.2, 0.5, 1.2, -0.6, 0.8, 0.05, 0.3, 1.1, -0.9, 0.6, 0.2}};
 }
 
 Value I(int64_t v) { return Value::integer(v); }
@@ -181,6 +183,11 @@ std::vector<Case> cases() {
       {"max_all", X, [](L e) { return sq(ops::max_all(e[X])); },
        {"MaskedFillBackward1", "DivBackward0", "MulBackward0", "MulBackward1", "PowBackward0", "MaxBackward1",
         "AccumulateGrad"}},
+      {"max_dim", X, [](L e) { return cg_total(sq(ops::max_dim(e[X], -1, false).first)); },
+       {"ScatterBackward0", "UnsqueezeBackward0", "MulBackward0", "MulBackward1", "PowBackward0", "MaxBackward0",
+        "AccumulateGrad"}},
+      {"max_dim_keepdim", X, [](L e) { return cg_total(sq(ops::max_dim(e[X], 0, true).first)); },
+       {"ScatterBackward0", "MulBackward0", "MulBackward1", "PowBackward0", "MaxBackward0", "AccumulateGrad"}},
       {"amax", X, [](L e) { return cg_total(sq(ops::amax(e[X], {1}, false))); },
        {"MulBackward0", "DivBackward0", "ReshapeAliasBackward0", "MulBackward0", "MulBackward1", "PowBackward0",
         "AmaxBackward0", "AccumulateGrad"}},
@@ -227,6 +234,15 @@ std::vector<Case> cases() {
        {"ReshapeAliasBackward0", "MmBackward0", "ReshapeAliasBackward0", "MulBackward0", "MulBackward1",
         "PowBackward0", "UnsafeViewBackward0", "MmBackward0", "ReshapeAliasBackward0", "AccumulateGrad",
         "AccumulateGrad", "TBackward0"}},
+      {"max_pool2d", MP, [](L e) { return cg_total(sq(ops::max_pool2d(e[MP], {2, 2}, {}, {0, 0}, {1, 1}, false).output)); },
+       {"MaxPool2DWithIndicesBackwardBackward0", "MulBackward0", "MulBackward1", "PowBackward0",
+        "MaxPool2DWithIndicesBackward0", "AccumulateGrad"}},
+      {"layer_norm_input", X, [](L e) { return cg_total(ops::mul(ops::layer_norm(e[X], {3}, e[B], e[V], 1e-5), e[T])); },
+       {"NativeLayerNormBackwardBackward0", "MulBackward0", "AccumulateGrad", "AccumulateGrad", "AccumulateGrad",
+        "AccumulateGrad"}},
+      {"layer_norm_weight", B,
+       [](L e) { return cg_total(ops::mul(ops::layer_norm(e[X], {3}, e[B], nullptr, 1e-5), e[T])); },
+       {"NativeLayerNormBackwardBackward0", "MulBackward0", "AccumulateGrad", "AccumulateGrad", "AccumulateGrad"}},
       // Losses.
       {"mse", X, [](L e) { return ops::mse_loss(e[X], e[T], 1); },
        {"MseLossBackwardBackward0", "AccumulateGrad", "AccumulateGrad"}},
