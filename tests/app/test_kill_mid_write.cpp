@@ -25,18 +25,33 @@ TEST_CASE("killing agtrace mid-write leaves the old file intact", "[cli][atomic]
   spit(sc, R"JSON({"name": "big", "tensors": {"x": {"shape": [8, 8], "requires_grad": true}},
     "program": [{"repeat": 400, "body": ["h = (x * 2).exp().tanh()", "y = (h @ h).sum()", "y.backward()"]}]})JSON");
   const std::string old_report = "{\"old\": true}\n", old_dot = "digraph old {}\n";
-  int killed_before = 0, complete_new = 0;
-  for (int attempt = 0; attempt < 24; ++attempt) {
-    spit(out, old_report);
-    spit(dot, old_dot);
+  auto start_run = [&] {
     pid_t pid = ::fork();
-    REQUIRE(pid >= 0);
     if (pid == 0) {
       ::execl(AGTRACE_BINARY, AGTRACE_BINARY, "run", sc.c_str(), "--format", "json", "--values", "-o", out.c_str(),
               "--dot", dot.c_str(), static_cast<char*>(nullptr));
       ::_exit(127);
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(15 * attempt));
+    return pid;
+  };
+  // The kill moments are spread over one measured uninterrupted run (plus a margin), so the
+  // test keeps landing kills before, during and after the write however fast or loaded the
+  // machine is.
+  const auto t0 = std::chrono::steady_clock::now();
+  pid_t first = start_run();
+  REQUIRE(first >= 0);
+  int first_status = 0;
+  ::waitpid(first, &first_status, 0);
+  REQUIRE(WIFEXITED(first_status));
+  const auto full_run = std::chrono::steady_clock::now() - t0;
+  int killed_before = 0, complete_new = 0;
+  const int attempts = 24;
+  for (int attempt = 0; attempt < attempts; ++attempt) {
+    spit(out, old_report);
+    spit(dot, old_dot);
+    pid_t pid = start_run();
+    REQUIRE(pid >= 0);
+    std::this_thread::sleep_for(full_run * 1.3 * attempt / (attempts - 1));
     ::kill(pid, SIGKILL);
     int status = 0;
     ::waitpid(pid, &status, 0);
