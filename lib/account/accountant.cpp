@@ -163,7 +163,9 @@ void Accountant::record_event(const Event& e) {
   r.storage_id = e.storage_id;
   r.bytes = e.bytes;
   r.saved_id = e.saved_id;
-  r.node_id = e.node_id;
+  // Save/release/pack/unpack: the node holding the value; other events in backward: the
+  // node running.
+  r.node_id = e.node_id >= 0 ? e.node_id : (pos.in_backward ? pos.backward_node : -1);
   r.what = e.what;
   r.hooks = e.hooks;
   r.version = e.version;

@@ -101,7 +101,11 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
   struct Restore {
     RunPosition& p;
     bool v;
-    ~Restore() { p.in_backward = v; p.op.clear(); }
+    ~Restore() {
+      p.in_backward = v;
+      p.op.clear();
+      p.backward_node = -1;
+    }
   } restore{pos, was_backward};
   profile::Scope profile_pass(profile::Section::StatementBackward, "", pos.statement);  // --profile
 
@@ -229,6 +233,7 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
     std::vector<Tensor> out;
     if (run) {
       pos.op = n->name;
+      pos.backward_node = n->id;  // events: the node where a backward allocation happened
       profile::Scope profile_node(profile::Section::OpBackward, n->name);  // --profile
       if (n->name == "AccumulateGrad") {
         if (req.create_graph)

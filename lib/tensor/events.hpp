@@ -47,6 +47,7 @@ struct RunPosition {
   bool in_backward = false;
   // Inside a checkpoint recomputation: the body statement being run again (-1: none).
   int recompute_statement = -1;
+  int64_t backward_node = -1;  // in backward: id of the node running (set by the engine)
 };
 RunPosition& run_position();
 

@@ -41,6 +41,8 @@ TEST_CASE("events: allocations, frees, saves, releases and version bumps, each a
     }
     if (e.kind == "alloc" && e.statement == 4) {
       CHECK(e.in_backward);
+      // Inside a node: its id; the implicit ones_like gradient comes before any node runs.
+      CHECK((e.op == "ones_like" ? e.node_id == -1 : e.node_id >= 0));
       backward_alloc = true;
     }
   }
