@@ -547,6 +547,72 @@ std::vector<Tensor> conv2d_backward(Node& n, const std::vector<Tensor>& g) {
   return {gx, gw, gb};
 }
 
+// ConvolutionBackwardBackward0 (derivatives.yaml 1.13: convolution_backward's grad_output,
+// input, weight: _convolution_double_backward). Edges (grad_output, input, weight), measured
+// from next_functions. Given ggI, ggW, ggb (the gradients of convolution_backward's three
+// outputs; undefined ones read as zeros), FunctionsManual's formulas for transposed=False:
+//   grad_output: conv(ggI, W) + conv(I, ggW) + ggb broadcast over (N, H, W)
+//   input:       convolution_backward's input gradient with gO and ggW
+//   weight:      convolution_backward's weight gradient with ggI and gO
+// Torch's own create_graph formula for this node is not mirrored: third order through it
+// raises unsupported naming ConvolutionBackwardBackward0.
+std::vector<Tensor> conv2d_bb_backward(Node& n, const std::vector<Tensor>& g) {
+  Tensor go = n.unpack("grad_output"), input = n.unpack("input"), weight = n.unpack("weight");
+  const bool meta = input->is_meta();
+  Tensor g_go = wants(n, 0) ? grad_like(n, 0, meta) : nullptr;
+  Tensor g_x = wants(n, 1) ? grad_like(n, 1, meta) : nullptr;
+  Tensor g_w = wants(n, 2) ? grad_like(n, 2, meta) : nullptr;
+  if (meta) return {g_go, g_x, g_w};
+  const ConvGeometry c = conv_geometry(input->sizes, weight->sizes, n.attr("stride").list, n.attr("padding").list,
+                                       n.attr("dilation").list, n.attr("groups").i);
+  auto values_or_zeros = [](const Tensor& t, size_t count) {
+    return t && static_cast<size_t>(t->numel()) == count ? to_values(t) : std::vector<double>(count, 0.0);
+  };
+  const std::vector<double> xv = to_values(input), wv = to_values(weight), gov = to_values(go);
+  const std::vector<double> ggi = values_or_zeros(g.size() > 0 ? g[0] : nullptr, xv.size());
+  const std::vector<double> ggw = values_or_zeros(g.size() > 1 ? g[1] : nullptr, wv.size());
+  const std::vector<double> ggb =
+      values_or_zeros(g.size() > 2 ? g[2] : nullptr, static_cast<size_t>(c.out_channels));
+  std::vector<double> d_go(gov.size(), 0.0), d_x(xv.size(), 0.0), d_w(wv.size(), 0.0);
+  for_each_tap(c, [&](size_t o, size_t wi, size_t xi, int64_t) {
+    d_go[o] += ggi[xi] * wv[wi] + xv[xi] * ggw[wi];
+    d_x[xi] += gov[o] * ggw[wi];
+    d_w[wi] += gov[o] * ggi[xi];
+  });
+  const int64_t plane = c.out_h * c.out_w;
+  for (size_t o = 0; o < d_go.size(); ++o)
+    d_go[o] += ggb[static_cast<size_t>((static_cast<int64_t>(o) / plane) % c.out_channels)];
+  if (g_go) store(g_go, d_go);
+  if (g_x) store(g_x, d_x);
+  if (g_w) store(g_w, d_w);
+  return {g_go, g_x, g_w};
+}
+
+std::vector<Tensor> conv2d_dbackward(Node& n, const std::vector<Tensor>& g) {
+  Tensor input = n.unpack("input"), weight = n.unpack("weight");
+  std::vector<Tensor> out = conv2d_backward(n, g);
+  // grad_input_mask is should_compute_output (autograd.grad asks only for what leads to
+  // its inputs).
+  for (size_t i = 0; i < out.size(); ++i)
+    if (!n.should_compute_output(i)) out[i] = nullptr;
+  if (needs_grad({&g[0], &input, &weight})) {
+    // Saved as measured (dir() of the node): the lists as ConvolutionBackward0 holds them.
+    auto node = make_node("ConvolutionBackwardBackward0", conv2d_bb_backward, {g[0], input, weight});
+    node->save_attr("dilation", n.attr("dilation"));
+    node->save_input("grad_output", g[0]);
+    node->save_attr("groups", n.attr("groups"));
+    node->save_input("input", input);
+    node->save_attr("output_padding", n.attr("output_padding"));
+    node->save_attr("padding", n.attr("padding"));
+    node->save_attr("stride", n.attr("stride"));
+    node->save_attr("transposed", n.attr("transposed"));
+    node->save_input("weight", weight);
+    for (size_t i = 0; i < out.size(); ++i)
+      if (out[i]) set_history(out[i], node, static_cast<int>(i));
+  }
+  return out;
+}
+
 std::string int_list_str(const std::vector<int64_t>& v) { return shape_str(Shape(v.begin(), v.end())); }
 
 // expand_param_if_needed: one value or one per spatial dim.
@@ -1095,6 +1161,7 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, con
   }
   if (needs_grad({&input, &weight, &bias})) {
     auto node = make_node("ConvolutionBackward0", conv2d_backward, {input, weight, bias});
+    node->differentiable_backward = conv2d_dbackward;
     node->save_attr("bias_sym_sizes_opt", AttrValue::ints(bias ? std::vector<int64_t>(bias->sizes.begin(), bias->sizes.end())
                                                                : std::vector<int64_t>{0}));
     node->save_attr("dilation", AttrValue::ints(args.dilation));

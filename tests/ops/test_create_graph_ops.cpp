@@ -378,3 +378,71 @@ TEST_CASE("create_graph ops: third order through a node without a formula names 
   // d3/dx3 x^3 = 6 at the selected row (row 1) only.
   CHECK(agtrace::to_values(cg_grad(cg_total(hs), {e[X]}, false)[0]) == std::vector<double>{0, 0, 0, 6, 6, 6});
 }
+
+namespace {
+// F.conv2d leaves: x [1, 2, 4, 4], w [3, 2, 2, 2], b [3] (ramps of distinct values).
+const std::vector<Shape> kConvShapes{{1, 2, 4, 4}, {3, 2, 2, 2}, {3}};
+std::vector<double> ramp(size_t n, double start, double step) {
+  std::vector<double> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = start + step * static_cast<double>((i * 7) % n);
+  return v;
+}
+std::vector<std::vector<double>> conv_values() { return {ramp(32, -0.8, 0.05), ramp(24, -0.6, 0.05), {0.3, -0.2, 0.1}}; }
+}  // namespace
+
+TEST_CASE("create_graph ops: conv2d records ConvolutionBackwardBackward0", "[create_graph][create_graph_ops]") {
+  using L = const std::vector<Tensor>&;
+  ops::Conv2dArgs plain;
+  // Measured (torch 1.13): every gradient of (conv2d(x, w, b) ** 2).sum() has grad_fn
+  // ConvolutionBackwardBackward0 with edges (MulBackward0, x, w), saving dilation,
+  // grad_output, groups, input, output_padding, padding, stride, transposed, weight.
+  const Names walk{"ConvolutionBackwardBackward0", "MulBackward0", "MulBackward1", "PowBackward0",
+                   "ConvolutionBackward0", "AccumulateGrad", "AccumulateGrad", "AccumulateGrad"};
+  auto f = [plain](L e) { return cg_total(ops::pow_scalar(ops::conv2d(e[0], e[1], e[2], plain), I(2))); };
+  for (size_t wrt = 0; wrt < 3; ++wrt) {
+    INFO("wrt " << wrt);
+    std::vector<Tensor> e;
+    for (size_t i = 0; i < 3; ++i) e.push_back(cg_leaf(kConvShapes[i], conv_values()[i]));
+    Tensor g = cg_grad(f(e), {e[wrt]}, true)[0];
+    CHECK(cg_walk(g) == walk);
+    CHECK(g->output_nr == static_cast<int>(wrt));
+    check_second_order(f, kConvShapes, conv_values(), wrt);
+  }
+  std::vector<Tensor> e;
+  for (size_t i = 0; i < 3; ++i) e.push_back(cg_leaf(kConvShapes[i], conv_values()[i]));
+  Tensor g = cg_grad(f(e), {e[0]}, true)[0];
+  CHECK(g->grad_fn->next.size() == 3);
+  CHECK(g->grad_fn->next[1].fn->name == "AccumulateGrad");
+  CHECK(g->grad_fn->find("grad_output"));
+  CHECK(agtrace::autograd::attr_repr(g->grad_fn->attr("transposed")) == "False");
+  // Strided, padded, dilated, grouped: x [1, 2, 5, 5], w [4, 1, 2, 2], groups 2; no bias.
+  ops::Conv2dArgs odd;
+  odd.stride = {2, 1};
+  odd.padding = {1, 0};
+  odd.dilation = {1, 2};
+  odd.groups = 2;
+  const std::vector<Shape> shapes{{1, 2, 5, 5}, {4, 1, 2, 2}};
+  const std::vector<std::vector<double>> vals{ramp(50, -0.9, 0.04), ramp(16, -0.5, 0.07)};
+  auto h = [odd](L e) {
+    return cg_total(ops::mul(ops::pow_scalar(ops::conv2d(e[0], e[1], nullptr, odd), I(2)),
+                             ops::conv2d(e[0], e[1], nullptr, odd)));
+  };
+  check_second_order(h, shapes, vals, 0);
+  check_second_order(h, shapes, vals, 1);
+}
+
+TEST_CASE("create_graph ops: third order through ConvolutionBackwardBackward0 names it",
+          "[create_graph][create_graph_ops]") {
+  std::vector<Tensor> e;
+  for (size_t i = 0; i < 3; ++i) e.push_back(cg_leaf(kConvShapes[i], conv_values()[i]));
+  Tensor g = cg_grad(cg_total(ops::pow_scalar(ops::conv2d(e[0], e[1], e[2], ops::Conv2dArgs{}), I(2))), {e[0]}, true)[0];
+  try {
+    cg_grad(cg_total(ops::pow_scalar(g, I(2))), {e[0]}, true);
+    FAIL("expected unsupported");
+  } catch (const ScenarioError& err) {
+    CHECK(err.kind == "unsupported");
+    CHECK(std::string(err.what()).find("ConvolutionBackwardBackward0") != std::string::npos);
+  }
+  // The second derivative itself is computed (without create_graph); a graph of it is not.
+  CHECK(cg_grad(cg_total(ops::pow_scalar(g, I(2))), {e[0]}, false)[0]);
+}
