@@ -4,6 +4,10 @@
 // the explained ones, each recomputed here from the shapes and dtypes.
 #include <catch2/catch.hpp>
 
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
 #include "account/korthikanti.hpp"
 #include "interp/interpreter.hpp"
 #include "scenario/scenario.hpp"
@@ -104,4 +108,47 @@ TEST_CASE("an unexplained byte fails the reconciliation", "[account][korthikanti
   const KorthikantiReport after = reconcile_korthikanti(r, {8, 2, 16, 4});
   CHECK(after.unexplained_bytes == 64);
   CHECK(role(after, "other").run_bytes == 64);
+}
+
+TEST_CASE("the toy MLP at full size on meta keeps the per-element accounting of the CPU run",
+          "[account][korthikanti]") {
+  // The issue's "same scenarios on meta at full size": mlp_toy is the 784-512-512-10 family
+  // scaled down (49-32-32-10, batch 4). Scaled back up (batch 128) on meta, every node must
+  // save the same values, each with the toy's dims mapped to full size, at the same dtype,
+  // and bytes = elements x element size.
+  const std::string path = std::string(AGTRACE_SOURCE_DIR) + "/scenarios/mlp_toy.json";
+  nlohmann::json doc = nlohmann::json::parse(std::ifstream(path));
+  const std::map<int64_t, int64_t> full = {{4, 128}, {49, 784}, {32, 512}, {10, 10}};
+  for (auto& [name, spec] : doc["tensors"].items()) {
+    for (auto& d : spec["shape"]) d = full.at(d.get<int64_t>());
+    spec.erase("init");  // meta holds no element data
+  }
+  doc.erase("expect");
+  doc["device"] = "meta";
+  const RunResult toy = run_file("mlp_toy.json");
+  const RunResult big = run_scenario(*load_scenario_text(doc.dump(), "<mlp full size>"), RunOptions{});
+  REQUIRE(big.device == "meta");
+  REQUIRE(big.errors.empty());
+  REQUIRE(toy.nodes.size() == big.nodes.size());
+  int64_t big_total = 0;
+  for (auto ti = toy.nodes.begin(), bi = big.nodes.begin(); ti != toy.nodes.end(); ++ti, ++bi) {
+    const NodeSnapshot &t = ti->second, &b = bi->second;
+    CHECK(t.name == b.name);
+    REQUIRE(t.saved.size() == b.saved.size());
+    for (size_t j = 0; j < t.saved.size(); ++j) {
+      const SavedSnapshot &ts = t.saved[j], &bs = b.saved[j];
+      INFO(t.name << "._saved_" << ts.attr);
+      CHECK(ts.attr == bs.attr);
+      CHECK(ts.defined == bs.defined);
+      if (!ts.is_tensor || !ts.defined) continue;
+      Shape mapped;
+      for (int64_t d : ts.shape) mapped.push_back(full.count(d) ? full.at(d) : d);
+      CHECK(bs.shape == mapped);
+      CHECK(bs.dtype == ts.dtype);
+      CHECK(bs.bytes == shape_numel(bs.shape) * dtype_size(bs.dtype));
+      big_total += bs.bytes;
+    }
+  }
+  CHECK(big.memory.saved_bytes == big_total);
+  CHECK(big.memory.saved_bytes > 100 * toy.memory.saved_bytes);
 }
