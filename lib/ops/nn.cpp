@@ -366,6 +366,122 @@ std::vector<Tensor> batch_norm_backward(Node& n, const std::vector<Tensor>& g) {
   return {gx, gw, gb};
 }
 
+// NativeBatchNormBackwardBackward0 (derivatives.yaml 1.13: native_batch_norm_backward's
+// grad_out, input, weight: batchnorm_double_backward). Edges (grad_out, input, weight,
+// running_mean, running_var), the last two None (measured next_functions). Per channel c
+// over its M = N * inner elements, with k = invstd, xhat = (x - mean) k, w = weight[c]
+// (1 without weight), and ggI, ggW, ggB the gradients of d_input, d_weight, d_bias
+// (undefined ones read as zeros):
+//   training: backward is d_input = w k P(gO), d_weight = sum(gO xhat), d_bias = sum(gO)
+//     with P(a) = a - mean(a) - xhat mean(a xhat) (self-adjoint), so, as for layer_norm
+//     with a channel in place of a row (u = ggI, v = gO w, S_a = sum(a xhat),
+//     C = sum(u v) - sum(u) sum(v) / M):
+//     grad_out: w k P(ggI) + ggW xhat + ggB
+//     weight:   k sum(gO P(ggI))
+//     input:    -(k^2 xhat / M)(C - S_u S_v / M) - (k^2 / M)(S_u P(v) + S_v P(u)) + k P(gO ggW)
+//   eval (k from the running variance, a constant): d_input = gO k w, d_weight =
+//     sum(gO (x - running_mean) k), so grad_out: ggI k w + ggW (x - running_mean) k + ggB;
+//     input: ggW gO k; weight: sum(ggI gO k).
+// Checked against central differences and torch 1.13's numbers. Torch composes this node's
+// own gradient from ordinary ops; that graph is not mirrored: third order through it raises
+// unsupported naming the node.
+std::vector<Tensor> batch_norm_bb_backward(Node& n, const std::vector<Tensor>& g) {
+  Tensor go = n.unpack("grad_out"), x = n.unpack("input"), w = n.unpack("weight");
+  const bool training = n.attr("train").b;
+  const bool meta = x->is_meta();
+  Tensor g_go = wants(n, 0) ? grad_like(n, 0, meta) : nullptr;
+  Tensor g_x = wants(n, 1) ? grad_like(n, 1, meta) : nullptr;
+  Tensor g_w = wants(n, 2) ? grad_like(n, 2, meta) : nullptr;
+  if (meta) return {g_go, g_x, g_w, nullptr, nullptr};
+  const int64_t batch = x->sizes[0], channels = x->sizes[1];
+  const int64_t inner = x->numel() / std::max<int64_t>(batch * channels, 1);
+  const size_t C = static_cast<size_t>(channels);
+  auto values_or_zeros = [](const Tensor& t, size_t count) {
+    return t && static_cast<size_t>(t->numel()) == count ? to_values(t) : std::vector<double>(count, 0.0);
+  };
+  const std::vector<double> xv = to_values(x), gov = to_values(go);
+  const std::vector<double> ggi = values_or_zeros(g.size() > 0 ? g[0] : nullptr, xv.size());
+  const std::vector<double> ggw = values_or_zeros(g.size() > 1 ? g[1] : nullptr, C);
+  const std::vector<double> ggb = values_or_zeros(g.size() > 2 ? g[2] : nullptr, C);
+  const std::vector<double> wv = w ? to_values(w) : std::vector<double>(C, 1.0);
+  const std::vector<double> mean_v = to_values(n.unpack(training ? "save_mean" : "running_mean"));
+  const std::vector<double> stat_v = to_values(n.unpack(training ? "save_invstd" : "running_var"));
+  const double eps = n.attr("eps").d;
+  std::vector<double> d_go(xv.size()), d_x(xv.size()), d_w(C, 0.0);
+  for (size_t c = 0; c < C; ++c) {
+    // The channel's elements, in order.
+    std::vector<size_t> idx;
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t i = 0; i < inner; ++i)
+        idx.push_back(static_cast<size_t>((b * channels + static_cast<int64_t>(c)) * inner + i));
+    const double M = static_cast<double>(idx.size());
+    const double k = training ? stat_v[c] : round_to_dtype(1.0 / std::sqrt(stat_v[c] + eps), x->dtype());
+    const double wc = wv[c];
+    if (!training) {
+      for (size_t j : idx) {
+        d_go[j] = ggi[j] * k * wc + ggw[c] * (xv[j] - mean_v[c]) * k + ggb[c];
+        d_x[j] = ggw[c] * gov[j] * k;
+        d_w[c] += ggi[j] * gov[j] * k;
+      }
+      continue;
+    }
+    std::vector<double> xh(idx.size()), u(idx.size()), v(idx.size()), gw(idx.size());
+    double sum_u = 0, sum_v = 0, uv = 0, s_u = 0, s_v = 0;
+    for (size_t e = 0; e < idx.size(); ++e) {
+      const size_t j = idx[e];
+      xh[e] = (xv[j] - mean_v[c]) * k;
+      u[e] = ggi[j];
+      v[e] = gov[j] * wc;
+      gw[e] = gov[j] * ggw[c];
+      sum_u += u[e], sum_v += v[e], uv += u[e] * v[e], s_u += u[e] * xh[e], s_v += v[e] * xh[e];
+    }
+    auto project = [&](const std::vector<double>& a) {
+      double mean_a = 0, mean_ax = 0;
+      for (size_t e = 0; e < a.size(); ++e) mean_a += a[e] / M, mean_ax += a[e] * xh[e] / M;
+      std::vector<double> out(a.size());
+      for (size_t e = 0; e < a.size(); ++e) out[e] = a[e] - mean_a - xh[e] * mean_ax;
+      return out;
+    };
+    const std::vector<double> pu = project(u), pv = project(v), pgw = project(gw);
+    const double Cuv = uv - sum_u * sum_v / M;
+    for (size_t e = 0; e < idx.size(); ++e) {
+      const size_t j = idx[e];
+      d_go[j] = wc * k * pu[e] + ggw[c] * xh[e] + ggb[c];
+      d_w[c] += gov[j] * k * pu[e];
+      d_x[j] = -(k * k * xh[e] / M) * (Cuv - s_u * s_v / M) - (k * k / M) * (s_u * pv[e] + s_v * pu[e]) + k * pgw[e];
+    }
+  }
+  if (g_go) store(g_go, d_go);
+  if (g_x) store(g_x, d_x);
+  if (g_w) store(g_w, d_w);
+  return {g_go, g_x, g_w, nullptr, nullptr};
+}
+
+std::vector<Tensor> batch_norm_dbackward(Node& n, const std::vector<Tensor>& g) {
+  Tensor x = n.unpack("input"), w = n.unpack("weight");
+  std::vector<Tensor> out = batch_norm_backward(n, g);
+  for (size_t i = 0; i < out.size(); ++i)
+    if (!n.should_compute_output(i)) out[i] = nullptr;
+  if (needs_grad({&g[0], &x, &w})) {
+    // Saved as measured (dir() of the node); save_mean / save_invstd are
+    // NativeBatchNormBackward0's result1 / result2 ([0] in eval).
+    auto node = make_node("NativeBatchNormBackwardBackward0", batch_norm_bb_backward, {g[0], x, w, nullptr, nullptr});
+    node->save_attr("eps", n.attr("eps"));
+    node->save_input("grad_out", g[0]);
+    node->save_input("input", x);
+    Tensor rm = n.unpack("running_mean"), rv = n.unpack("running_var");
+    node->save_input("running_mean", rm, rm != nullptr);
+    node->save_input("running_var", rv, rv != nullptr);
+    node->save_input("save_invstd", n.unpack("result2"));
+    node->save_input("save_mean", n.unpack("result1"));
+    node->save_attr("train", n.attr("training"));
+    node->save_input("weight", w, w != nullptr);
+    for (size_t i = 0; i < out.size(); ++i)
+      if (out[i]) set_history(out[i], node, static_cast<int>(i));
+  }
+  return out;
+}
+
 // The parameter dtype checks of batch_norm_cpu (measured over float32 / float64 mixes):
 // the parameters' type is the first defined of (weight, bias, running_mean, running_var);
 // when it differs from the input's, the call is "mixed dtype" and fails with
@@ -978,6 +1094,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   }
   if (needs_grad({&x, &weight, &bias})) {
     auto node = make_node("NativeBatchNormBackward0", batch_norm_backward, {x, weight, bias});
+    node->differentiable_backward = batch_norm_dbackward;
     node->save_attr("eps", AttrValue::real(eps));
     node->save_input("input", x);
     node->save_input("result1", save_mean);

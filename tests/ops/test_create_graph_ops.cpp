@@ -388,6 +388,17 @@ std::vector<double> ramp(size_t n, double start, double step) {
   return v;
 }
 std::vector<std::vector<double>> conv_values() { return {ramp(32, -0.8, 0.05), ramp(24, -0.6, 0.05), {0.3, -0.2, 0.1}}; }
+
+// A create_graph gradient of (g ** 2).sum() wrt x raises unsupported naming `node`.
+void check_third_order_unsupported(const Tensor& g, const Tensor& x, const std::string& node) {
+  try {
+    cg_grad(cg_total(ops::pow_scalar(g, I(2))), {x}, true);
+    FAIL("expected unsupported");
+  } catch (const ScenarioError& err) {
+    CHECK(err.kind == "unsupported");
+    CHECK(std::string(err.what()).find(node) != std::string::npos);
+  }
+}
 }  // namespace
 
 TEST_CASE("create_graph ops: conv2d records ConvolutionBackwardBackward0", "[create_graph][create_graph_ops]") {
@@ -436,13 +447,72 @@ TEST_CASE("create_graph ops: third order through ConvolutionBackwardBackward0 na
   std::vector<Tensor> e;
   for (size_t i = 0; i < 3; ++i) e.push_back(cg_leaf(kConvShapes[i], conv_values()[i]));
   Tensor g = cg_grad(cg_total(ops::pow_scalar(ops::conv2d(e[0], e[1], e[2], ops::Conv2dArgs{}), I(2))), {e[0]}, true)[0];
-  try {
-    cg_grad(cg_total(ops::pow_scalar(g, I(2))), {e[0]}, true);
-    FAIL("expected unsupported");
-  } catch (const ScenarioError& err) {
-    CHECK(err.kind == "unsupported");
-    CHECK(std::string(err.what()).find("ConvolutionBackwardBackward0") != std::string::npos);
-  }
+  check_third_order_unsupported(g, e[0], "ConvolutionBackwardBackward0");
   // The second derivative itself is computed (without create_graph); a graph of it is not.
   CHECK(cg_grad(cg_total(ops::pow_scalar(g, I(2))), {e[0]}, false)[0]);
+}
+
+namespace {
+// F.batch_norm leaves: x [3, 2, 2], w [2], b [2]; fresh running buffers per call.
+const std::vector<Shape> kBnShapes{{3, 2, 2}, {2}, {2}};
+std::vector<std::vector<double>> bn_values() { return {ramp(12, -0.8, 0.13), {0.7, -1.3}, {0.2, -0.4}}; }
+agtrace::test::CgFn bn_cube(bool training) {
+  return [training](const std::vector<Tensor>& e) {
+    Tensor rm = agtrace::tensor_from_values({2}, DType::Float64, {0.1, -0.2});
+    Tensor rv = agtrace::tensor_from_values({2}, DType::Float64, {0.8, 1.5});
+    return cg_total(ops::pow_scalar(ops::batch_norm(e[0], rm, rv, e[1], e[2], training, 0.1, 1e-5), I(3)));
+  };
+}
+}  // namespace
+
+TEST_CASE("create_graph ops: batch_norm records NativeBatchNormBackwardBackward0", "[create_graph][create_graph_ops]") {
+  // Measured (torch 1.13), training and eval alike: every gradient of
+  // (F.batch_norm(x, rm, rv, w, b, training) ** 3).sum() has grad_fn
+  // NativeBatchNormBackwardBackward0 with edges (MulBackward0, x, w, None, None).
+  const Names walk{"NativeBatchNormBackwardBackward0", "MulBackward0", "MulBackward1", "PowBackward0",
+                   "NativeBatchNormBackward0", "AccumulateGrad", "AccumulateGrad", "AccumulateGrad"};
+  for (bool training : {true, false})
+    for (size_t wrt = 0; wrt < 3; ++wrt) {
+      INFO("training " << training << " wrt " << wrt);
+      std::vector<Tensor> e;
+      for (size_t i = 0; i < 3; ++i) e.push_back(cg_leaf(kBnShapes[i], bn_values()[i]));
+      Tensor g = cg_grad(bn_cube(training)(e), {e[wrt]}, true)[0];
+      CHECK(cg_walk(g) == walk);
+      REQUIRE(g->grad_fn->next.size() == 5);
+      CHECK_FALSE(g->grad_fn->next[3].fn);
+      CHECK_FALSE(g->grad_fn->next[4].fn);
+      CHECK(agtrace::autograd::attr_repr(g->grad_fn->attr("train")) == (training ? "True" : "False"));
+      CHECK(g->grad_fn->find("save_invstd"));
+      check_second_order(bn_cube(training), kBnShapes, bn_values(), wrt);
+    }
+  // torch 1.13: h = autograd.grad(g.sum(), (x, w, b)) for g the gradient wrt w (training)
+  // and wrt x (eval).
+  auto h_of = [](bool training, size_t wrt) {
+    std::vector<Tensor> e;
+    for (size_t i = 0; i < 3; ++i) e.push_back(cg_leaf(kBnShapes[i], bn_values()[i]));
+    Tensor g = cg_grad(bn_cube(training)(e), {e[wrt]}, true)[0];
+    return cg_grad(cg_total(g), e, false);
+  };
+  auto near = [](const Tensor& got, const std::vector<double>& want) {
+    const std::vector<double> v = agtrace::to_values(got);
+    REQUIRE(v.size() == want.size());
+    for (size_t i = 0; i < v.size(); ++i) CHECK(v[i] == Approx(want[i]).epsilon(1e-9).margin(1e-11));
+  };
+  std::vector<Tensor> ht = h_of(true, 1);
+  near(ht[0], {12.665232386054, -7.794075530319, 4.323848303361, 4.325516416083, -7.794213016734, 12.665736502907,
+               -34.597339726866, 30.271704159874, -4.871225598942, -4.871454742966, 30.273848876232,
+               -34.597578028684});
+  near(ht[1], {7.199670181171, -14.399219519246});
+  near(ht[2], {25.1988456341, -46.797463437548});
+  std::vector<Tensor> he = h_of(false, 0);
+  near(he[0], {-1.853488845693, 0.763751697707, -0.264379905429, -6.793903087494, -0.357922820893, 2.259317722507,
+               -3.995536009466, 0.66840912058, 1.137643203907, -0.731814327093, -7.726692113503, -3.062746983457});
+  near(he[1], {7.811640792936, 15.043489287346});
+  near(he[2], {1.555657075547, 19.949133950042});
+  // Torch composes this node's gradient from ordinary ops (measured: a third-order grad
+  // records AddBackward0); agtrace does not mirror that graph and names the node instead.
+  std::vector<Tensor> e;
+  for (size_t i = 0; i < 3; ++i) e.push_back(cg_leaf(kBnShapes[i], bn_values()[i]));
+  Tensor g = cg_grad(bn_cube(true)(e), {e[0]}, true)[0];
+  check_third_order_unsupported(g, e[0], "NativeBatchNormBackwardBackward0");
 }
