@@ -232,6 +232,14 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
     const bool run = req.capture ? needed.count(n) > 0 : true;
     std::vector<Tensor> out;
     if (run) {
+      // torch 1.13's CopySlices::apply adds the wrapped node's next functions to the graph
+      // task's exec_info (GraphTask::init does not look inside CopySlices), so under
+      // torch.autograd.grad they all run and compute: a leaf behind the in-place op gets its
+      // .grad accumulated, captured or not (measured: grad(loss, [x]) through
+      // h[:, 1].mul_(w) sets w.grad).
+      if (req.capture && n->wrapped)
+        for (const Edge& e : n->wrapped->next)
+          if (e.fn) needed.insert(e.fn.get());
       pos.op = n->name;
       pos.backward_node = n->id;  // events: the node where a backward allocation happened
       profile::Scope profile_node(profile::Section::OpBackward, n->name);  // --profile

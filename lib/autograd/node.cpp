@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "autograd/grad_mode.hpp"
+#include "ops/ops.hpp"
 #include "errors.hpp"
 #include "tensor/events.hpp"
 #include "tensor/kernels.hpp"
@@ -536,14 +537,121 @@ std::vector<Tensor> copy_slices_backward(Node& n, const std::vector<Tensor>& g) 
   return out;
 }
 
+std::vector<Tensor> as_strided_dbackward(Node& n, const std::vector<Tensor>& g);
+
 std::shared_ptr<Node> make_as_strided(const Tensor& view) {
   const Tensor& base = view->base;
   auto node = make_node("AsStridedBackward0", as_strided_backward, {base});
+  node->differentiable_backward = as_strided_dbackward;
   node->geometry = {view->sizes, view->strides, view->offset, base->sizes, base->strides, base->offset};
   node->save_attr("size", AttrValue::ints(view->sizes));
   node->save_attr("storage_offset", AttrValue::integer(view->offset));
   node->save_attr("stride", AttrValue::ints(view->strides));
   return node;
+}
+
+// ---- create_graph=True through CopySlices and AsStridedBackward0 (torch 1.13) ----------
+
+// CopyBackwards (copy_ in place): edges (self, src); self's gradient is zeros_like(grad),
+// src's the gradient itself. Inside CopySlices the zeros are what lands in the slice.
+std::vector<Tensor> copy_backwards_self_zero(Node&, const std::vector<Tensor>& g) { return {nullptr, g[0]}; }
+
+// t.as_strided(sizes, strides, offset) on a tensor that is not itself a view: a view that
+// records AsStridedBackward0 when `base` requires grad in grad mode.
+Tensor as_strided_view(const Tensor& base, const Shape& sizes, const Shape& strides, int64_t offset) {
+  Tensor v = make_alias(base, sizes, strides, base->offset + offset);
+  v->base = base->base ? base->base : base;
+  if (grad_enabled() && base->requires_grad()) set_history(v, make_as_strided(v));
+  return v;
+}
+
+// dst.copy_(src) in grad mode: CopyBackwards with edges (dst, src), rebased as any in-place
+// edit (a view's base gets CopySlices wrapping it).
+void copy_in_place(const Tensor& dst, const Tensor& src) {
+  std::shared_ptr<Node> node;
+  if (grad_enabled() && (dst->requires_grad() || src->requires_grad())) {
+    node = make_node("CopyBackwards", copy_backwards_self_zero, {dst, src});
+    node->cpp_name_prefix = true;
+    node->differentiable_backward = copy_backwards_self_zero;
+  }
+  if (!dst->is_meta()) write_values(dst, to_values(src));
+  dst->version->bump();
+  Event e;
+  e.kind = Event::Kind::VersionBump;
+  e.storage_id = dst->storage->id;
+  e.version = dst->version->version;
+  emit(e);
+  if (!node) return;
+  if (dst->is_view())
+    rebase_view_history(dst, node);
+  else
+    set_history(dst, node);
+}
+
+[[noreturn]] void unsupported_through(const std::string& what) {
+  throw ScenarioError("unsupported", "create_graph=True through " + what + " is not supported yet");
+}
+
+// CopySlices::apply in grad mode (torch/csrc/autograd/functions/tensor.cpp, 1.13):
+//   result = grad.new_empty_strided(base geometry); result.copy_(grad)   -> CopyBackwards
+//   grad_slice = result.as_strided(view geometry)                         -> AsStridedBackward0
+//   res = fn(grad_slice.clone())                                          -> CloneBackward0
+//   grad_slice.copy_(res[0])            -> CopyBackwards, rebased: result's grad_fn CopySlices
+// (measured: `h[:, 1].mul_(w)` gives CopySlices -> (CopyBackwards, MulBackward0 ->
+// (CloneBackward0 -> AsStridedBackward0 -> CopyBackwards, w))). Third order through the
+// CopySlices this records (it wraps CopyBackwards) is not measured yet, so it raises.
+std::vector<Tensor> copy_slices_dbackward(Node& n, const std::vector<Tensor>& g) {
+  const Node::Geometry& geo = n.geometry;
+  Node& fn = *n.wrapped;
+  if (!fn.differentiable_backward || fn.name == "CopyBackwards")
+    unsupported_through("CopySlices (wrapping " + fn.name + ")");
+  if (!geo.base_strides.empty() && geo.base_strides != contiguous_strides(geo.base_sizes))
+    unsupported_through("CopySlices of a non-contiguous base");
+  Tensor result = kernels::copy(g[0]);
+  if (grad_enabled() && g[0]->requires_grad()) {
+    auto node = make_node("CopyBackwards", copy_backwards_self_zero, {nullptr, g[0]});
+    node->cpp_name_prefix = true;
+    node->differentiable_backward = copy_backwards_self_zero;
+    set_history(result, node);
+  }
+  Tensor slice = as_strided_view(result, geo.sizes, geo.strides, geo.offset - geo.base_offset);
+  Tensor slice_grad = ops::clone(slice);
+  // The wrapped node computes the gradients CopySlices is asked for (its edges past the
+  // first are CopySlices' own); the slice's gradient is always needed.
+  fn.task_outputs.assign(fn.next.size(), true);
+  for (size_t i = 1; i < fn.next.size() && i < n.task_outputs.size(); ++i) fn.task_outputs[i] = n.task_outputs[i];
+  std::vector<Tensor> res;
+  try {
+    res = fn.differentiable_backward(fn, {slice_grad});
+  } catch (...) {
+    fn.task_outputs.clear();
+    throw;
+  }
+  fn.task_outputs.clear();
+  std::vector<Tensor> out{n.should_compute_output(0) ? result : nullptr};
+  if (n.should_compute_output(0)) {
+    if (res.empty() || !res[0]) unsupported_through("CopySlices whose view has no gradient");
+    copy_in_place(slice, res[0]);
+  }
+  for (size_t i = 1; i < res.size(); ++i) out.push_back(n.should_compute_output(i) ? res[i] : nullptr);
+  return out;
+}
+
+// as_strided_backward in grad mode (FunctionsManual.cpp, 1.13) for a view that does not
+// overlap itself of a contiguous base: storage = grad.new_zeros(base size);
+// storage.as_strided(view geometry).copy_(grad) (CopySlices wrapping CopyBackwards, edges
+// (None, grad)); the result is storage.as_strided(base geometry) (AsStridedBackward0)
+// (measured: `v = h.view(-1); v.mul_(3)` gives AsStridedBackward0 -> CopySlices -> (None, ...)).
+std::vector<Tensor> as_strided_dbackward(Node& n, const std::vector<Tensor>& g) {
+  const Node::Geometry& geo = n.geometry;
+  if (geo.base_strides != contiguous_strides(geo.base_sizes))
+    unsupported_through("AsStridedBackward0 of a non-contiguous base");
+  for (size_t d = 0; d < geo.sizes.size(); ++d)
+    if (geo.strides[d] == 0 && geo.sizes[d] > 1) unsupported_through("AsStridedBackward0 of an overlapping view");
+  Tensor storage = kernels::full(geo.base_sizes, 0.0, g[0]->dtype(), g[0]->is_meta());
+  Tensor slot = as_strided_view(storage, geo.sizes, geo.strides, geo.offset - geo.base_offset);
+  copy_in_place(slot, g[0]);
+  return {as_strided_view(storage, geo.base_sizes, geo.base_strides, 0)};
 }
 
 }  // namespace
@@ -556,6 +664,7 @@ void rebase_view_history(const Tensor& view, const std::shared_ptr<Node>& fn) {
   cs->name = "CopySlices";
   cs->cpp_name_prefix = true;
   cs->backward = copy_slices_backward;
+  cs->differentiable_backward = copy_slices_dbackward;
   cs->wrapped = fn;
   cs->geometry = {view->sizes, view->strides, view->offset, base->sizes, base->strides, base->offset};
   cs->next.push_back(gradient_edge(base));

@@ -60,6 +60,10 @@ Tensor sum_to_graph(const Tensor& grad, const Shape& shape);
 namespace detail {
 // A number saved as a node attribute, back as the Python number it was.
 Value attr_value(const autograd::AttrValue& a);
+// The create_graph=True formulas of AddBackward0 / SubBackward0 and MulBackward0 (arith.cpp),
+// shared with the in-place ops, which record the same nodes.
+std::vector<Tensor> add_sub_dbackward(autograd::Node& n, const std::vector<Tensor>& g);
+std::vector<Tensor> mul_dbackward(autograd::Node& n, const std::vector<Tensor>& g);
 }  // namespace detail
 
 }  // namespace agtrace::ops

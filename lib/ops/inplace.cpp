@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "ops/common.hpp"
+#include "ops/double_backward.hpp"
 #include "ops/ops.hpp"
 
 namespace agtrace::ops {
@@ -100,6 +101,7 @@ void add_(const Tensor& self, const Tensor& other, const Value& alpha) {
   const double al = alpha.number();
   binary_inplace_op(self, other, "add_", [al](double x, double y) { return x + al * y; }, [&] {
     auto node = make_node("AddBackward0", add_sub_backward, {self, other});
+    node->differentiable_backward = add_sub_dbackward;
     node->save_attr("alpha", number_attr(alpha));
     return node;
   });
@@ -109,6 +111,7 @@ void sub_(const Tensor& self, const Tensor& other, const Value& alpha) {
   const double al = alpha.number();
   binary_inplace_op(self, other, "sub_", [al](double x, double y) { return x - al * y; }, [&] {
     auto node = make_node("SubBackward0", add_sub_backward, {self, other});
+    node->differentiable_backward = add_sub_dbackward;
     node->save_attr("alpha", number_attr(alpha));
     return node;
   });
@@ -117,6 +120,7 @@ void sub_(const Tensor& self, const Tensor& other, const Value& alpha) {
 void mul_(const Tensor& self, const Tensor& other) {
   binary_inplace_op(self, other, "mul_", [](double x, double y) { return x * y; }, [&] {
     auto node = make_node("MulBackward0", mul_backward, {self, other});
+    node->differentiable_backward = mul_dbackward;
     node->save_input("other", other, rg(self));
     // SUMMARY: h.mul_(y) saves a clone of the old self (own storage, grad_fn CloneBackward0).
     Tensor old_self = rg(other) ? clone(self) : nullptr;

@@ -516,3 +516,87 @@ TEST_CASE("create_graph ops: batch_norm records NativeBatchNormBackwardBackward0
   Tensor g = cg_grad(bn_cube(true)(e), {e[0]}, true)[0];
   check_third_order_unsupported(g, e[0], "NativeBatchNormBackwardBackward0");
 }
+
+namespace {
+// In-place edits of views: x [3, 2], w [3].
+const std::vector<Shape> kViewShapes{{3, 2}, {3}};
+std::vector<std::vector<double>> view_values() { return {{0.5, 1.5, -2.0, 1.0, -0.3, 2.5}, {0.7, -1.2, 0.4}}; }
+// h = x * 2; h.select(1, 1).mul_(w); (h ** 2).sum()
+Tensor slice_mul(const std::vector<Tensor>& e) {
+  Tensor h = ops::mul(e[0], ops::wrap_number(I(2)));
+  ops::mul_(ops::select(h, 1, 1), e[1]);
+  return cg_total(ops::pow_scalar(h, I(2)));
+}
+// k = x.clone(); v = k.view(-1); v.mul_(w.sum()); (k * k).sum() or (v * v).sum()
+agtrace::test::CgFn flat_mul(bool through_view) {
+  return [through_view](const std::vector<Tensor>& e) {
+    Tensor k = ops::clone(e[0]);
+    Tensor v = ops::view(k, {-1});
+    ops::mul_(v, cg_total(e[1]));
+    return through_view ? cg_total(ops::mul(v, v)) : cg_total(ops::mul(k, k));
+  };
+}
+}  // namespace
+
+TEST_CASE("create_graph ops: in-place edits of views record CopySlices and AsStridedBackward0",
+          "[create_graph][create_graph_ops]") {
+  // Measured (torch 1.13, walking g.grad_fn of autograd.grad(loss, x, create_graph=True)).
+  // CopySlices::apply clones the gradient into `result` (CopyBackwards), takes its slice
+  // (AsStridedBackward0), runs the wrapped node on a clone of it (CloneBackward0) and copies
+  // the answer back into the slice (CopyBackwards, rebased: CopySlices).
+  std::vector<Tensor> e;
+  for (size_t i = 0; i < 2; ++i) e.push_back(cg_leaf(kViewShapes[i], view_values()[i]));
+  Tensor g = cg_grad(slice_mul(e), {e[0]}, true)[0];
+  CHECK(cg_walk(g) == Names{"MulBackward0", "CopySlices", "CopyBackwards", "MulBackward0", "MulBackward1",
+                            "PowBackward0", "CopySlices", "MulBackward0", "AccumulateGrad", "AccumulateGrad",
+                            "MulBackward0", "CloneBackward0", "AsStridedBackward0"});
+  REQUIRE(g->grad_fn->next[0].fn->wrapped);
+  CHECK(g->grad_fn->next[0].fn->wrapped->name == "CopyBackwards");
+  // torch 1.13: CopySlices puts the wrapped node's edges into the graph task, so w's
+  // AccumulateGrad runs under autograd.grad(loss, x) (measured: w.grad [12.6, -9.6, 20.0]).
+  REQUIRE(e[1]->grad);
+  const std::vector<double> wg = agtrace::to_values(e[1]->grad);
+  REQUIRE(wg.size() == 3);
+  CHECK(wg[0] == Approx(12.6));
+  CHECK(wg[1] == Approx(-9.6));
+  CHECK(wg[2] == Approx(20.0));
+  // The same without create_graph (measured: w.grad [12.6, -9.6, 20.0], no grad_fn; x.grad None).
+  std::vector<Tensor> p;
+  for (size_t i = 0; i < 2; ++i) p.push_back(cg_leaf(kViewShapes[i], view_values()[i]));
+  cg_grad(slice_mul(p), {p[0]}, false);
+  CHECK_FALSE(p[0]->grad);
+  REQUIRE(p[1]->grad);
+  CHECK_FALSE(p[1]->grad->grad_fn);
+  CHECK(agtrace::to_values(p[1]->grad)[2] == Approx(20.0));
+  // A view of a base edited in place: AsStridedBackward0's gradient is zeros with the
+  // gradient copied into the strided slot (CopySlices, edges (None, grad)), seen through
+  // as_strided (AsStridedBackward0).
+  std::vector<Tensor> f;
+  for (size_t i = 0; i < 2; ++i) f.push_back(cg_leaf(kViewShapes[i], view_values()[i]));
+  Tensor gb = cg_grad(flat_mul(false)(f), {f[0]}, true)[0];
+  CHECK(cg_walk(gb) == Names{"CopySlices", "CopyBackwards", "AddBackward0", "MulBackward0", "CopySlices",
+                             "CloneBackward0", "AccumulateGrad", "SumBackward0", "AccumulateGrad", "MulBackward0",
+                             "MulBackward0", "CloneBackward0", "AsStridedBackward0"});
+  Tensor gc = cg_grad(flat_mul(true)(f), {f[0]}, true)[0];
+  CHECK(cg_walk(gc) == Names{"CopySlices", "CopyBackwards", "AsStridedBackward0", "CopySlices", "AddBackward0",
+                             "MulBackward0", "AsStridedBackward0", "CopySlices", "CloneBackward0", "AccumulateGrad",
+                             "SumBackward0", "AccumulateGrad", "MulBackward0", "MulBackward0", "CloneBackward0",
+                             "AsStridedBackward0"});
+  CHECK(gc->grad_fn->next[0].fn->next[1].fn->next[0].fn->next[0].fn == nullptr);
+}
+
+TEST_CASE("create_graph ops: second derivatives through in-place edits of views", "[create_graph][create_graph_ops]") {
+  for (size_t wrt = 0; wrt < 2; ++wrt) {
+    INFO("wrt " << wrt);
+    check_second_order(slice_mul, kViewShapes, view_values(), wrt);
+    check_second_order(flat_mul(false), kViewShapes, view_values(), wrt);
+    check_second_order(flat_mul(true), kViewShapes, view_values(), wrt);
+  }
+}
+
+TEST_CASE("create_graph ops: third order through the gradient's CopySlices names it", "[create_graph][create_graph_ops]") {
+  std::vector<Tensor> e;
+  for (size_t i = 0; i < 2; ++i) e.push_back(cg_leaf(kViewShapes[i], view_values()[i]));
+  Tensor g = cg_grad(slice_mul(e), {e[0]}, true)[0];
+  check_third_order_unsupported(g, e[0], "CopySlices (wrapping CopyBackwards)");
+}
