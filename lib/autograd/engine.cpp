@@ -277,6 +277,10 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
       if (!req.retain_graph) n->release_saved(pos.statement);
     }
     buf.grads.clear();
+    // PyTorch never queues a node it need not execute (exec_info), so such a node's children
+    // keep its dependency counted; only the CopySlices workaround above can make one of them
+    // needed afterwards, and then it waits forever (checked below).
+    if (!run) continue;
     for (size_t i = 0; i < n->next.size(); ++i) {
       const Edge& e = n->next[i];
       if (!e.fn) continue;
@@ -289,6 +293,16 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
   }
 
   if (req.capture) {
+    // A node made needed by CopySlices' workaround that received a gradient but whose other
+    // parents were never executed: torch 1.13 ends the pass with "RuntimeError: could not
+    // compute gradients for some functions" (measured: two in-place edits of views of one
+    // base, the older one's operand reaching a leaf the newer one also edits with).
+    for (auto& [node, pending] : buffers)
+      if (needed.count(node) && deps[node] > 0)
+        throw ScenarioError("unsupported",
+                            "torch 1.13 raises RuntimeError: could not compute gradients for some functions here ("
+                            "CopySlices made " + node->name + " needed after one of its inputs was skipped); "
+                            "agtrace does not reproduce that error yet");
     for (size_t i = 0; i < req.inputs.size(); ++i)
       if (!reached[i] && !req.allow_unused) {
         ScenarioError e("unused_input",
