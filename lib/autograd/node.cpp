@@ -435,7 +435,11 @@ const AttrValue& Node::attr(const std::string& name_) const {
 }
 
 void Node::release_saved(int statement) {
-  if (wrapped) wrapped->release_saved(statement);
+  // torch 1.13's CopySlices::release_variables only drops its reference to the wrapped node
+  // (fn = nullptr): the node's saved values die with it, unless a create_graph=True gradient
+  // still holds it (its saved result unpacked, e.g. ThresholdBackwardBackward0 -> ReluBackward0
+  // after h[:, 1].relu_(); measured: a second autograd.grad through both succeeds).
+  if (wrapped && wrapped.use_count() == 1) wrapped->release_saved(statement);
   for (auto& e : saved) {
     if (!e.is_tensor || !e.var.defined || e.var.released) continue;
     e.var.released = true;

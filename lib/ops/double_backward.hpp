@@ -64,6 +64,11 @@ Value attr_value(const autograd::AttrValue& a);
 // shared with the in-place ops, which record the same nodes.
 std::vector<Tensor> add_sub_dbackward(autograd::Node& n, const std::vector<Tensor>& g);
 std::vector<Tensor> mul_dbackward(autograd::Node& n, const std::vector<Tensor>& g);
+// DivBackward0's (arith.cpp) and the pointwise ops' (unary.cpp: Exp/Tanh/Sigmoid/ReluBackward0)
+// create_graph=True formulas, shared with div_ / exp_ / tanh_ / sigmoid_ / relu_.
+std::vector<Tensor> div_dbackward(autograd::Node& n, const std::vector<Tensor>& g);
+struct PointwiseOp;
+autograd::BackwardFn pointwise_dbackward(const PointwiseOp& op);
 }  // namespace detail
 
 }  // namespace agtrace::ops

@@ -132,6 +132,7 @@ void mul_(const Tensor& self, const Tensor& other) {
 void div_(const Tensor& self, const Tensor& other) {
   binary_inplace_op(self, other, "div_", [](double x, double y) { return x / y; }, [&] {
     auto node = make_node("DivBackward0", div_backward, {self, other});
+    node->differentiable_backward = div_dbackward;
     node->save_input("other", other, true);
     Tensor old_self = rg(other) ? clone(self) : nullptr;
     node->save_input("self", old_self, rg(other));
@@ -146,6 +147,9 @@ static void pointwise_inplace(const Tensor& self, const std::string& name) {
   check_inplace_allowed(self);
   std::shared_ptr<autograd::Node> node =
       needs_grad({&self}) ? make_node(op->node, op->backward, {self}) : nullptr;
+  // torch 1.13 records the out-of-place node (h.exp_() -> ExpBackward0), whose double
+  // backward is the same (measured: ThresholdBackwardBackward0 under relu_'s gradient).
+  if (node) node->differentiable_backward = pointwise_dbackward(*op);
   kernels::unary_inplace(self, op->f);
   bump(self);
   if (node) {

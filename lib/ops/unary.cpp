@@ -123,6 +123,8 @@ const PointwiseOp* find_pointwise(const std::string& name) {
     if (name == p->op) return p;
   return nullptr;
 }
+// The in-place forms (h.exp_(), h.relu_(), ...) record the same nodes, so they share these.
+autograd::BackwardFn pointwise_dbackward(const PointwiseOp& op) { return differentiable_for(op); }
 }  // namespace detail
 
 }  // namespace agtrace::ops
