@@ -382,8 +382,12 @@ Tensor Node::unpack(const std::string& attr) {
   t->strides = v.strides;
   t->offset = v.offset;
   t->version = v.version;
-  t->grad_fn = shared_from_this();
-  t->output_nr = v.output_nr;
+  // torch 1.13 SavedVariable::unpack: weak_grad_fn_.lock() for an in-place edit of a view
+  // (measured: with the view kept alive the gradient graph shows its AsStridedBackward0;
+  // with a temporary view, the saving node, e.g. ReluBackward0).
+  auto view_fn = v.inplace_view_grad_fn.lock();
+  t->grad_fn = view_fn ? view_fn : shared_from_this();
+  t->output_nr = view_fn ? 0 : v.output_nr;
   return t;
 }
 
@@ -415,8 +419,9 @@ Tensor Node::unpack_hooked(const std::string& attr, SavedVariable& v) {
   t->offset = data->offset;
   t->version = v.version;
   if (v.is_output) {
-    t->grad_fn = shared_from_this();
-    t->output_nr = v.output_nr;
+    auto view_fn = v.inplace_view_grad_fn.lock();  // as in unpack() above
+    t->grad_fn = view_fn ? view_fn : shared_from_this();
+    t->output_nr = view_fn ? 0 : v.output_nr;
   } else if (!v.was_leaf) {
     t->grad_fn = v.input_grad_fn ? v.input_grad_fn : shared_from_this();
     t->output_nr = v.output_nr;

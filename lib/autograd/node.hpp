@@ -81,6 +81,9 @@ std::shared_ptr<SavedTensorHooks> make_block_hooks(const std::string& kind);
 struct SavedVariable {
   bool defined = false;        // false: not needed for the gradients asked for; reads as None
   bool is_output = false;
+  // A saved output of an in-place op on a view (SavedVariable's is_inplace_on_view, 1.13):
+  // the view's grad_fn at save time, held weakly; unpack uses it while it lives, else the node.
+  std::weak_ptr<Node> inplace_view_grad_fn;
   Tensor original;             // saved input: the object itself
   // Saved output: the data without the object.
   std::shared_ptr<Storage> storage;

@@ -157,6 +157,10 @@ static void pointwise_inplace(const Tensor& self, const std::string& name) {
     // The saved result is the edited tensor at its new version (SUMMARY: relu_ saves a
     // result sharing storage with h, and its _version is 1).
     node->save_output("result", self, 0);
+    // On a view, torch 1.13 saves it with is_inplace_on_view: the view's new grad_fn
+    // (AsStridedBackward0), held weakly, is what unpacking it gives while the view lives.
+    if (self->is_view() && !node->saved.empty() && node->saved.back().var.defined)
+      node->saved.back().var.inplace_view_grad_fn = self->grad_fn;
   }
 }
 
