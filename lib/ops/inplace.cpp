@@ -180,6 +180,9 @@ void zero_(const Tensor& self) {
   OpScope scope("zero_");
   check_inplace_allowed(self);
   std::shared_ptr<autograd::Node> node = needs_grad({&self}) ? make_node("ZeroBackward0", zero_backward, {self}) : nullptr;
+  // derivatives.yaml: `self: zeros_like(grad)`: under create_graph the zeros carry no graph
+  // (torch 1.13 records no node for them), so the same formula serves both modes.
+  if (node) node->differentiable_backward = zero_backward;
   kernels::unary_inplace(self, [](double) { return 0.0; });
   bump(self);
   if (node) record_history(self, node);
