@@ -3,6 +3,8 @@
 // gradients, accumulation into .grad, and long chains.
 #include <catch2/catch.hpp>
 
+#include "support/gradcheck.hpp"
+
 #include <cmath>
 #include <pthread.h>
 #include <string>
@@ -26,12 +28,7 @@ namespace autograd = agtrace::autograd;
 namespace {
 
 Tensor A(const Shape& shape, double lo = -1.0, double hi = 1.0, bool requires_grad = true) {
-  const int64_t n = agtrace::shape_numel(shape);
-  std::vector<double> v;
-  for (int64_t i = 0; i < n; ++i) v.push_back(n == 1 ? lo : lo + (hi - lo) * static_cast<double>(i) / (n - 1));
-  Tensor t = agtrace::tensor_from_values(shape, DType::Float32, v);
-  t->requires_grad_flag = requires_grad;
-  return t;
+  return agtrace::test::linspace_leaf(shape, lo, hi, requires_grad);
 }
 Tensor num(double v) { return ops::wrap_number(Value::real(v)); }
 Value I(int64_t v) { return Value::integer(v); }

@@ -2,6 +2,8 @@
 // against PyTorch 1.13's SavedVariable and VariableVersion behaviour.
 #include <catch2/catch.hpp>
 
+#include "support/gradcheck.hpp"
+
 #include <limits>
 #include <string>
 #include <vector>
@@ -28,12 +30,7 @@ namespace autograd = agtrace::autograd;
 namespace {
 
 Tensor A(const Shape& shape, bool requires_grad = true, DType dtype = DType::Float32) {
-  const int64_t n = agtrace::shape_numel(shape);
-  std::vector<double> v;
-  for (int64_t i = 0; i < n; ++i) v.push_back(n == 1 ? -1.0 : -1.0 + 2.0 * static_cast<double>(i) / (n - 1));
-  Tensor t = agtrace::tensor_from_values(shape, dtype, v);
-  t->requires_grad_flag = requires_grad;
-  return t;
+  return agtrace::test::linspace_leaf(shape, -1.0, 1.0, requires_grad, dtype);
 }
 Tensor num(double v) { return ops::wrap_number(Value::real(v)); }
 Tensor one() { return ops::wrap_number(Value::integer(1)); }

@@ -56,10 +56,7 @@ Tensor values(const Shape& shape, const std::vector<double>& v, DType d = DType:
 
 // torch.linspace(lo, hi, numel).reshape(shape) (the oracle's A(...)), float32.
 Tensor A(const Shape& shape, double lo = -1.0, double hi = 1.0, bool requires_grad = true) {
-  const int64_t n = agtrace::shape_numel(shape);
-  std::vector<double> v;
-  for (int64_t i = 0; i < n; ++i) v.push_back(n == 1 ? lo : lo + (hi - lo) * static_cast<double>(i) / (n - 1));
-  return values(shape, v, DType::Float32, requires_grad);
+  return linspace_leaf(shape, lo, hi, requires_grad);
 }
 
 Value I(int64_t v) { return Value::integer(v); }

@@ -39,12 +39,7 @@ namespace {
 
 Tensor A(const Shape& shape, double lo = -1.0, double hi = 1.0, bool requires_grad = true,
          DType dtype = DType::Float32) {
-  const int64_t n = agtrace::shape_numel(shape);
-  std::vector<double> v;
-  for (int64_t i = 0; i < n; ++i) v.push_back(n == 1 ? lo : lo + (hi - lo) * static_cast<double>(i) / (n - 1));
-  Tensor t = agtrace::tensor_from_values(shape, dtype, v);
-  t->requires_grad_flag = requires_grad;
-  return t;
+  return linspace_leaf(shape, lo, hi, requires_grad, dtype);
 }
 
 // Leaves with a given layout, as the measurement made them:

@@ -62,12 +62,7 @@ constexpr const char* kAcc = "AccumulateGrad";
 // torch.linspace(lo, hi, numel).reshape(shape), float32 unless told otherwise.
 Tensor A(const Shape& shape, double lo = -1.0, double hi = 1.0, bool requires_grad = true,
          DType dtype = DType::Float32) {
-  const int64_t n = agtrace::shape_numel(shape);
-  Vals v;
-  for (int64_t i = 0; i < n; ++i) v.push_back(n == 1 ? lo : lo + (hi - lo) * static_cast<double>(i) / (n - 1));
-  Tensor t = agtrace::tensor_from_values(shape, dtype, v);
-  t->requires_grad_flag = requires_grad;
-  return t;
+  return agtrace::test::linspace_leaf(shape, lo, hi, requires_grad, dtype);
 }
 
 Tensor idx(const Shape& shape, const Vals& v) { return agtrace::tensor_from_values(shape, DType::Int64, v); }

@@ -40,6 +40,18 @@ inline Tensor leaf64(const Shape& shape, double lo, double hi, bool requires_gra
   return t;
 }
 
+// torch.linspace(lo, hi, numel).reshape(shape): the oracle's A(...) leaves, which the
+// fidelity tests compare with values measured in PyTorch.
+inline Tensor linspace_leaf(const Shape& shape, double lo = -1.0, double hi = 1.0, bool requires_grad = true,
+                            DType dtype = DType::Float32) {
+  const int64_t n = shape_numel(shape);
+  std::vector<double> v;
+  for (int64_t i = 0; i < n; ++i) v.push_back(n == 1 ? lo : lo + (hi - lo) * static_cast<double>(i) / (n - 1));
+  Tensor t = tensor_from_values(shape, dtype, v);
+  t->requires_grad_flag = requires_grad;
+  return t;
+}
+
 // Fixed loss weights: magnitudes in [0.5, 1.5), alternating sign, so every output element
 // matters; `salt` gives each output of a multi-output op its own weights.
 inline Tensor weights(const Shape& shape, int salt = 0) {
