@@ -45,6 +45,7 @@ void Accountant::on_event(const Event& e) {
       s.storage_id = e.storage_id;
       s.saved_at = pos.statement;
       saved_statement_[e.saved_id] = pos.statement;
+      saved_in_statement_.push_back(e.saved_id);
       break;
     }
     case Event::Kind::Release: {
@@ -64,32 +65,25 @@ void Accountant::begin_statement(int index) {
   allocated_in_statement_.clear();
 }
 
-void Accountant::end_statement(int index, bool raised, const HolderScan& scan) {
+void Accountant::end_statement(int index, bool raised, const std::vector<HolderChange>& changes) {
   if (raised) raised_statements_.insert(index);
+  apply_holder_changes(changes);
   StatementMemory m;
   m.index = index;
   m.live_after = live_;
   m.peak_inside = statement_peak_;
   m.temporary_bytes = statement_temp_;
-  for (const auto& [id, holders] : scan.holders) {
-    auto it = storages_.find(id);
-    if (it == storages_.end()) continue;
-    for (const std::string& h : holders)
-      if (it->second.holder_set.insert(h).second) it->second.life.holders.push_back(h);
-  }
-  for (const auto& [id, cat] : scan.category) {
-    auto it = storages_.find(id);
-    if (it == storages_.end()) continue;
-    m.categories[cat] += it->second.life.bytes;
-  }
+  for (const auto& [cat, total] : category_totals_)
+    if (total.storages > 0) m.categories[cat] = total.bytes;
   const int64_t graph_only = m.categories.count("graph_only") ? m.categories.at("graph_only") : 0;
   if (graph_only > graph_only_peak_) {
     graph_only_peak_ = graph_only;
     graph_only_statement_ = index;
   }
+  auto go = category_totals_.find("graph_only");
+  if (go != category_totals_.end()) model_graph_only_peak_ = std::max(model_graph_only_peak_, go->second.block_bytes);
   last_categories_ = m.categories;
   by_statement_.push_back(std::move(m));
-  note_saved_categories(scan);
 }
 
 void Accountant::finish(RunResult& out) const {
@@ -237,18 +231,59 @@ void Accountant::model_free(int64_t storage_id) {
 
 // A saved value's storage is categorised at every statement end while the value is held,
 // so the last category seen says what kept those bytes alive besides the graph: a saved
-// value whose storage was last seen as graph_only (or other) is "new" to its node.
-void Accountant::note_saved_categories(const HolderScan& scan) {
-  for (const auto& [id, s] : saved_) {
-    if (s.released_at >= 0 || recompute_saves_.count(id)) continue;
-    auto c = scan.category.find(s.storage_id);
-    if (c != scan.category.end()) saved_category_[id] = c->second;
+// value whose storage was last seen as graph_only (or other) is "new" to its node. Only
+// storages whose category changed, and values saved during the statement, need a look.
+void Accountant::apply_holder_changes(const std::vector<HolderChange>& changes) {
+  auto note_saved = [&](int64_t saved_id, const std::string& category) {
+    auto s = saved_.find(saved_id);
+    if (s == saved_.end() || s->second.released_at >= 0 || recompute_saves_.count(saved_id)) return false;
+    saved_category_[saved_id] = category;
+    return true;
+  };
+  for (const HolderChange& c : changes) {
+    auto known = storages_.find(c.storage_id);
+    if (known != storages_.end())
+      for (const std::string& h : c.holders)
+        if (known->second.holder_set.insert(h).second) known->second.life.holders.push_back(h);
+    const int64_t bytes = known != storages_.end() ? known->second.life.bytes : 0;
+    auto before = category_now_.find(c.storage_id);
+    if (before != category_now_.end()) {
+      if (known != storages_.end()) {
+        CategoryTotal& t = category_totals_[before->second];
+        --t.storages;
+        t.bytes -= bytes;
+      }
+      category_totals_[before->second].block_bytes -= allocator_block_bytes(bytes);
+      category_now_.erase(before);
+    }
+    if (c.category.empty()) {
+      holders_now_.erase(c.storage_id);
+      continue;
+    }
+    holders_now_[c.storage_id] = c.holders;
+    category_now_[c.storage_id] = c.category;
+    if (known != storages_.end()) {
+      CategoryTotal& t = category_totals_[c.category];
+      ++t.storages;
+      t.bytes += bytes;
+    }
+    category_totals_[c.category].block_bytes += allocator_block_bytes(bytes);
+    auto waiting = unreleased_by_storage_.find(c.storage_id);
+    if (waiting == unreleased_by_storage_.end()) continue;
+    std::vector<int64_t>& ids = waiting->second;
+    ids.erase(std::remove_if(ids.begin(), ids.end(), [&](int64_t id) { return !note_saved(id, c.category); }),
+              ids.end());
+    if (ids.empty()) unreleased_by_storage_.erase(waiting);
   }
-  holders_now_ = scan.holders;
-  int64_t graph_only = 0;
-  for (const auto& [id, cat] : scan.category)
-    if (cat == "graph_only") graph_only += allocator_block_bytes(storages_.count(id) ? storages_.at(id).life.bytes : 0);
-  model_graph_only_peak_ = std::max(model_graph_only_peak_, graph_only);
+  for (int64_t saved_id : saved_in_statement_) {
+    auto s = saved_.find(saved_id);
+    if (s == saved_.end()) continue;
+    auto cat = category_now_.find(s->second.storage_id);
+    if (cat != category_now_.end() && !note_saved(saved_id, cat->second)) continue;
+    if (s->second.released_at < 0 && !recompute_saves_.count(saved_id))
+      unreleased_by_storage_[s->second.storage_id].push_back(saved_id);
+  }
+  saved_in_statement_.clear();
 }
 
 void Accountant::finish_extras(RunResult& out) const {

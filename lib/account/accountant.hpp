@@ -24,13 +24,23 @@ struct HolderScan {
   std::map<int64_t, std::vector<std::string>> holders;  // storage id -> who holds it
   std::map<int64_t, std::string> category;             // storage id -> category
 };
+inline constexpr const char* kHolderCategories[] = {"grad", "leaf_param", "leaf_input",
+                                                    "named", "graph_only", "other"};
+// A storage whose holders or category changed since the previous statement end
+// (HolderTracker::commit, lib/interp/holder_tracker.hpp).
+struct HolderChange {
+  int64_t storage_id = -1;
+  std::vector<std::string> holders;  // in the full scan's order; empty: nothing holds it now
+  std::string category;              // empty when nothing holds it
+};
 
 class Accountant : public EventSink {
  public:
   void on_event(const Event& e) override;
   void begin_statement(int index);
   // raised: the statement raised, so its saves do not count in saved_bytes (spec).
-  void end_statement(int index, bool raised, const HolderScan& scan);
+  // changes: the storages whose holders or category changed during the statement.
+  void end_statement(int index, bool raised, const std::vector<HolderChange>& changes);
   void finish(RunResult& out) const;
   int64_t live_bytes() const { return live_; }
 
@@ -58,7 +68,7 @@ class Accountant : public EventSink {
   // ---- Allocator model, peak location, saved categories (issue #4, accountant) -------
   void model_alloc(int64_t storage_id, int64_t bytes);
   void model_free(int64_t storage_id);
-  void note_saved_categories(const HolderScan& scan);
+  void apply_holder_changes(const std::vector<HolderChange>& changes);
   void finish_extras(RunResult& out) const;
   std::map<int64_t, int64_t> model_blocks_;  // live storage id -> rounded block bytes
   int64_t model_live_ = 0;
@@ -66,7 +76,18 @@ class Accountant : public EventSink {
   int64_t model_graph_only_peak_ = 0;
   PeakLocation peak_at_;
   std::map<int64_t, std::string> saved_category_;
+  // What holds each storage and its category as of the last statement end, kept from the
+  // changes alone (issue #6): per-category totals instead of a sum over every storage.
   std::map<int64_t, std::vector<std::string>> holders_now_;
+  std::map<int64_t, std::string> category_now_;
+  struct CategoryTotal {
+    int64_t storages = 0, bytes = 0, block_bytes = 0;
+  };
+  std::map<std::string, CategoryTotal> category_totals_;
+  // Saved values not yet released, by the storage they hold, and those saved during the
+  // statement in progress: the only ones whose category can change at a statement end.
+  std::map<int64_t, std::vector<int64_t>> unreleased_by_storage_;
+  std::vector<int64_t> saved_in_statement_;
 
   // ---- Events timeline, saved-tensor hooks, checkpoint packs (issue #4) -------------
   // Kept apart from the figures above: record_event() sees every event first.

@@ -53,6 +53,7 @@ void accumulate(Node& acc, const Tensor& g) {
       leaf->grad = make_alias(leaf->grad, leaf->sizes, contiguous_strides(leaf->sizes), 0);
     leaf->grad->grad_fn.reset();
     leaf->grad->requires_grad_flag = false;
+    notify_grad_changed(*leaf);
   } else {
     kernels::binary_inplace(leaf->grad, g, [](double a, double b) { return a + b; }, "add_");
     leaf->grad->version->bump();
@@ -85,6 +86,7 @@ void accumulate_with_graph(Node& acc, const Tensor& g) {
   } else {
     leaf->grad = ops::add(leaf->grad, g, Value::integer(1));
   }
+  notify_grad_changed(*leaf);
 }
 
 Tensor zeros_for(const OutputMeta& m) { return kernels::full(m.sizes, 0.0, m.dtype, m.meta); }

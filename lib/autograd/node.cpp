@@ -61,11 +61,13 @@ Node::Node() {
   sequence_nr = id_counters().sequence_nr++;
   created_at = run_position().statement;
   registry().add(this);
+  if (ObjectObserver* o = object_observer()) o->node_created(*this);
 }
 
 Node::~Node() {
   // Saved values die with their node: announce the releases the accountant must see.
   release_saved(run_position().statement);
+  if (ObjectObserver* o = object_observer()) o->node_destroyed(*this);
   registry().remove(this);
 
   // Tear long chains down iteratively (cf. PyTorch's deleteNode/gatherFunctions in

@@ -2,15 +2,18 @@
 #include "account/save_rules.hpp"  // issue #4: why saved
 
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <optional>
 #include <set>
+#include <stdexcept>
 
 #include "account/accountant.hpp"
 #include "autograd/engine.hpp"
 #include "autograd/grad_mode.hpp"
 #include "errors.hpp"
+#include "interp/holder_tracker.hpp"
 #include "interp/suggest.hpp"
 #include "ops/ops.hpp"
 #include "ops/shapes.hpp"
@@ -147,6 +150,8 @@ class Interpreter : public ops::Runtime {
   Interpreter(const Scenario& sc, const RunOptions& opt)
       : sc_(sc), opt_(opt), rng_(sc.seed ^ fnv1a64("__program__")) {
     device_ = opt.device.empty() ? sc.device : opt.device;
+    const char* verify = std::getenv("AGTRACE_VERIFY_HOLDERS");
+    verify_holders_ = opt.verify_holders || (verify && std::string(verify) == "1");
   }
 
   RunResult run();
@@ -170,6 +175,9 @@ class Interpreter : public ops::Runtime {
   std::map<int64_t, std::string> tensor_label_;                 // object id -> latest name bound
   std::map<int64_t, std::vector<std::string>> storage_labels_;  // storage id -> names bound to tensors on it
   std::vector<Tensor> leaves_;                                  // the scenario's leaves, in file order
+  // What holds each storage, kept from changes; it forwards every event to acc_.
+  HolderTracker tracker_{[this](int64_t id) { return label_of(id); }, &acc_};
+  bool verify_holders_ = false;  // check tracker_ against the full scan at every statement end
   int statement_ = -1;
   std::string root_label_;                                      // name of the receiver of backward()
   std::vector<std::string> block_stack_;
@@ -193,6 +201,9 @@ class Interpreter : public ops::Runtime {
   void assign(const Expr& target, const Value& v);
   void bind(const std::string& name, const Value& v);
   void end_statement(bool raised);
+  // The holder changes of the statement ending (and, when verifying, the check that they
+  // agree with the full scan).
+  std::vector<HolderChange> commit_holders();
   HolderScan scan_holders() const;
 
   // Expressions.
@@ -270,13 +281,14 @@ void Interpreter::create_leaves() {
     result_.leaves.push_back(rec);
   }
   run_position().op.clear();
-  acc_.end_statement(-1, false, scan_holders());
+  acc_.end_statement(-1, false, commit_holders());
 }
 
 void Interpreter::bind(const std::string& name, const Value& v) {
   std::function<void(const Value&)> label = [&](const Value& x) {
     if (x.kind == Value::Kind::Tensor) {
       tensor_label_[x.t->id] = name;
+      tracker_.tensor_relabelled(*x.t);
       auto& names = storage_labels_[x.t->storage->id];
       if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
     }
@@ -291,10 +303,15 @@ RunResult Interpreter::run() {
   reset_run_state();
   run_limits().max_memory = opt_.max_memory;
   autograd::set_grad_enabled(true);
-  set_event_sink(&acc_);
+  set_event_sink(&tracker_);
+  tracker_.attach();
   struct SinkGuard {
-    ~SinkGuard() { set_event_sink(nullptr); }
-  } guard;
+    HolderTracker& tracker;
+    ~SinkGuard() {
+      set_event_sink(nullptr);
+      tracker.detach();
+    }
+  } guard{tracker_};
 
   result_.file = sc_.file;
   result_.scenario = sc_.name;
@@ -658,7 +675,29 @@ bool Interpreter::rerun_statement(const ProgramItem& item, bool in_try) {
 
 void Interpreter::end_statement(bool raised) {
   run_position().op.clear();
-  acc_.end_statement(statement_, raised, scan_holders());
+  acc_.end_statement(statement_, raised, commit_holders());
+}
+
+std::vector<HolderChange> Interpreter::commit_holders() {
+  std::vector<HolderChange> changes = tracker_.commit(env_);
+  if (verify_holders_) {
+    const HolderScan full = scan_holders();
+    const HolderScan tracked = tracker_.state();
+    if (full.holders != tracked.holders || full.category != tracked.category) {
+      std::string detail;
+      for (const auto& [id, hs] : full.holders) {
+        auto it = tracked.holders.find(id);
+        if (it == tracked.holders.end() || it->second != hs || tracked.category.at(id) != full.category.at(id))
+          detail += " storage " + std::to_string(id) + " is held by " + std::to_string(hs.size()) + " (" +
+                    full.category.at(id) + ") in the full scan";
+      }
+      for (const auto& [id, hs] : tracked.holders)
+        if (!full.holders.count(id)) detail += " storage " + std::to_string(id) + " is tracked but not held";
+      throw std::logic_error("holder tracker disagrees with the full scan after statement " +
+                             std::to_string(statement_) + ":" + detail);
+    }
+  }
+  return changes;
 }
 
 HolderScan Interpreter::scan_holders() const {
@@ -731,6 +770,7 @@ void Interpreter::exec(const Stmt& s) {
           Value obj = eval(*t->a);
           if (obj.kind != Value::Kind::Tensor) fail("type_error", "del of an attribute of a non-tensor");
           obj.t->grad.reset();
+          notify_grad_changed(*obj.t);
         } else {
           fail("unsupported", "del of this target is not supported");
         }
@@ -764,10 +804,12 @@ void Interpreter::assign(const Expr& target, const Value& v) {
       if (target.text == "grad") {
         if (v.kind == Value::Kind::None) {
           obj.t->grad.reset();
+          notify_grad_changed(*obj.t);
         } else if (v.kind == Value::Kind::Tensor) {
           if (v.t->sizes != obj.t->sizes)
             fail("shape_mismatch", "assigned grad has data of a different size");
           obj.t->grad = v.t;
+          notify_grad_changed(*obj.t);
         } else {
           fail("type_error", "assigned grad expected to be a Tensor or None but got grad of type " + type_name(v));
         }

@@ -14,6 +14,10 @@ struct RunOptions {
   int64_t max_memory = int64_t{4} << 30;  // --max-memory: budget for element data (see RunLimits)
   // Run checkpoint blocks as plain function calls (the "without checkpointing" figures).
   bool checkpoint_plain = false;
+  // Check the holder index against a walk over every live tensor and node at every
+  // statement end (slow: for tests; also set by AGTRACE_VERIFY_HOLDERS=1). A disagreement
+  // throws std::logic_error.
+  bool verify_holders = false;
 };
 
 // Parses every statement first (a syntax error is an InputError naming the statement and

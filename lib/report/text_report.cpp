@@ -179,12 +179,17 @@ std::string report_text(const RunResult& r, const TextOptions& opt) {
       auto it = r.nodes.find(f.id);
       if (it == r.nodes.end()) continue;
       const NodeSnapshot& n = it->second;
-      std::string indent(static_cast<size_t>(f.depth) * 2, ' ');
+      // A chain of thousands of ops would indent by thousands of columns (a report
+      // quadratic in the program's length): past kMaxWalkIndent levels the indentation
+      // stays put and each node line names its depth instead.
+      constexpr int kMaxWalkIndent = 40;
+      std::string indent(static_cast<size_t>(std::min(f.depth, kMaxWalkIndent)) * 2, ' ');
+      const std::string depth_mark = f.depth > kMaxWalkIndent ? "[depth " + std::to_string(f.depth) + "] " : "";
       if (!shown.insert(n.id).second) {
-        o << indent << st.dim(n.name + " #" + std::to_string(n.id) + " (above)") << "\n";
+        o << indent << depth_mark << st.dim(n.name + " #" + std::to_string(n.id) + " (above)") << "\n";
         continue;
       }
-      o << indent << st.bold(n.name) << st.dim(" #" + std::to_string(n.id));
+      o << indent << depth_mark << st.bold(n.name) << st.dim(" #" + std::to_string(n.id));
       if (!n.variable.empty()) o << " (" << n.variable << ")";
       if (!n.wraps.empty()) o << " (wraps " << n.wraps << ")";
       if (n.saved_bytes > 0) o << "  keeps " << human_bytes(n.saved_bytes);

@@ -17,6 +17,15 @@ SlotRegistry<TensorImpl>& registry() {
 
 const std::vector<TensorImpl*>& live_tensors() { return registry().live(); }
 
+namespace {
+ObjectObserver*& observer_slot() {
+  static ObjectObserver* observer = nullptr;
+  return observer;
+}
+}  // namespace
+ObjectObserver* object_observer() { return observer_slot(); }
+void set_object_observer(ObjectObserver* observer) { observer_slot() = observer; }
+
 Storage::Storage(DType d, int64_t n, bool is_meta) : dtype(d), numel(n), meta(is_meta) {
   if (!meta) {
     RunLimits& lim = run_limits();
@@ -56,9 +65,11 @@ void VersionCounter::bump() {
 TensorImpl::TensorImpl() {
   id = id_counters().tensor++;
   registry().add(this);
+  if (ObjectObserver* o = object_observer()) o->tensor_created(*this);
 }
 
 TensorImpl::~TensorImpl() {
+  if (ObjectObserver* o = object_observer()) o->tensor_destroyed(*this);
   registry().remove(this);
 }
 

@@ -40,9 +40,7 @@ TEST_CASE("peaks include temporaries freed inside the statement", "[account]") {
   acc.on_event(alloc(0, 100));
   acc.on_event(alloc(1, 50));
   acc.on_event(free_(1, 50));
-  HolderScan scan;
-  scan.category[0] = "named";
-  acc.end_statement(0, false, scan);
+  acc.end_statement(0, false, {{0, {"name y"}, "named"}});
   RunResult r;
   acc.finish(r);
   CHECK(r.memory.peak_bytes == 150);
@@ -83,13 +81,11 @@ TEST_CASE("graph-only bytes are the peak over statement ends", "[account]") {
   run_position().statement = 0;
   acc.begin_statement(0);
   acc.on_event(alloc(0, 32));
-  HolderScan s0;
-  s0.category[0] = "graph_only";
-  acc.end_statement(0, false, s0);
+  acc.end_statement(0, false, {{0, {"saved N._saved_self"}, "graph_only"}});
   run_position().statement = 1;
   acc.begin_statement(1);
   acc.on_event(free_(0, 32));
-  acc.end_statement(1, false, {});
+  acc.end_statement(1, false, {{0, {}, ""}});  // nothing holds storage 0 any more
   RunResult r;
   acc.finish(r);
   CHECK(r.memory.graph_only_bytes == 32);
@@ -137,7 +133,7 @@ TEST_CASE("allocator model rounds each allocation up to 512-byte blocks", "[acco
   acc.on_event(alloc(0, 4));      // 512
   acc.on_event(alloc(1, 1000));   // 1024
   acc.on_event(alloc(2, 0));      // nothing
-  acc.end_statement(0, false, HolderScan{});
+  acc.end_statement(0, false, {});
   RunResult r;
   acc.finish(r);
   CHECK(r.memory.peak_bytes == 1004);

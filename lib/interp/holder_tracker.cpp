@@ -1,0 +1,215 @@
+#include "interp/holder_tracker.hpp"
+
+#include <algorithm>
+#include <tuple>
+
+#include "autograd/node.hpp"
+
+namespace agtrace {
+
+namespace {
+constexpr int kGrad = 0, kLeafParam = 1, kLeafInput = 2, kNamed = 3, kGraphOnly = 4, kOther = 5;
+constexpr int kNamePhase = 0, kGradPhase = 1, kGraphPhase = 2;
+
+void sort_unique(std::vector<int64_t>& ids) {
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+}
+}  // namespace
+
+bool HolderTracker::Entry::operator<(const Entry& o) const {
+  return std::tie(phase, order, sub, label, category) < std::tie(o.phase, o.order, o.sub, o.label, o.category);
+}
+bool HolderTracker::Entry::operator==(const Entry& o) const {
+  return phase == o.phase && order == o.order && sub == o.sub && category == o.category && label == o.label;
+}
+
+HolderTracker::HolderTracker(std::function<std::string(int64_t)> label_of, EventSink* downstream)
+    : label_of_(std::move(label_of)), downstream_(downstream) {}
+
+void HolderTracker::attach() {
+  if (attached_) return;
+  previous_observer_ = object_observer();
+  set_object_observer(this);
+  attached_ = true;
+  for (TensorImpl* t : live_tensors()) tensor_created(*t);
+  for (autograd::Node* n : autograd::live_nodes()) node_created(*n);
+}
+
+void HolderTracker::detach() {
+  if (!attached_) return;
+  set_object_observer(previous_observer_);
+  attached_ = false;
+}
+
+HolderTracker::~HolderTracker() { detach(); }
+
+void HolderTracker::tensor_created(TensorImpl& t) {
+  tensors_[t.id] = &t;
+  dirty_tensors_.push_back(t.id);
+}
+void HolderTracker::tensor_destroyed(TensorImpl& t) {
+  tensors_.erase(t.id);
+  dirty_tensors_.push_back(t.id);
+}
+void HolderTracker::tensor_grad_changed(TensorImpl& t) { dirty_tensors_.push_back(t.id); }
+void HolderTracker::tensor_relabelled(const TensorImpl& t) { dirty_tensors_.push_back(t.id); }
+void HolderTracker::node_created(autograd::Node& n) {
+  nodes_[n.id] = &n;
+  dirty_nodes_.push_back(n.id);
+}
+void HolderTracker::node_destroyed(autograd::Node& n) {
+  nodes_.erase(n.id);
+  dirty_nodes_.push_back(n.id);
+}
+
+void HolderTracker::on_event(const Event& e) {
+  if (e.node_id >= 0) dirty_nodes_.push_back(e.node_id);
+  if (downstream_) downstream_->on_event(e);
+}
+
+void HolderTracker::add(const Contribution& c) {
+  for (const auto& [storage_id, entry] : c) {
+    ++storages_[storage_id].entries[entry];
+    dirty(storage_id);
+  }
+}
+
+void HolderTracker::remove(const Contribution& c) {
+  for (const auto& [storage_id, entry] : c) {
+    auto st = storages_.find(storage_id);
+    if (st == storages_.end()) continue;
+    auto it = st->second.entries.find(entry);
+    if (it != st->second.entries.end() && --it->second == 0) st->second.entries.erase(it);
+    dirty(storage_id);
+  }
+}
+
+// A node holds the storages of its saved values that are still there (defined, not
+// released; under hooks, what the hooks kept) and, for AccumulateGrad, its leaf's.
+HolderTracker::Contribution HolderTracker::node_contribution(const autograd::Node& n) const {
+  Contribution c;
+  for (size_t i = 0; i < n.saved.size(); ++i) {
+    const autograd::SavedEntry& e = n.saved[i];
+    if (!e.is_tensor || !e.var.defined || e.var.released) continue;
+    if (std::shared_ptr<Storage> st = e.var.held_storage())
+      c.push_back({st->id, Entry{kGraphPhase, n.id, static_cast<int64_t>(i),
+                                 "saved " + n.name + "._saved_" + e.name, kGraphOnly}});
+  }
+  if (n.variable && n.variable->storage)
+    c.push_back({n.variable->storage->id, Entry{kGraphPhase, n.id, static_cast<int64_t>(n.saved.size()),
+                                                "leaf of AccumulateGrad", kGraphOnly}});
+  return c;
+}
+
+std::vector<HolderChange> HolderTracker::commit(const std::map<std::string, Value>& names) {
+  // Names: a scope holds few, so they are looked at every time (a name's category also
+  // follows its tensor's autograd state, which requires_grad_ or an in-place op can change).
+  Contribution now;
+  int64_t position = 0;
+  std::function<void(const std::string&, const Value&)> visit = [&](const std::string& name, const Value& v) {
+    if (v.kind == Value::Kind::Tensor) {
+      const Tensor& t = v.t;
+      if (!t->storage) return;
+      const int category = !t->is_leaf() ? kNamed : t->requires_grad() ? kLeafParam : kLeafInput;
+      now.push_back({t->storage->id, Entry{kNamePhase, position, 0, "name " + name, category}});
+    } else if (v.kind == Value::Kind::Tuple || v.kind == Value::Kind::List) {
+      for (const Value& item : v.items) visit(name, item);
+    }
+  };
+  for (const auto& [name, v] : names) {
+    visit(name, v);
+    ++position;
+  }
+  if (now != names_) {
+    remove(names_);
+    add(now);
+    names_ = std::move(now);
+  }
+
+  sort_unique(dirty_tensors_);
+  for (int64_t id : dirty_tensors_) {
+    auto old = tensor_state_.find(id);
+    if (old != tensor_state_.end()) {
+      if (old->second.storage_id >= 0) {
+        auto st = storages_.find(old->second.storage_id);
+        if (st != storages_.end()) --st->second.tensor_refs;
+        dirty(old->second.storage_id);
+      }
+      remove(old->second.grad);
+      tensor_state_.erase(old);
+    }
+    auto live = tensors_.find(id);
+    if (live == tensors_.end()) continue;
+    const TensorImpl& t = *live->second;
+    TensorState s;
+    if (t.storage) {
+      s.storage_id = t.storage->id;
+      ++storages_[s.storage_id].tensor_refs;
+      dirty(s.storage_id);
+    }
+    if (t.grad && t.grad->storage)
+      s.grad.push_back({t.grad->storage->id, Entry{kGradPhase, t.id, 0, "grad of " + label_of_(t.id), kGrad}});
+    add(s.grad);
+    tensor_state_.emplace(id, std::move(s));
+  }
+  dirty_tensors_.clear();
+
+  sort_unique(dirty_nodes_);
+  for (int64_t id : dirty_nodes_) {
+    auto old = node_state_.find(id);
+    if (old != node_state_.end()) {
+      remove(old->second);
+      node_state_.erase(old);
+    }
+    auto live = nodes_.find(id);
+    if (live == nodes_.end()) continue;
+    Contribution c = node_contribution(*live->second);
+    add(c);
+    if (!c.empty()) node_state_.emplace(id, std::move(c));
+  }
+  dirty_nodes_.clear();
+
+  std::vector<HolderChange> changes;
+  sort_unique(dirty_storages_);
+  for (int64_t id : dirty_storages_) {
+    auto it = storages_.find(id);
+    if (it == storages_.end()) continue;
+    StorageState& st = it->second;
+    std::vector<std::string> holders;
+    int category = -1;
+    for (const auto& [entry, count] : st.entries) {
+      if (std::find(holders.begin(), holders.end(), entry.label) == holders.end()) holders.push_back(entry.label);
+      if (category < 0 || entry.category < category) category = entry.category;
+    }
+    // "Unnamed tensor" only for a storage nothing else holds (e.g. inside a tuple).
+    if (holders.empty() && st.tensor_refs > 0) {
+      holders.push_back("unnamed tensor");
+      category = kOther;
+    }
+    if (holders != st.holders || category != st.category) {
+      HolderChange c;
+      c.storage_id = id;
+      c.holders = holders;
+      if (category >= 0) c.category = kHolderCategories[category];
+      changes.push_back(std::move(c));
+      st.holders = std::move(holders);
+      st.category = category;
+    }
+    if (st.entries.empty() && st.tensor_refs <= 0) storages_.erase(it);
+  }
+  dirty_storages_.clear();
+  return changes;
+}
+
+HolderScan HolderTracker::state() const {
+  HolderScan scan;
+  for (const auto& [id, st] : storages_) {
+    if (st.category < 0) continue;
+    scan.holders[id] = st.holders;
+    scan.category[id] = kHolderCategories[st.category];
+  }
+  return scan;
+}
+
+}  // namespace agtrace

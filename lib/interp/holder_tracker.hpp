@@ -1,0 +1,108 @@
+// What holds each storage, kept up to date from changes (issue #6).
+//
+// The accountant needs, at every statement end, who holds each live storage (a name, a
+// leaf's .grad, a node's saved value, an AccumulateGrad's leaf, or only some unnamed
+// tensor object) and the storage's category. Walking every live tensor and node after every
+// statement made that quadratic in the length of a program that keeps its graph. The
+// tracker instead remembers what each object contributed at the last statement end and,
+// at the next one, looks again only at the objects that changed: tensors created,
+// destroyed, relabelled or given another .grad; nodes created or destroyed, or named by a
+// save/release/pack/unpack event; and the names in scope (few, so looked at every time).
+// Only the storages those objects touch are recomputed, and only the ones whose holders or
+// category differ are handed to the accountant.
+//
+// The holders of a storage are listed in the order the full scan lists them (names in
+// name order, then .grad holders in tensor creation order, then saved values and
+// AccumulateGrad leaves in node creation order, "unnamed tensor" only when nothing else
+// holds it): Interpreter::scan_holders is that full scan, kept as the reference the
+// tracker is checked against (RunOptions::verify_holders, AGTRACE_VERIFY_HOLDERS=1).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "account/accountant.hpp"
+#include "interp/value.hpp"
+#include "tensor/events.hpp"
+#include "tensor/tensor.hpp"
+
+namespace agtrace {
+
+class HolderTracker : public ObjectObserver, public EventSink {
+ public:
+  // label_of: the name reports use for a tensor object (its latest bound name).
+  // downstream: the sink every event is forwarded to (the accountant).
+  HolderTracker(std::function<std::string(int64_t)> label_of, EventSink* downstream);
+
+  // Starts observing (and adopts the tensors and nodes alive now); detach() or the
+  // destructor stops.
+  void attach();
+  void detach();
+  ~HolderTracker() override;
+  HolderTracker(const HolderTracker&) = delete;
+  HolderTracker& operator=(const HolderTracker&) = delete;
+
+  // ObjectObserver
+  void tensor_created(TensorImpl& t) override;
+  void tensor_destroyed(TensorImpl& t) override;
+  void tensor_grad_changed(TensorImpl& t) override;
+  void node_created(autograd::Node& n) override;
+  void node_destroyed(autograd::Node& n) override;
+  // EventSink: events naming a node change what its saved values hold.
+  void on_event(const Event& e) override;
+  // A tensor was bound to a name (its label, used by "grad of <label>", may change).
+  void tensor_relabelled(const TensorImpl& t);
+
+  // Brings the index up to date with `names` (the names in scope) and the objects that
+  // changed, and returns the storages whose holders or category differ from the last
+  // call, in storage id order.
+  std::vector<HolderChange> commit(const std::map<std::string, Value>& names);
+  // Every storage held now, as the full scan reports it.
+  HolderScan state() const;
+
+ private:
+  // One holder of one storage. Ordered as the full scan lists holders.
+  struct Entry {
+    int phase = 0;      // 0 a name, 1 a .grad, 2 a saved value or AccumulateGrad's leaf
+    int64_t order = 0;  // name: position in name order; .grad: tensor id; graph: node id
+    int64_t sub = 0;    // graph: index of the saved value (the leaf comes after them)
+    std::string label;
+    int category = 0;   // index in kCategories (lower wins)
+    bool operator<(const Entry& o) const;
+    bool operator==(const Entry& o) const;
+  };
+  using Contribution = std::vector<std::pair<int64_t, Entry>>;  // (storage id, holder)
+  struct StorageState {
+    std::map<Entry, int> entries;  // holder -> how many contributions name it
+    int64_t tensor_refs = 0;       // live tensor objects over this storage
+    std::vector<std::string> holders;  // as of the last commit
+    int category = -1;                 // as of the last commit; -1: nothing held it
+  };
+  struct TensorState {
+    int64_t storage_id = -1;
+    Contribution grad;
+  };
+
+  void add(const Contribution& c);
+  void remove(const Contribution& c);
+  void dirty(int64_t storage_id) { dirty_storages_.push_back(storage_id); }
+  Contribution node_contribution(const autograd::Node& n) const;
+
+  std::function<std::string(int64_t)> label_of_;
+  EventSink* downstream_;
+  bool attached_ = false;
+  ObjectObserver* previous_observer_ = nullptr;
+
+  std::unordered_map<int64_t, TensorImpl*> tensors_;       // live tensors by id
+  std::unordered_map<int64_t, autograd::Node*> nodes_;     // live nodes by id
+  std::unordered_map<int64_t, TensorState> tensor_state_;  // what each tensor contributed
+  std::unordered_map<int64_t, Contribution> node_state_;   // what each node contributed
+  Contribution names_;                                     // what the names contributed
+  std::unordered_map<int64_t, StorageState> storages_;
+  std::vector<int64_t> dirty_tensors_, dirty_nodes_, dirty_storages_;
+};
+
+}  // namespace agtrace
