@@ -306,8 +306,12 @@ def parity(args):
         print("PASS %s (%s)" % (name, label))
     for name, lines in expected_only:
         print("     %s: %d difference(s) PyTorch shows too: %s" % (name, len(lines), "; ".join(lines[:3])))
+    # One line per distinct reason (the scenario's path taken out), naming its scenarios.
+    by_reason = {}
     for name, reason in unsupported:
-        print("UNSUPPORTED %s on %s: %s" % (name, args.device, reason))
+        by_reason.setdefault(re.sub(r"\S+\.json: ", "", reason), []).append(name)
+    for reason, names in sorted(by_reason.items()):
+        print("UNSUPPORTED on %s (%d): %s\n     %s" % (args.device, len(names), ", ".join(sorted(names)), reason))
     for name, lines in failed:
         print("FAIL %s (%s)" % (name, label))
         for line in lines[:args.max_diffs]:
