@@ -12,7 +12,7 @@ if ! command -v clang++ >/dev/null; then
   exit 0
 fi
 CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAGTRACE_FUZZ=ON \
-  -DAGTRACE_TESTS=OFF >/dev/null
+  -DAGTRACE_TESTS=OFF -DAGTRACE_CUDA=OFF >/dev/null
 cmake --build build-fuzz -j "$jobs" --target fuzz_scenario fuzz_statement fuzz_run
 fuzz/make-corpus.sh build-fuzz/corpus
 mkdir -p build-fuzz/artifacts
