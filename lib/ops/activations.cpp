@@ -109,8 +109,9 @@ Tensor input_grad(const Node& n, size_t i, bool meta, const std::vector<double>&
 // written in terms of one saved tensor: self or result). f(saved) is a tensor of the
 // input's dtype in PyTorch's formula (grad * self.cos()), so it is rounded to that dtype
 // before the product, unless the kernel keeps it in float (gelu's, measured in bfloat16).
-std::vector<Tensor> grad_times(Node& n, const std::vector<Tensor>& g, const char* attr,
-                               const std::function<double(double)>& f, bool round_factor = true) {
+template <typename F>
+std::vector<Tensor> grad_times(Node& n, const std::vector<Tensor>& g, const char* attr, F&& f,
+                               bool round_factor = true) {
   Tensor s = n.unpack(attr);
   const DType dt = n.input_meta[0].dtype;
   const DType factor_dt = round_factor ? dt : DType::Float32;

@@ -222,12 +222,6 @@ std::vector<Tensor> reciprocal_dbackward(Node& n, const std::vector<Tensor>& g) 
   return {mul(neg(g[0]), sq)};
 }
 
-Tensor binary_forward(const Tensor& a, const Tensor& b, const std::string& op,
-                      const std::function<double(double, double)>& f, bool true_division) {
-  DType out = kernels::result_type(a, b);
-  if (true_division && !is_floating(out)) out = DType::Float32;  // int / int is float (default dtype)
-  return kernels::binary(a, b, out, f, op);
-}
 
 }  // namespace detail
 

@@ -65,8 +65,14 @@ AttrValue number_attr(const Value& v);
 std::vector<Tensor> add_sub_backward(Node& n, const std::vector<Tensor>& g);
 std::vector<Tensor> mul_backward(Node& n, const std::vector<Tensor>& g);
 std::vector<Tensor> div_backward(Node& n, const std::vector<Tensor>& g);
-Tensor binary_forward(const Tensor& a, const Tensor& b, const std::string& op,
-                      const std::function<double(double, double)>& f, bool true_division = false);
+// The result of a binary arithmetic op in the promoted dtype (a template: f is inlined
+// into the elementwise loop).
+template <typename F>
+Tensor binary_forward(const Tensor& a, const Tensor& b, const std::string& op, F&& f, bool true_division = false) {
+  DType out = kernels::result_type(a, b);
+  if (true_division && !is_floating(out)) out = DType::Float32;  // int / int is float (default dtype)
+  return kernels::binary(a, b, out, f, op);
+}
 
 // Pointwise ops (unary.cpp): one table entry serves f(x) and f_(x).
 struct PointwiseOp {

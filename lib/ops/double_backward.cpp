@@ -167,9 +167,9 @@ Tensor div_scalar(const Tensor& a, const Value& other) {
 namespace {
 // The three dedicated backward ops: edges (grad_output, output/self); both tensors saved
 // whichever requires grad (measured with torch.ops.aten.*_backward on each combination).
-Tensor pair_op(const char* op, const char* node_name, const Tensor& go, const Tensor& o,
-               const std::function<double(double, double)>& f, autograd::BackwardFn bw, autograd::BackwardFn dbw,
-               const char* second) {
+template <typename F>
+Tensor pair_op(const char* op, const char* node_name, const Tensor& go, const Tensor& o, F&& f,
+               autograd::BackwardFn bw, autograd::BackwardFn dbw, const char* second) {
   OpScope scope(op);
   Tensor r = kernels::binary(go, o, kernels::result_type(go, o), f, op);
   if (needs_grad({&go, &o})) {

@@ -81,8 +81,9 @@ void check_castable(const Tensor& self, const Tensor& other, const std::string& 
 
 using Recorder = std::function<std::shared_ptr<autograd::Node>()>;
 
-void binary_inplace_op(const Tensor& self, const Tensor& other, const std::string& op,
-                       const std::function<double(double, double)>& f, const Recorder& record) {
+template <typename F>
+void binary_inplace_op(const Tensor& self, const Tensor& other, const std::string& op, F&& f,
+                       const Recorder& record) {
   OpScope scope(op);
   check_no_internal_overlap(self);
   check_inplace_allowed(self);

@@ -16,7 +16,8 @@ namespace {
 
 // grad * f(saved value) for a derivative written in terms of one saved value, computed
 // in one pass (one new storage, as PyTorch's fused backward kernels allocate).
-std::vector<Tensor> times_saved(Node& n, const std::vector<Tensor>& g, const char* attr, double (*f)(double)) {
+template <typename F>
+std::vector<Tensor> times_saved(Node& n, const std::vector<Tensor>& g, const char* attr, F f) {
   Tensor s = n.unpack(attr);
   Tensor r = kernels::binary(g[0], s, kernels::promote(g[0]->dtype(), s->dtype()),
                              [f](double gv, double sv) { return gv * f(sv); }, "backward");

@@ -87,7 +87,7 @@ double round_f16(double v) {
 
 }  // namespace
 
-double round_to_dtype(double v, DType d) {
+double round_to_dtype_other(double v, DType d) {
   switch (d) {
     case DType::Float32: return static_cast<double>(static_cast<float>(v));
     case DType::Float64: return v;

@@ -5,6 +5,7 @@
 #include <functional>
 #include <optional>
 
+#include "tensor/elementwise.hpp"
 #include "tensor/tensor.hpp"
 
 namespace agtrace::kernels {
@@ -18,15 +19,8 @@ DType promote(DType a, DType b);
 // Broadcast shapes; throws ScenarioError shape_mismatch naming both shapes and `op`.
 Shape broadcast_shapes(const Shape& a, const Shape& b, const std::string& op);
 
-Tensor unary(const Tensor& a, DType out, const std::function<double(double)>& f);
-Tensor binary(const Tensor& a, const Tensor& b, DType out,
-              const std::function<double(double, double)>& f, const std::string& op);
-Tensor ternary(const Tensor& a, const Tensor& b, const Tensor& c, DType out,
-               const std::function<double(double, double, double)>& f, const std::string& op);
-// In place: a = f(a, b) with b broadcast to a's shape.
-void binary_inplace(const Tensor& a, const Tensor& b, const std::function<double(double, double)>& f,
-                    const std::string& op);
-void unary_inplace(const Tensor& a, const std::function<double(double)>& f);
+// unary, binary, ternary (with broadcasting), binary_inplace (a = f(a, b), b broadcast to
+// a's shape) and unary_inplace: templates over the scalar formula, in tensor/elementwise.hpp.
 
 Tensor full(const Shape& sizes, double v, DType dtype, bool meta);
 Tensor copy(const Tensor& a);                    // contiguous copy (clone)
