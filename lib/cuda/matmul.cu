@@ -18,6 +18,12 @@ void check_cublas(cublasStatus_t s, const std::string& op, const char* call) {
     throw CudaError("cuBLAS error in " + op + " (" + call + "): " + cublasGetStatusString(s));
 }
 
+// cuBLAS's workspace: 4096 KiB x 2 + 16 KiB x 8, PyTorch's default CUBLAS_WORKSPACE_CONFIG
+// (":4096:2:16:8", CublasHandlePool.cpp), taken from our allocator as PyTorch takes it from
+// its caching allocator, so that every device byte is counted (it stays live once the first
+// product has run, as in PyTorch).
+constexpr int64_t kCublasWorkspaceBytes = (4096 * 2 + 16 * 8) * int64_t{1024};
+
 // One handle for the process (device 0), created on first use; its math mode is the
 // default (no TF32 for float32).
 cublasHandle_t handle(const std::string& op) {
@@ -25,8 +31,13 @@ cublasHandle_t handle(const std::string& op) {
   static cublasHandle_t h = nullptr;
   std::lock_guard<std::mutex> lock(mu);
   if (h == nullptr) {
-    check_cublas(cublasCreate(&h), op, "cublasCreate");
-    check_cublas(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), op, "cublasSetMathMode");
+    cublasHandle_t created = nullptr;
+    check_cublas(cublasCreate(&created), op, "cublasCreate");
+    check_cublas(cublasSetMathMode(created, CUBLAS_DEFAULT_MATH), op, "cublasSetMathMode");
+    void* workspace = device_alloc(kCublasWorkspaceBytes, "cublas workspace");
+    check_cublas(cublasSetWorkspace(created, workspace, static_cast<size_t>(kCublasWorkspaceBytes)), op,
+                 "cublasSetWorkspace");
+    h = created;
   }
   return h;
 }
