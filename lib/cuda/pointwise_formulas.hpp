@@ -11,11 +11,7 @@
 #pragma once
 #include <cmath>
 
-#if defined(__CUDACC__)
-#define AGTRACE_HD __host__ __device__
-#else
-#define AGTRACE_HD
-#endif
+#include "cuda/hd.hpp"
 
 namespace agtrace::cuda::pw {
 
