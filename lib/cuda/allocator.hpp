@@ -16,6 +16,12 @@
 // When cudaMalloc fails, the cache is released and the call retried once (PyTorch also
 // frees cached blocks and retries before raising out-of-memory).
 //
+// A block may be freed while a kernel launched earlier still uses it (launches are
+// asynchronous): every kernel, copy and cuBLAS call of lib/cuda runs on the legacy default
+// stream, in order, so whatever reuses the block runs after that kernel has finished, and
+// cudaFree (release_cached) waits for the device. PyTorch's caching allocator relies on the
+// same stream order.
+//
 // No CUDA types: callable from any translation unit of a CUDA build.
 #pragma once
 #include <cstdint>
