@@ -43,7 +43,7 @@ TEST_CASE("parity tool: its self-test catches every planted difference", "[parit
   CHECK(r.out.find(" 0 failed") != std::string::npos);
 }
 
-TEST_CASE("parity tool: two reports of one run agree; a changed gradient or walk does not", "[parity]") {
+TEST_CASE("parity tool: two reports of one run agree but a changed gradient or walk does not", "[parity]") {
   json a = report_of("seed_walk");
   REQUIRE(a["grads"].contains("W"));
   SECTION("identical") {
@@ -74,7 +74,7 @@ TEST_CASE("parity tool: two reports of one run agree; a changed gradient or walk
   }
 }
 
-TEST_CASE("parity tool: cpu against cpu passes; a device agtrace refuses is unsupported", "[parity]") {
+TEST_CASE("parity tool: cpu against cpu passes and a device agtrace refuses is unsupported", "[parity]") {
   const std::string scenarios = scenario("seed_walk") + " " + scenario("seed_saved_nonleaf_inplace") + " " +
                                 scenario("gpt3_layer_meta");
   CommandResult same = run_shell(tool("cpu_gpu_parity.py") + " --agtrace '" AGTRACE_BINARY "' --device cpu " +
