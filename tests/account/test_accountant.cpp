@@ -56,7 +56,7 @@ TEST_CASE("peaks include temporaries freed inside the statement", "[account]") {
   CHECK(r.storages[1].freed_at == 0);
 }
 
-TEST_CASE("saved bytes exclude statements that raised; unique bytes count storages once", "[account]") {
+TEST_CASE("saved bytes exclude statements that raised - unique bytes count storages once", "[account]") {
   Accountant acc;
   run_position().statement = 0;
   acc.begin_statement(0);

@@ -146,7 +146,7 @@ TEST_CASE("what-if rows are computed from the run", "[account]") {
   CHECK(row("del x")->device_bytes == 0);
 }
 
-TEST_CASE("float16 and bfloat16 storages are 2 bytes; mixed operands keep their own dtype when saved",
+TEST_CASE("float16 and bfloat16 storages are 2 bytes - mixed operands keep their own dtype when saved",
           "[account][dtype]") {
   // Measured in PyTorch 1.13 with pack hooks: a(f16) * b(f32) saves 8 + 16 bytes and gives
   // float32; c(bf16) * d(f64) saves 8 + 32 and gives float64; a * 2.5 saves a 0-d float64.

@@ -276,7 +276,7 @@ TEST_CASE("export --torch embeds tools/torch_runner.py verbatim, after a header"
   CHECK(call_at > values_at);
 }
 
-TEST_CASE("export -o writes the script atomically; stdout stays empty", "[export]") {
+TEST_CASE("export -o writes the script atomically - stdout stays empty", "[export]") {
   const std::string dir = temp_dir();
   const std::string out = dir + "/walk.py";
   const std::string path = source_dir() + "/scenarios/seed_walk.json";

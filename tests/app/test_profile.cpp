@@ -76,7 +76,7 @@ TEST_CASE("profile: calls per op kind, node and statement, forward and backward 
   }
 }
 
-TEST_CASE("profile: absent unless asked; the text report gets the table", "[cli][profile]") {
+TEST_CASE("profile: absent unless asked - the text report gets the table", "[cli][profile]") {
   const std::string path = write(kLoop);
   auto plain = run_agtrace("run " + path + " --format json");
   REQUIRE(plain.status == 0);

@@ -65,7 +65,7 @@ ScenarioError unpack_error(Node& n, const std::string& attr) {
 
 // ---------------------------------------------------------------- version counters
 
-TEST_CASE("node: views and detach share the version counter; clone does not", "[node][version]") {
+TEST_CASE("node: views and detach share the version counter - clone does not", "[node][version]") {
   Tensor a = A({2, 3}, false);
   Tensor v = ops::select(a, 0, 1);
   Tensor s = ops::slice(a, 1, 1, std::nullopt, 1);

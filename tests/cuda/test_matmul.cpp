@@ -62,7 +62,7 @@ TEST_CASE("CUDA bmm matches per-batch CPU products, broadcast batch included", "
   }
 }
 
-TEST_CASE("CUDA matmul: k = 0 gives zeros; bad shapes and dtypes throw naming the op", "[cuda][matmul]") {
+TEST_CASE("CUDA matmul: k = 0 gives zeros - bad shapes and dtypes throw naming the op", "[cuda][matmul]") {
   Tensor a = fresh({2, 0}, DType::Float32), b = fresh({0, 3}, DType::Float32);
   DeviceTensor da = upload(a), db = upload(b), out = device_empty({2, 3}, DType::Float32, "test");
   matmul(out.ref, da.ref, db.ref);

@@ -67,7 +67,7 @@ TEST_CASE("checkpoint: a _saved_ read before backward recomputes, and backward d
   CHECK(r.checkpoints[0].recomputed_at == std::vector<int>{4});
 }
 
-TEST_CASE("checkpoint: names bound in the body are local; a second backward fails", "[checkpoint]") {
+TEST_CASE("checkpoint: names bound in the body are local - a second backward fails", "[checkpoint]") {
   auto r = run_text(scenario(checkpointed(R"JSON(, {"try": ["h"]}, "loss.backward()", {"try": ["loss.backward()"]})JSON")));
   REQUIRE(r.errors.size() == 2);
   CHECK(r.errors[0].kind == "name_error");

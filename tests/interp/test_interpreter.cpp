@@ -41,7 +41,7 @@ TEST_CASE("tensors print their values, grad_fn and requires_grad", "[interp]") {
   CHECK(r.printed[3] == "tensor([[False, False, False], [True, True, True]])");
 }
 
-TEST_CASE("an error inside try ends the block; the program goes on", "[interp]") {
+TEST_CASE("an error inside try ends the block - the program goes on", "[interp]") {
   auto r = run_text(scenario(R"JSON([
     {"try": ["a = 1", "x.add_(1)", "b = 2"]},
     "print(a)",
@@ -83,7 +83,7 @@ TEST_CASE("no_grad and enable_grad blocks switch grad mode", "[interp]") {
   CHECK(r.printed[2] == "True");
 }
 
-TEST_CASE("repeat runs its body again; statements are numbered once", "[interp]") {
+TEST_CASE("repeat runs its body again - statements are numbered once", "[interp]") {
   auto r = run_text(scenario(R"JSON([
     "n = 0",
     {"repeat": 3, "body": ["n = n + 1", "loss = (x * x).sum()", "loss.backward()"]},
@@ -114,7 +114,7 @@ TEST_CASE("names: tuple unpacking, del, rebinding, is", "[interp]") {
   CHECK_THAT(r.errors[1].message, Contains("too many values to unpack"));
 }
 
-TEST_CASE("x.grad = None drops the gradient; grads accumulate otherwise", "[interp]") {
+TEST_CASE("x.grad = None drops the gradient - grads accumulate otherwise", "[interp]") {
   auto r = run_text(scenario(R"JSON([
     "(x * 3.0).sum().backward()",
     "(x * 3.0).sum().backward()",

@@ -163,7 +163,7 @@ TEST_CASE("tensor: empty_tensor and tensor_from_values", "[tensor]") {
   CHECK(agtrace::item(s) == 2.0);
 }
 
-TEST_CASE("tensor: aliases share storage and version counter; ids are creation order", "[tensor]") {
+TEST_CASE("tensor: aliases share storage and version counter - ids are creation order", "[tensor]") {
   Tensor x = iota({2, 3});
   Tensor a = agtrace::make_alias(x, {6}, {1}, 0);
   CHECK(a != x);
