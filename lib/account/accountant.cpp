@@ -86,8 +86,10 @@ void Accountant::end_statement(int index, bool raised, const std::vector<HolderC
   by_statement_.push_back(std::move(m));
 }
 
-void Accountant::finish(RunResult& out) const {
-  for (const auto& [id, st] : storages_) out.storages.push_back(st.life);
+void Accountant::finish(RunResult& out) {
+  // Moved out: finish_extras below still reads each lifetime's bytes and freed flag.
+  out.storages.reserve(storages_.size());
+  for (auto& [id, st] : storages_) out.storages.push_back(std::move(st.life));
   std::set<int64_t> unique_storages;
   int64_t saved_bytes = 0, unique_bytes = 0;
   for (const auto& [id, s] : saved_) {
@@ -102,7 +104,7 @@ void Accountant::finish(RunResult& out) const {
       if (it != storages_.end()) unique_bytes += it->second.life.bytes;
     }
   }
-  out.memory_by_statement = by_statement_;
+  out.memory_by_statement = std::move(by_statement_);
   out.memory.peak_bytes = peak_;
   out.memory.peak_statement = peak_statement_;
   out.memory.saved_bytes = saved_bytes;
@@ -194,9 +196,9 @@ void Accountant::record_event(const Event& e) {
   }
 }
 
-void Accountant::finish_events(RunResult& out) const {
-  out.events = events_;
-  out.hook_warnings = hook_warnings_;
+void Accountant::finish_events(RunResult& out) {
+  out.events = std::move(events_);
+  out.hook_warnings = std::move(hook_warnings_);
   for (const auto& [id, h] : hooked_saves_) {
     auto st = saved_statement_.find(id);
     if (st != saved_statement_.end() && raised_statements_.count(st->second)) continue;

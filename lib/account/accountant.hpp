@@ -41,7 +41,9 @@ class Accountant : public EventSink {
   // raised: the statement raised, so its saves do not count in saved_bytes (spec).
   // changes: the storages whose holders or category changed during the statement.
   void end_statement(int index, bool raised, const std::vector<HolderChange>& changes);
-  void finish(RunResult& out) const;
+  // Hands the figures to `out`, moving the large records (timeline, lifetimes) rather
+  // than copying them: call once, at the end of the run.
+  void finish(RunResult& out);
   int64_t live_bytes() const { return live_; }
 
  private:
@@ -95,7 +97,7 @@ class Accountant : public EventSink {
   // Saves the saved_bytes total leaves out: values handed to a checkpoint block's hooks
   // (PyTorch's outer hooks see 0 packs) and those of its recomputation.
   bool excluded_from_saved_bytes(int64_t saved_id) const { return checkpoint_saves_.count(saved_id) > 0; }
-  void finish_events(RunResult& out) const;
+  void finish_events(RunResult& out);
   std::vector<EventRecord> events_;
   std::vector<HookWarning> hook_warnings_;
   std::set<int64_t> warned_saves_;
