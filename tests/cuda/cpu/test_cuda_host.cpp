@@ -12,6 +12,7 @@
 #include "cuda/indexing.cuh"
 #include "cuda/layer_norm.cuh"
 #include "cuda/matmul.cuh"
+#include "cuda/pooling.cuh"
 #include "cuda/reduce.cuh"
 #include "cuda/runtime.hpp"
 #include "cuda/softmax.cuh"
@@ -105,6 +106,13 @@ TEST_CASE("CUDA host: launchers reject bad arguments before launching, naming th
   throws_naming([] { view_backward(dref({3, 5}), dref({2, 3}), {5, 2}, 6); }, {"view_backward", "outside"});
   throws_naming([] { view_backward(dref({3, 5}, DType::Float32, {1, 3}), dref({2, 3}), {5, 2}, 0); },
                 {"view_backward", "contiguous"});
+  throws_naming([] { max_pool2d(dref({2, 3, 3}), dref({2, 3, 3}, DType::Float32), dref({2, 6, 6}), Pool2dGeometry{}); },
+                {"max_pool2d", "int64"});
+  throws_naming([] { max_pool2d(dref({2, 3, 3}), dref({2, 3, 2}, DType::Int64), dref({2, 6, 6}), Pool2dGeometry{}); },
+                {"max_pool2d", "do not match"});
+  throws_naming(
+      [] { max_pool2d_backward(dref({6, 6}), dref({3, 3}), dref({3, 3}, DType::Int64), Pool2dGeometry{0, 1}); },
+      {"max_pool2d_backward", "positive"});
 }
 
 TEST_CASE("CUDA host: the runtime's answer, and failures named by operation", "[cuda_host]") {
