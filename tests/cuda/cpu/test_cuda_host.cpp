@@ -8,6 +8,7 @@
 #include <string>
 
 #include "cuda/allocator.hpp"
+#include "cuda/batch_norm.cuh"
 #include "cuda/elementwise.cuh"
 #include "cuda/indexing.cuh"
 #include "cuda/layer_norm.cuh"
@@ -106,6 +107,14 @@ TEST_CASE("CUDA host: launchers reject bad arguments before launching, naming th
   throws_naming([] { view_backward(dref({3, 5}), dref({2, 3}), {5, 2}, 6); }, {"view_backward", "outside"});
   throws_naming([] { view_backward(dref({3, 5}, DType::Float32, {1, 3}), dref({2, 3}), {5, 2}, 0); },
                 {"view_backward", "contiguous"});
+  throws_naming([] { batch_norm(dref({2, 3}), nullptr, nullptr, dref({2, 3}), nullptr, nullptr, nullptr, nullptr, false, 0.1, 1e-5); },
+                {"batch_norm", "running_mean"});
+  throws_naming(
+      [] {
+        const DeviceTensorRef w = dref({4});
+        batch_norm(dref({2, 3}), nullptr, nullptr, dref({2, 3}), &w, nullptr, nullptr, nullptr, true, 0.1, 1e-5);
+      },
+      {"batch_norm", "per channel"});
   throws_naming([] { max_pool2d(dref({2, 3, 3}), dref({2, 3, 3}, DType::Float32), dref({2, 6, 6}), Pool2dGeometry{}); },
                 {"max_pool2d", "int64"});
   throws_naming([] { max_pool2d(dref({2, 3, 3}), dref({2, 3, 2}, DType::Int64), dref({2, 6, 6}), Pool2dGeometry{}); },
