@@ -9,6 +9,7 @@
 
 #include "cuda/allocator.hpp"
 #include "cuda/batch_norm.cuh"
+#include "cuda/conv.cuh"
 #include "cuda/elementwise.cuh"
 #include "cuda/indexing.cuh"
 #include "cuda/layer_norm.cuh"
@@ -107,6 +108,11 @@ TEST_CASE("CUDA host: launchers reject bad arguments before launching, naming th
   throws_naming([] { view_backward(dref({3, 5}), dref({2, 3}), {5, 2}, 6); }, {"view_backward", "outside"});
   throws_naming([] { view_backward(dref({3, 5}, DType::Float32, {1, 3}), dref({2, 3}), {5, 2}, 0); },
                 {"view_backward", "contiguous"});
+  throws_naming([] { conv2d(dref({1, 4, 3, 3}), dref({1, 3, 5, 5}), dref({4, 2, 3, 3}), nullptr, Conv2dGeometry{}); },
+                {"conv2d", "do not match"});
+  throws_naming(
+      [] { conv2d(dref({1, 4, 3, 3}, DType::Int64), dref({1, 2, 5, 5}, DType::Int64), dref({4, 2, 3, 3}, DType::Int64), nullptr, Conv2dGeometry{}); },
+      {"unsupported dtype for CUDA kernel conv2d: int64"});
   throws_naming([] { batch_norm(dref({2, 3}), nullptr, nullptr, dref({2, 3}), nullptr, nullptr, nullptr, nullptr, false, 0.1, 1e-5); },
                 {"batch_norm", "running_mean"});
   throws_naming(
