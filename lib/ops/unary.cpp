@@ -39,9 +39,10 @@ std::vector<Tensor> tanh_backward(Node& n, const std::vector<Tensor>& g) {
 std::vector<Tensor> sigmoid_backward(Node& n, const std::vector<Tensor>& g) {
   return times_saved(n, g, "result", [](double r) { return r * (1.0 - r); });
 }
-// threshold_backward(grad, result, 0): the gradient passes where the output is positive.
+// threshold_backward(grad, result, 0): result <= 0 ? 0 : grad, so the gradient passes
+// where the output is positive or NaN (measured: relu at NaN has gradient 1).
 std::vector<Tensor> relu_backward(Node& n, const std::vector<Tensor>& g) {
-  return times_saved(n, g, "result", [](double r) { return r > 0.0 ? 1.0 : 0.0; });
+  return times_saved(n, g, "result", [](double r) { return r <= 0.0 ? 0.0 : 1.0; });
 }
 
 // ---- create_graph=True formulas (derivatives.yaml, torch 1.13; walks measured).
@@ -88,7 +89,9 @@ const PointwiseOp kSqrt{"sqrt", "SqrtBackward0", [](double x) { return std::sqrt
 const PointwiseOp kTanh{"tanh", "TanhBackward0", [](double x) { return std::tanh(x); }, tanh_backward, true, true};
 const PointwiseOp kSigmoid{"sigmoid", "SigmoidBackward0", [](double x) { return 1.0 / (1.0 + std::exp(-x)); },
                            sigmoid_backward, true, true};
-const PointwiseOp kRelu{"relu", "ReluBackward0", [](double x) { return x > 0.0 ? x : 0.0; }, relu_backward, true,
+// relu is clamp_min(self, 0): NaN and -0.0 pass through (measured: torch.relu of
+// [nan, 0., -0.] is [nan, 0., -0.]).
+const PointwiseOp kRelu{"relu", "ReluBackward0", [](double x) { return x < 0.0 ? 0.0 : x; }, relu_backward, true,
                         false};
 
 Tensor pointwise(const Tensor& a, const PointwiseOp& op) {

@@ -158,6 +158,28 @@ TEST_CASE("gradcheck: exp, log, sqrt, tanh, sigmoid, relu", "[gradcheck][unary]"
                   [](const Inputs& in) { return ops::exp(ops::t(in[0])); });
 }
 
+TEST_CASE("relu keeps NaN and -0.0, and passes the gradient at NaN, as torch.relu", "[unary][fidelity]") {
+  // Measured in torch 1.13: relu([nan, -1, 2, -0.0, 0]) = [nan, 0, 2, -0.0, 0] (clamp_min);
+  // its gradient threshold_backward(grad, result, 0) = [1, 0, 1, 0, 0].
+  const double nan = std::nan("");
+  Tensor x = agtrace::tensor_from_values({5}, DType::Float32, {nan, -1.0, 2.0, -0.0, 0.0});
+  x->requires_grad_flag = true;
+  Tensor y = ops::relu(x);
+  const std::vector<double> v = agtrace::to_values(y);
+  CHECK(std::isnan(v[0]));
+  CHECK(v[1] == 0.0);
+  CHECK(v[2] == 2.0);
+  CHECK(v[3] == 0.0);
+  CHECK(std::signbit(v[3]));
+  CHECK_FALSE(std::signbit(v[4]));
+  autograd::BackwardRequest req;
+  req.roots = {ops::sum(y, std::nullopt, false)};
+  req.grad_roots = {nullptr};
+  autograd::run_backward(req);
+  REQUIRE(x->grad);
+  CHECK(agtrace::to_values(x->grad) == std::vector<double>{1.0, 0.0, 1.0, 0.0, 0.0});
+}
+
 // ---------------------------------------------------------------- reductions
 
 TEST_CASE("gradcheck: sum", "[gradcheck][reduce]") {
