@@ -47,8 +47,16 @@ void what_if_rows(const RunResult& r, MemoryAnalysis& a) {
     if (s.is_new && freed_storages.insert(snap->storage_id).second) f16_freed += snap->storage_bytes;
   }
   const int64_t graph_only = r.memory.graph_only_bytes;
-  a.what_if.push_back({"save_on_cpu", -graph_only, saved_sum,
-                       "graph-only storages leave the device; every saved tensor is copied to the host"});
+  if (r.device == "cpu") {
+    // pack_to_cpu keeps tensor.cpu(), which on a CPU tensor is the tensor itself (measured:
+    // `x.cpu() is x`): on this run nothing would move and nothing would be freed.
+    a.what_if.push_back({"save_on_cpu", 0, 0,
+                         "no effect on a CPU run (tensor.cpu() is the tensor itself); on a GPU the " +
+                             std::to_string(graph_only) + " B of graph-only storages would leave the device"});
+  } else {
+    a.what_if.push_back({"save_on_cpu", -graph_only, saved_sum,
+                         "graph-only storages leave the device; every saved tensor is copied to the host"});
+  }
   a.what_if.push_back({"fp16 packing", f16_packed - f16_freed, 0,
                        "float32/float64 saved tensors kept as float16 copies (half or a quarter of their bytes); "
                        "the originals are freed when only the graph held them"});

@@ -132,9 +132,22 @@ TEST_CASE("what-if rows are computed from the run", "[account]") {
       if (w.change == change) return &w;
     return nullptr;
   };
+  // save_on_cpu on a CPU run: tensor.cpu() is the tensor itself, nothing moves.
   REQUIRE(row("save_on_cpu"));
-  CHECK(row("save_on_cpu")->device_bytes == -r.memory.graph_only_bytes);
-  CHECK(row("save_on_cpu")->host_bytes == r.memory.saved_bytes);
+  CHECK(row("save_on_cpu")->device_bytes == 0);
+  CHECK(row("save_on_cpu")->host_bytes == 0);
+  // The same program on meta (a model of a GPU run): graph-only storages leave the device,
+  // every saved tensor is copied to the host.
+  RunResult m = test::run_text(scenario(tensors, R"js("h = x.exp()", "y = h.sin()", "del h", "z = x * 2.0")js"),
+                               false, "meta");
+  MemoryAnalysis am = analyse_memory(m);
+  const WhatIfRow* moved = nullptr;
+  for (const auto& w : am.what_if)
+    if (w.change == "save_on_cpu") moved = &w;
+  REQUIRE(moved);
+  CHECK(moved->device_bytes == -m.memory.graph_only_bytes);
+  CHECK(m.memory.graph_only_bytes > 0);
+  CHECK(moved->host_bytes == m.memory.saved_bytes);
   // fp16: exp's result and sin's self (one 16-byte graph-only storage) become two 8-byte
   // copies; x * 2.0 saves 2.0 as a 0-d float64 (8 B, graph-only): 2 bytes packed.
   REQUIRE(row("fp16 packing"));

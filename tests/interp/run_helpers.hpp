@@ -7,10 +7,11 @@
 
 namespace agtrace::test {
 
-inline RunResult run_text(const std::string& json, bool values = false) {
+inline RunResult run_text(const std::string& json, bool values = false, const std::string& device = "") {
   auto sc = load_scenario_text(json, "<test>");
   RunOptions o;
   o.keep_values = values;
+  o.device = device;
   return run_scenario(*sc, o);
 }
 
