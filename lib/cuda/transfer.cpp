@@ -37,15 +37,20 @@ DeviceTensor upload(const Tensor& t, const char* op) {
   d.storage = own(device_alloc(n * dtype_size(t->dtype()), op));
   d.ref = DeviceTensorRef{d.storage.get(), t->dtype(), t->sizes, t->strides, t->offset};
   if (n == 0) return d;
-  // Element data is double on the host (already rounded to the dtype): copy it as float64
-  // and let the cast kernel write the dtype's bytes (exact, the values being representable).
-  const std::vector<double>& host = t->storage->data;
+  // A float32 storage holds float on the host: its bytes are the device's. Every other
+  // dtype is held as double (already rounded to the dtype): copy it as float64 and let the
+  // cast kernel write the dtype's bytes (exact, the values being representable).
+  const Storage& host = *t->storage;
+  if (host.holds_float()) {
+    copy_to_device(d.storage.get(), host.f32(), n * 4, op);
+    return d;
+  }
   if (t->dtype() == DType::Float64) {
-    copy_to_device(d.storage.get(), host.data(), n * 8, op);
+    copy_to_device(d.storage.get(), host.f64(), n * 8, op);
     return d;
   }
   std::shared_ptr<void> staging = own(device_alloc(n * 8, op));
-  copy_to_device(staging.get(), host.data(), n * 8, op);
+  copy_to_device(staging.get(), host.f64(), n * 8, op);
   copy(flat(d.storage.get(), t->dtype(), n), flat(staging.get(), DType::Float64, n));
   return d;
 }

@@ -49,11 +49,8 @@ void require_kernel_dtype(const Tensor& t, const std::string& kernel, bool half_
 }
 
 Tensor make_out(const Shape& shape, DType dtype, bool meta, const std::vector<double>& values) {
-  Tensor r = empty_tensor(shape, dtype, meta);
-  if (meta) return r;
-  for (size_t i = 0; i < values.size() && i < r->storage->data.size(); ++i)
-    r->storage->data[i] = round_to_dtype(values[i], dtype);
-  return r;
+  if (meta) return empty_tensor(shape, dtype, meta);
+  return tensor_from_values(shape, dtype, values);  // rounds to dtype
 }
 
 std::vector<int64_t> wrap_dims(const std::vector<int64_t>& dims, int64_t ndim) {

@@ -45,12 +45,10 @@ Tensor bmm_kernel(const Tensor& a, const Tensor& b) {
   const int64_t B = a->sizes[0], n = a->sizes[1], k = a->sizes[2], m = b->sizes[2];
   Tensor r = empty_tensor({B, n, m}, a->dtype(), a->is_meta() || b->is_meta());
   if (r->is_meta()) return r;
-  const double* pa = a->storage->data.data();
-  const double* pb = b->storage->data.data();
-  double* out = r->storage->data.data();
   for (int64_t i = 0; i < B; ++i)
-    kernels::gemm(a->dtype(), {pa, a->offset + i * a->strides[0], a->strides[1], a->strides[2]},
-                  {pb, b->offset + i * b->strides[0], b->strides[1], b->strides[2]}, n, k, m, out + i * n * m);
+    kernels::gemm_storage(a->dtype(), {a->storage.get(), a->offset + i * a->strides[0], a->strides[1], a->strides[2]},
+                          {b->storage.get(), b->offset + i * b->strides[0], b->strides[1], b->strides[2]}, n, k, m,
+                          *r->storage, i * n * m);
   return r;
 }
 

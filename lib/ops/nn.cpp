@@ -88,8 +88,8 @@ void require_same_dtype(const Tensor& input, const Tensor& param, const std::str
 // Writes values computed in double into a fresh contiguous tensor, rounding to its dtype.
 void store(const Tensor& t, const std::vector<double>& values) {
   if (t->is_meta()) return;
-  auto& data = t->storage->data;
-  for (size_t i = 0; i < values.size(); ++i) data[i] = round_to_dtype(values[i], t->dtype());
+  Storage& s = *t->storage;
+  for (size_t i = 0; i < values.size(); ++i) s.set(static_cast<int64_t>(i), values[i]);
 }
 
 Tensor fresh(const Shape& sizes, DType d, bool meta) { return empty_tensor(sizes, d, meta); }
@@ -1151,8 +1151,8 @@ Tensor dropout(const Tensor& x, double p, bool training, bool inplace, SplitMix6
   Tensor mask = fresh(x->sizes, d, meta);
   if (!meta) {
     const double scale = round_to_dtype(1.0 / round_to_dtype(1.0 - p, d), d);
-    auto& data = mask->storage->data;
-    for (auto& v : data) v = gen.uniform01() >= p ? scale : 0.0;
+    Storage& s = *mask->storage;
+    for (int64_t i = 0; i < s.numel; ++i) s.set(i, gen.uniform01() >= p ? scale : 0.0);
   }
   bump_internal(mask);  // bernoulli_
   bump_internal(mask);  // div_

@@ -14,12 +14,53 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const std::string& op);
 
 namespace detail {
 // Strides of `t` seen through a broadcast to `out` (stride 0 on broadcast dims).
-Shape broadcast_strides(const Tensor& t, const Shape& out);
+Shape broadcast_strides(const Shape& sizes, const Shape& strides, const Shape& out);
+inline Shape broadcast_strides(const Tensor& t, const Shape& out) { return broadcast_strides(t->sizes, t->strides, out); }
 // `inner` equals the last dims of `shape` (leading size-1 dims of `inner` dropped).
 bool is_trailing_shape(const Shape& inner, const Shape& shape);
 bool any_meta(std::initializer_list<const Tensor*> ts);
 // Throws shape_mismatch for an in-place op whose result would not have `a`'s shape.
 [[noreturn]] void inplace_shape_mismatch(const Shape& a, const Shape& b, const Shape& shape, const std::string& op);
+
+// An operand's elements as an array of T with the tensor's layout. Each kernel below has
+// two instantiations per call site: T = float when the result and every operand are
+// float32 (read float, compute in double, store float: the storages themselves), and
+// T = double for every other combination (a float32 operand is copied to double first).
+template <typename T>
+struct Operand {
+  const T* data = nullptr;
+  int64_t offset = 0;
+  const Shape* sizes = nullptr;
+  Shape strides;
+  bool contiguous = false;
+  int64_t numel = 0;
+};
+inline Operand<float> float_operand(const Tensor& t) {
+  return {t->storage->f32(), t->offset, &t->sizes, t->strides, t->is_contiguous(), t->numel()};
+}
+// In place when the storage holds double; else the tensor's values copied into `copy`.
+Operand<double> double_operand(const Tensor& t, std::vector<double>& copy);
+inline bool all_float32(DType out, std::initializer_list<const Tensor*> ts) {
+  if (out != DType::Float32) return false;
+  for (auto* t : ts)
+    if ((*t)->dtype() != DType::Float32) return false;
+  return true;
+}
+
+// Where the double path writes a fresh contiguous result: the storage itself when it
+// holds double, else a buffer copied into the float storage by finish() (the values are
+// already rounded to float32 there, so the copy is exact).
+class DoubleResult {
+ public:
+  explicit DoubleResult(Storage& s);
+  double* data() { return dst_; }
+  void finish();
+
+ private:
+  Storage& s_;
+  std::vector<double> buf_;
+  double* dst_ = nullptr;
+};
 
 // dst[i] = value(i) rounded to dtype, for i < n; the dtype switch is outside the loop.
 template <typename F>
@@ -35,6 +76,74 @@ void store_rounded(double* dst, int64_t n, DType dtype, F&& value) {
       for (int64_t i = 0; i < n; ++i) dst[i] = round_to_dtype(value(i), dtype);
   }
 }
+// A float destination holds float32 only.
+template <typename F>
+void store_rounded(float* dst, int64_t n, DType, F&& value) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(value(i));
+}
+
+template <typename T, typename F>
+void unary_loop(const Operand<T>& a, T* dst, DType out, F& f) {
+  if (a.contiguous) {
+    const T* p = a.data + a.offset;
+    store_rounded(dst, a.numel, out, [&](int64_t i) { return f(static_cast<double>(p[i])); });
+    return;
+  }
+  const T* src = a.data;
+  for_each_offset(*a.sizes, a.strides, a.offset, [&](int64_t i, int64_t off) {
+    store_rounded(dst + i, 1, out, [&](int64_t) { return f(static_cast<double>(src[off])); });
+  });
+}
+
+template <typename T, typename F>
+void binary_loop(const Operand<T>& a, const Operand<T>& b, const Shape& shape, int64_t n, T* dst, DType out, F& f) {
+  const T* pa = a.data;
+  const T* pb = b.data;
+  // Fast paths (most elementwise work in a model): same-shape contiguous operands, a
+  // one-element operand, and a contiguous operand broadcast along leading dims (a bias).
+  const bool ca = a.contiguous && *a.sizes == shape, cb = b.contiguous && *b.sizes == shape;
+  if (ca && cb) {
+    const T *x = pa + a.offset, *y = pb + b.offset;
+    store_rounded(dst, n, out, [&](int64_t i) { return f(static_cast<double>(x[i]), static_cast<double>(y[i])); });
+    return;
+  }
+  if (ca && b.numel == 1) {
+    const T* x = pa + a.offset;
+    const double y = static_cast<double>(pb[b.offset]);
+    store_rounded(dst, n, out, [&](int64_t i) { return f(static_cast<double>(x[i]), y); });
+    return;
+  }
+  if (cb && a.numel == 1) {
+    const double x = static_cast<double>(pa[a.offset]);
+    const T* y = pb + b.offset;
+    store_rounded(dst, n, out, [&](int64_t i) { return f(x, static_cast<double>(y[i])); });
+    return;
+  }
+  if (ca && b.contiguous && is_trailing_shape(*b.sizes, shape) && b.numel > 0) {
+    const T *x = pa + a.offset, *y = pb + b.offset;
+    const int64_t inner = b.numel;
+    for (int64_t o = 0; o < n; o += inner)
+      store_rounded(dst + o, inner, out,
+                    [&](int64_t j) { return f(static_cast<double>(x[o + j]), static_cast<double>(y[j])); });
+    return;
+  }
+  if (cb && a.contiguous && is_trailing_shape(*a.sizes, shape) && a.numel > 0) {
+    const T *x = pa + a.offset, *y = pb + b.offset;
+    const int64_t inner = a.numel;
+    for (int64_t o = 0; o < n; o += inner)
+      store_rounded(dst + o, inner, out,
+                    [&](int64_t j) { return f(static_cast<double>(x[j]), static_cast<double>(y[o + j])); });
+    return;
+  }
+  Shape sa = broadcast_strides(*a.sizes, a.strides, shape), sb = broadcast_strides(*b.sizes, b.strides, shape);
+  std::vector<double> av(static_cast<size_t>(n)), bv(av.size());
+  for_each_offset(shape, sa, a.offset, [&](int64_t i, int64_t off) { av[i] = static_cast<double>(pa[off]); });
+  for_each_offset(shape, sb, b.offset, [&](int64_t i, int64_t off) { bv[i] = static_cast<double>(pb[off]); });
+  store_rounded(dst, n, out, [&](int64_t i) { return f(av[static_cast<size_t>(i)], bv[static_cast<size_t>(i)]); });
+}
+
+// `t`'s values broadcast to `shape`, row-major, as double.
+std::vector<double> broadcast_values(const Tensor& t, const Shape& shape);
 
 }  // namespace detail
 
@@ -42,15 +151,14 @@ template <typename F>
 Tensor unary(const Tensor& a, DType out, F&& f) {
   Tensor r = empty_tensor(a->sizes, out, a->is_meta());
   if (r->is_meta()) return r;
-  const double* src = a->storage->data.data();
-  double* dst = r->storage->data.data();
-  if (a->is_contiguous()) {
-    const double* p = src + a->offset;
-    detail::store_rounded(dst, r->numel(), out, [&](int64_t i) { return f(p[i]); });
+  if (detail::all_float32(out, {&a})) {
+    detail::unary_loop(detail::float_operand(a), r->storage->f32(), out, f);
     return r;
   }
-  for_each_offset(a->sizes, a->strides, a->offset,
-                  [&](int64_t i, int64_t off) { dst[i] = round_to_dtype(f(src[off]), out); });
+  std::vector<double> copy;
+  detail::DoubleResult res(*r->storage);
+  detail::unary_loop(detail::double_operand(a, copy), res.data(), out, f);
+  res.finish();
   return r;
 }
 
@@ -60,47 +168,15 @@ Tensor binary(const Tensor& a, const Tensor& b, DType out, F&& f, const std::str
   Shape shape = same ? a->sizes : broadcast_shapes(a->sizes, b->sizes, op);
   Tensor r = empty_tensor(shape, out, detail::any_meta({&a, &b}));
   if (r->is_meta()) return r;
-  const double* pa = a->storage->data.data();
-  const double* pb = b->storage->data.data();
-  double* dst = r->storage->data.data();
   const int64_t n = r->numel();
-  // Fast paths (most elementwise work in a model): same-shape contiguous operands, a
-  // one-element operand, and a contiguous operand broadcast along leading dims (a bias).
-  const bool ca = a->is_contiguous() && a->sizes == shape, cb = b->is_contiguous() && b->sizes == shape;
-  if (ca && cb) {
-    const double *x = pa + a->offset, *y = pb + b->offset;
-    detail::store_rounded(dst, n, out, [&](int64_t i) { return f(x[i], y[i]); });
+  if (detail::all_float32(out, {&a, &b})) {
+    detail::binary_loop(detail::float_operand(a), detail::float_operand(b), shape, n, r->storage->f32(), out, f);
     return r;
   }
-  if (ca && b->numel() == 1) {
-    const double *x = pa + a->offset, y = pb[b->offset];
-    detail::store_rounded(dst, n, out, [&](int64_t i) { return f(x[i], y); });
-    return r;
-  }
-  if (cb && a->numel() == 1) {
-    const double x = pa[a->offset], *y = pb + b->offset;
-    detail::store_rounded(dst, n, out, [&](int64_t i) { return f(x, y[i]); });
-    return r;
-  }
-  if (ca && b->is_contiguous() && detail::is_trailing_shape(b->sizes, shape) && b->numel() > 0) {
-    const double *x = pa + a->offset, *y = pb + b->offset;
-    const int64_t inner = b->numel();
-    for (int64_t o = 0; o < n; o += inner)
-      detail::store_rounded(dst + o, inner, out, [&](int64_t j) { return f(x[o + j], y[j]); });
-    return r;
-  }
-  if (cb && a->is_contiguous() && detail::is_trailing_shape(a->sizes, shape) && a->numel() > 0) {
-    const double *x = pa + a->offset, *y = pb + b->offset;
-    const int64_t inner = a->numel();
-    for (int64_t o = 0; o < n; o += inner)
-      detail::store_rounded(dst + o, inner, out, [&](int64_t j) { return f(x[j], y[o + j]); });
-    return r;
-  }
-  Shape sa = detail::broadcast_strides(a, shape), sb = detail::broadcast_strides(b, shape);
-  std::vector<double> av(static_cast<size_t>(n)), bv(av.size());
-  for_each_offset(shape, sa, a->offset, [&](int64_t i, int64_t off) { av[i] = pa[off]; });
-  for_each_offset(shape, sb, b->offset, [&](int64_t i, int64_t off) { bv[i] = pb[off]; });
-  for (size_t i = 0; i < av.size(); ++i) dst[i] = round_to_dtype(f(av[i], bv[i]), out);
+  std::vector<double> ca, cb;
+  detail::DoubleResult res(*r->storage);
+  detail::binary_loop(detail::double_operand(a, ca), detail::double_operand(b, cb), shape, n, res.data(), out, f);
+  res.finish();
   return r;
 }
 
@@ -109,16 +185,13 @@ Tensor ternary(const Tensor& a, const Tensor& b, const Tensor& c, DType out, F&&
   Shape shape = broadcast_shapes(broadcast_shapes(a->sizes, b->sizes, op), c->sizes, op);
   Tensor r = empty_tensor(shape, out, detail::any_meta({&a, &b, &c}));
   if (r->is_meta()) return r;
-  std::vector<double> v[3];
-  const Tensor* ts[3] = {&a, &b, &c};
-  for (int k = 0; k < 3; ++k) {
-    v[k].resize(static_cast<size_t>(r->numel()));
-    const double* p = (*ts[k])->storage->data.data();
-    for_each_offset(shape, detail::broadcast_strides(*ts[k], shape), (*ts[k])->offset,
-                    [&](int64_t i, int64_t off) { v[k][i] = p[off]; });
-  }
-  double* dst = r->storage->data.data();
-  for (size_t i = 0; i < v[0].size(); ++i) dst[i] = round_to_dtype(f(v[0][i], v[1][i], v[2][i]), out);
+  std::vector<double> v[3] = {detail::broadcast_values(a, shape), detail::broadcast_values(b, shape),
+                              detail::broadcast_values(c, shape)};
+  detail::DoubleResult res(*r->storage);
+  detail::store_rounded(res.data(), r->numel(), out,
+                        [&](int64_t i) { return f(v[0][static_cast<size_t>(i)], v[1][static_cast<size_t>(i)],
+                                                 v[2][static_cast<size_t>(i)]); });
+  res.finish();
   return r;
 }
 
@@ -129,10 +202,7 @@ void binary_inplace(const Tensor& a, const Tensor& b, F&& f, const std::string& 
     detail::inplace_shape_mismatch(a->sizes, b->sizes, shape, op);
   }
   if (a->is_meta() || b->is_meta()) return;
-  std::vector<double> bv(static_cast<size_t>(a->numel()));
-  const double* pb = b->storage->data.data();
-  for_each_offset(shape, detail::broadcast_strides(b, shape), b->offset,
-                  [&](int64_t i, int64_t off) { bv[i] = pb[off]; });
+  std::vector<double> bv = detail::broadcast_values(b, shape);
   std::vector<double> av = to_values(a);
   for (size_t i = 0; i < av.size(); ++i) av[i] = f(av[i], bv[i]);
   write_values(a, av);
@@ -145,6 +215,5 @@ void unary_inplace(const Tensor& a, F&& f) {
   for (double& v : av) v = f(v);
   write_values(a, av);
 }
-
 
 }  // namespace agtrace::kernels

@@ -51,9 +51,10 @@ struct RunPosition {
 };
 RunPosition& run_position();
 
-// Budget for element data held in memory (agtrace keeps 8 bytes per element internally,
-// whatever the dtype): checked before each allocation, so a hostile shape is refused
-// instead of exhausting the machine. The meta device holds no element data and is exempt.
+// Budget for element data held in memory, counted in the bytes agtrace really holds (4 per
+// float32 element, 8 per element of every other dtype: see Storage): checked before each
+// allocation, so a hostile shape is refused instead of exhausting the machine. The meta
+// device holds no element data and is exempt.
 struct RunLimits {
   int64_t max_memory = int64_t{4} << 30;  // bytes of element data
   int64_t held = 0;                        // bytes of element data held now

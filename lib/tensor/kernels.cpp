@@ -24,13 +24,48 @@ int category(DType d) {
 
 namespace detail {
 
-// Strides of `t` seen through a broadcast to `out` (stride 0 on broadcast dims).
-Shape broadcast_strides(const Tensor& t, const Shape& out) {
+// Strides of a tensor seen through a broadcast to `out` (stride 0 on broadcast dims).
+Shape broadcast_strides(const Shape& sizes, const Shape& strides, const Shape& out) {
   Shape s(out.size(), 0);
-  const size_t lead = out.size() - t->sizes.size();
-  for (size_t d = 0; d < t->sizes.size(); ++d)
-    s[lead + d] = t->sizes[d] == 1 && out[lead + d] != 1 ? 0 : t->strides[d];
+  const size_t lead = out.size() - sizes.size();
+  for (size_t d = 0; d < sizes.size(); ++d) s[lead + d] = sizes[d] == 1 && out[lead + d] != 1 ? 0 : strides[d];
   return s;
+}
+
+Operand<double> double_operand(const Tensor& t, std::vector<double>& copy) {
+  const Storage& s = *t->storage;
+  if (!s.holds_float()) return {s.f64(), t->offset, &t->sizes, t->strides, t->is_contiguous(), t->numel()};
+  copy = to_values(t);
+  return {copy.data(), 0, &t->sizes, contiguous_strides(t->sizes), true, t->numel()};
+}
+
+DoubleResult::DoubleResult(Storage& s) : s_(s) {
+  if (s.holds_float()) {
+    buf_.resize(static_cast<size_t>(s.held_elements()));
+    dst_ = buf_.data();
+  } else {
+    dst_ = s.f64();
+  }
+}
+
+void DoubleResult::finish() {
+  if (!s_.holds_float()) return;
+  float* p = s_.f32();
+  for (size_t i = 0; i < buf_.size(); ++i) p[i] = static_cast<float>(buf_[i]);
+}
+
+std::vector<double> broadcast_values(const Tensor& t, const Shape& shape) {
+  std::vector<double> out(static_cast<size_t>(shape_numel(shape)));
+  const Storage& s = *t->storage;
+  const Shape st = broadcast_strides(t, shape);
+  if (s.holds_float()) {
+    const float* p = s.f32();
+    for_each_offset(shape, st, t->offset, [&](int64_t i, int64_t off) { out[i] = static_cast<double>(p[off]); });
+  } else {
+    const double* p = s.f64();
+    for_each_offset(shape, st, t->offset, [&](int64_t i, int64_t off) { out[i] = p[off]; });
+  }
+  return out;
 }
 
 // `inner` equals the last dims of `shape` (leading size-1 dims of `inner` dropped): a
@@ -123,7 +158,12 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const std::string& op) {
 
 Tensor full(const Shape& sizes, double v, DType dtype, bool meta) {
   Tensor r = empty_tensor(sizes, dtype, meta);
-  if (!meta) std::fill(r->storage->data.begin(), r->storage->data.end(), round_to_dtype(v, dtype));
+  if (meta) return r;
+  Storage& s = *r->storage;
+  if (s.holds_float())
+    std::fill(s.f32(), s.f32() + s.numel, static_cast<float>(v));
+  else
+    std::fill(s.f64(), s.f64() + s.numel, round_to_dtype(v, dtype));
   return r;
 }
 
@@ -177,8 +217,7 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim, s
   } else {
     for_each_offset(a->sizes, kstr, 0, [&](int64_t i, int64_t off) { acc[off] += av[i]; });
   }
-  double* dst = r->storage->data.data();
-  for (size_t i = 0; i < acc.size(); ++i) dst[i] = round_to_dtype(acc[i], od);
+  write_values(r, acc);  // rounds to od
   return r;
 }
 
@@ -221,12 +260,12 @@ namespace {
 int g_threads = 1;
 
 // Copies a strided (rows, cols) matrix into a row-major buffer of T.
-template <typename T>
-void pack(const MatrixRef& x, int64_t rows, int64_t cols, T* dst) {
-  const double* base = x.data + x.offset;
+template <typename S, typename T>
+void pack(const MatRef<S>& x, int64_t rows, int64_t cols, T* dst) {
+  const S* base = x.data + x.offset;
   if (x.col_stride == 1) {
     for (int64_t i = 0; i < rows; ++i) {
-      const double* row = base + i * x.row_stride;
+      const S* row = base + i * x.row_stride;
       T* d = dst + i * cols;
       for (int64_t j = 0; j < cols; ++j) d[j] = static_cast<T>(row[j]);
     }
@@ -239,15 +278,48 @@ void pack(const MatrixRef& x, int64_t rows, int64_t cols, T* dst) {
 // Like pack, but a column-major operand (a transposed view, row_stride 1) is copied in its
 // own order, as the (cols, rows) matrix it is, and BLAS is told to transpose it: reading
 // the storage sequentially instead of striding through it.
-template <typename T>
-bool pack_for_blas(const MatrixRef& x, int64_t rows, int64_t cols, T* dst) {
+template <typename S, typename T>
+bool pack_for_blas(const MatRef<S>& x, int64_t rows, int64_t cols, T* dst) {
   if (x.col_stride != 1 && x.row_stride == 1 && rows > 1 && cols > 1) {
-    pack(MatrixRef{x.data, x.offset, x.col_stride, 1}, cols, rows, dst);
+    pack(MatRef<S>{x.data, x.offset, x.col_stride, 1}, cols, rows, dst);
     return true;
   }
   pack(x, rows, cols, dst);
   return false;
 }
+
+#ifdef AGTRACE_HAVE_OPENBLAS
+// A float32 operand as sgemm reads it: in place when its layout is the one pack_for_blas
+// would produce, only with another leading dimension (the same trans flag, so the same
+// sgemm call on the same floats: identical results); else packed into `buf` as before.
+struct BlasOperand {
+  const float* ptr;
+  int ld;
+  bool trans;
+};
+BlasOperand blas_operand(const MatRef<float>& x, int64_t rows, int64_t cols, std::vector<float>& buf) {
+  const float* base = x.data + x.offset;
+  const int64_t rs = x.row_stride, cs = x.col_stride;
+  const bool trans = cs != 1 && rs == 1 && rows > 1 && cols > 1;
+  const int64_t int_max = 0x7fffffff;
+  if (trans) {
+    if (cs >= rows && cs <= int_max) return {base, static_cast<int>(cs), true};
+  } else if ((cols == 1 || cs == 1) && (rows == 1 || (rs >= cols && rs <= int_max))) {
+    return {base, static_cast<int>(rows == 1 ? cols : rs), false};
+  }
+  buf.resize(static_cast<size_t>(rows * cols));
+  const bool t = pack_for_blas(x, rows, cols, buf.data());
+  return {buf.data(), static_cast<int>(t ? rows : cols), t};
+}
+
+void sgemm_in_place(const MatRef<float>& a, const MatRef<float>& b, int64_t n, int64_t k, int64_t m, float* out) {
+  static thread_local std::vector<float> fa, fb;
+  const BlasOperand oa = blas_operand(a, n, k, fa), ob = blas_operand(b, k, m, fb);
+  cblas_sgemm(CblasRowMajor, oa.trans ? CblasTrans : CblasNoTrans, ob.trans ? CblasTrans : CblasNoTrans,
+              static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), 1.0f, oa.ptr, oa.ld, ob.ptr, ob.ld, 0.0f,
+              out, static_cast<int>(m));
+}
+#endif
 }  // namespace
 
 void set_threads(int n) {
@@ -341,9 +413,7 @@ void gemm_block(DType dtype, const MatrixRef& a, const MatrixRef& b, int64_t n, 
     for (int64_t i = 0; i < n * m; ++i) out[i] = round_to_dtype(out[i], dtype);
 }
 
-}  // namespace
-
-void gemm(DType dtype, const MatrixRef& a, const MatrixRef& b, int64_t n, int64_t k, int64_t m, double* out) {
+void configure_blas() {
 #ifdef AGTRACE_HAVE_OPENBLAS
   // OpenBLAS starts with one thread per core; agtrace's default is one thread in all.
   static const bool configured = [] {
@@ -352,7 +422,43 @@ void gemm(DType dtype, const MatrixRef& a, const MatrixRef& b, int64_t n, int64_
   }();
   (void)configured;
 #endif
+}
+
+}  // namespace
+
+void gemm(DType dtype, const MatrixRef& a, const MatrixRef& b, int64_t n, int64_t k, int64_t m, double* out) {
+  configure_blas();
   gemm_block(dtype, a, b, n, k, m, out);
+}
+
+void gemm_storage(DType dtype, const StorageMatrix& a, const StorageMatrix& b, int64_t n, int64_t k, int64_t m,
+                  Storage& out, int64_t out_offset) {
+  configure_blas();
+  if (n == 0 || m == 0) return;
+#ifdef AGTRACE_HAVE_OPENBLAS
+  if (dtype == DType::Float32 && a.storage->holds_float() && b.storage->holds_float() && out.holds_float()) {
+    float* o = out.f32() + out_offset;
+    if (k == 0) {
+      std::fill(o, o + n * m, 0.0f);
+      return;
+    }
+    sgemm_in_place({a.storage->f32(), a.offset, a.row_stride, a.col_stride},
+                   {b.storage->f32(), b.offset, b.row_stride, b.col_stride}, n, k, m, o);
+    return;
+  }
+#endif
+  // Every other combination through the double interface (a float storage copied first).
+  std::vector<double> ca, cb;
+  const MatrixRef ra{storage_as_double(*a.storage, ca), a.offset, a.row_stride, a.col_stride};
+  const MatrixRef rb{storage_as_double(*b.storage, cb), b.offset, b.row_stride, b.col_stride};
+  if (!out.holds_float()) {
+    gemm_block(dtype, ra, rb, n, k, m, out.f64() + out_offset);
+    return;
+  }
+  std::vector<double> tmp(static_cast<size_t>(n * m));
+  gemm_block(dtype, ra, rb, n, k, m, tmp.data());
+  float* o = out.f32() + out_offset;
+  for (size_t i = 0; i < tmp.size(); ++i) o[i] = static_cast<float>(tmp[i]);
 }
 
 Tensor mm(const Tensor& a, const Tensor& b) {
@@ -360,8 +466,8 @@ Tensor mm(const Tensor& a, const Tensor& b) {
   DType od = promote(a->dtype(), b->dtype());
   Tensor r = empty_tensor({n, m}, od, a->is_meta() || b->is_meta());
   if (r->is_meta()) return r;
-  gemm(od, {a->storage->data.data(), a->offset, a->strides[0], a->strides[1]},
-       {b->storage->data.data(), b->offset, b->strides[0], b->strides[1]}, n, k, m, r->storage->data.data());
+  gemm_storage(od, {a->storage.get(), a->offset, a->strides[0], a->strides[1]},
+               {b->storage.get(), b->offset, b->strides[0], b->strides[1]}, n, k, m, *r->storage, 0);
   return r;
 }
 

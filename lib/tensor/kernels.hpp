@@ -34,9 +34,16 @@ Tensor sum_to(const Tensor& g, const Shape& shape);
 Tensor expand_to(const Tensor& g, const Shape& shape, const std::vector<int64_t>& dims, bool keepdim);
 Tensor mm(const Tensor& a, const Tensor& b);     // (n,k) @ (k,m)
 
-// A matrix inside a storage: element (i, j) is data[offset + i*row_stride + j*col_stride].
-struct MatrixRef {
-  const double* data = nullptr;
+// A matrix inside an array: element (i, j) is data[offset + i*row_stride + j*col_stride].
+template <typename S>
+struct MatRef {
+  const S* data = nullptr;
+  int64_t offset = 0, row_stride = 0, col_stride = 0;
+};
+using MatrixRef = MatRef<double>;
+// The same inside a storage (float or double elements).
+struct StorageMatrix {
+  const Storage* storage = nullptr;
   int64_t offset = 0, row_stride = 0, col_stride = 0;
 };
 // out[i*m + j] = sum_p a(i, p) * b(p, j) for an (n, k) by (k, m) product, in the precision
@@ -44,6 +51,13 @@ struct MatrixRef {
 // copies accumulates in float as PyTorch's mm does; dgemm for float64); the other dtypes
 // accumulate in double. Values are rounded to dtype. Creates no tensor objects.
 void gemm(DType dtype, const MatrixRef& a, const MatrixRef& b, int64_t n, int64_t k, int64_t m, double* out);
+// The same product read from and written to storages: out's elements from out_offset on,
+// row-major (n, m). Float32 operands are handed to sgemm in place when they are contiguous
+// or transposed-contiguous (packed only when genuinely strided) and sgemm writes the float
+// result directly: the same call on the same floats as gemm's packed copies, so the same
+// results. Other dtypes go through gemm.
+void gemm_storage(DType dtype, const StorageMatrix& a, const StorageMatrix& b, int64_t n, int64_t k, int64_t m,
+                  Storage& out, int64_t out_offset);
 
 // Threads for BLAS (--threads; default 1). A given count always gives the same results;
 // float32 products may round differently in the last place under another count, as

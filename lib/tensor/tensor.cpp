@@ -1,6 +1,8 @@
 #include "tensor/tensor.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 
 #include "errors.hpp"
 #include "tensor/events.hpp"
@@ -29,14 +31,18 @@ void set_object_observer(ObjectObserver* observer) { observer_slot() = observer;
 Storage::Storage(DType d, int64_t n, bool is_meta) : dtype(d), numel(n), meta(is_meta) {
   if (!meta) {
     RunLimits& lim = run_limits();
-    const int64_t need = n * static_cast<int64_t>(sizeof(double));
-    if (n > lim.max_memory / static_cast<int64_t>(sizeof(double)) || lim.held + need > lim.max_memory) {
+    const int64_t elem = holds_float() ? static_cast<int64_t>(sizeof(float)) : static_cast<int64_t>(sizeof(double));
+    const int64_t need = n * elem;
+    if (n > lim.max_memory / elem || lim.held + need > lim.max_memory) {
       ScenarioError e("limit", "allocating " + std::to_string(n) + " elements would exceed the memory budget of " +
                                    std::to_string(lim.max_memory) + " bytes (--max-memory; the meta device is exempt)");
       e.facts = {{"elements", n}, {"max_memory", lim.max_memory}, {"held", lim.held}};
       throw e;
     }
-    data.assign(static_cast<size_t>(n), 0.0);
+    if (holds_float())
+      f32_.assign(static_cast<size_t>(n), 0.0f);
+    else
+      f64_.assign(static_cast<size_t>(n), 0.0);
     lim.held += need;
   }
   id = id_counters().storage++;
@@ -49,12 +55,31 @@ Storage::Storage(DType d, int64_t n, bool is_meta) : dtype(d), numel(n), meta(is
 }
 
 Storage::~Storage() {
-  if (!meta) run_limits().held -= numel * static_cast<int64_t>(sizeof(double));
+  run_limits().held -= held_bytes();
   Event e;
   e.kind = Event::Kind::Free;
   e.storage_id = id;
   e.bytes = nbytes();
   emit(e);
+}
+
+int64_t Storage::held_bytes() const {
+  return held_elements() * static_cast<int64_t>(holds_float() ? sizeof(float) : sizeof(double));
+}
+
+void Storage::wrong_representation(bool want_float) const {
+  // A programming error, never a user's: fail loudly rather than read the wrong array.
+  std::fprintf(stderr, "agtrace: internal error: %s elements requested from a %s storage (id %lld)\n",
+               want_float ? "float" : "double", dtype_name(dtype).c_str(), static_cast<long long>(id));
+  std::abort();
+}
+
+const double* storage_as_double(const Storage& s, std::vector<double>& copy) {
+  if (s.meta) return nullptr;
+  if (!s.holds_float()) return s.f64();
+  const float* p = s.f32();
+  copy.assign(p, p + s.numel);
+  return copy.data();
 }
 
 void VersionCounter::bump() {
@@ -120,8 +145,15 @@ Tensor empty_tensor(const Shape& sizes, DType dtype, bool meta) {
 
 Tensor tensor_from_values(const Shape& sizes, DType dtype, const std::vector<double>& values) {
   Tensor t = empty_tensor(sizes, dtype, false);
-  for (size_t i = 0; i < values.size() && i < t->storage->data.size(); ++i)
-    t->storage->data[i] = round_to_dtype(values[i], dtype);
+  Storage& s = *t->storage;
+  const size_t n = std::min(values.size(), static_cast<size_t>(s.numel));
+  if (s.holds_float()) {
+    float* p = s.f32();
+    for (size_t i = 0; i < n; ++i) p[i] = static_cast<float>(values[i]);
+  } else {
+    double* p = s.f64();
+    for (size_t i = 0; i < n; ++i) p[i] = round_to_dtype(values[i], dtype);
+  }
   return t;
 }
 
@@ -138,33 +170,50 @@ Tensor make_alias(const Tensor& src, const Shape& sizes, const Shape& strides, i
   return t;
 }
 
-std::vector<double> to_values(const Tensor& t) {
-  std::vector<double> out;
-  if (t->is_meta()) return out;
-  const double* data = t->storage->data.data();
-  if (t->is_contiguous()) return std::vector<double>(data + t->offset, data + t->offset + t->numel());
-  out.resize(static_cast<size_t>(t->numel()));
-  for_each_offset(t->sizes, t->strides, t->offset,
-                  [&](int64_t i, int64_t off) { out[static_cast<size_t>(i)] = data[off]; });
+namespace {
+template <typename T>
+std::vector<double> gather(const TensorImpl& t, const T* data) {
+  if (t.is_contiguous()) return std::vector<double>(data + t.offset, data + t.offset + t.numel());
+  std::vector<double> out(static_cast<size_t>(t.numel()));
+  for_each_offset(t.sizes, t.strides, t.offset,
+                  [&](int64_t i, int64_t off) { out[static_cast<size_t>(i)] = static_cast<double>(data[off]); });
   return out;
+}
+}  // namespace
+
+std::vector<double> to_values(const Tensor& t) {
+  if (t->is_meta()) return {};
+  const Storage& s = *t->storage;
+  return s.holds_float() ? gather(*t, s.f32()) : gather(*t, s.f64());
 }
 
 double item(const Tensor& t) {
   if (t->is_meta() || t->numel() == 0) return 0.0;
-  return t->storage->data[static_cast<size_t>(t->offset)];
+  return t->storage->get(t->offset);
 }
 
 void write_values(const Tensor& t, const std::vector<double>& values) {
   if (t->is_meta()) return;
-  double* data = t->storage->data.data();
+  Storage& s = *t->storage;
   const DType d = t->dtype();
+  if (s.holds_float()) {
+    float* data = s.f32();
+    if (t->is_contiguous()) {
+      float* dst = data + t->offset;
+      const int64_t n = t->numel();
+      for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(values[static_cast<size_t>(i)]);
+      return;
+    }
+    for_each_offset(t->sizes, t->strides, t->offset, [&](int64_t i, int64_t off) {
+      data[off] = static_cast<float>(values[static_cast<size_t>(i)]);
+    });
+    return;
+  }
+  double* data = s.f64();
   if (t->is_contiguous()) {
     double* dst = data + t->offset;
     const int64_t n = t->numel();
-    if (d == DType::Float32)
-      for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<double>(static_cast<float>(values[static_cast<size_t>(i)]));
-    else
-      for (int64_t i = 0; i < n; ++i) dst[i] = round_to_dtype(values[static_cast<size_t>(i)], d);
+    for (int64_t i = 0; i < n; ++i) dst[i] = round_to_dtype(values[static_cast<size_t>(i)], d);
     return;
   }
   for_each_offset(t->sizes, t->strides, t->offset, [&](int64_t i, int64_t off) {

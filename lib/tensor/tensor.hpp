@@ -5,9 +5,12 @@
 // is a std::shared_ptr<TensorImpl>: `a is b` compares the pointers, and the tensor's
 // id (creation order) names it in reports.
 //
-// Element data is held as double and rounded to the tensor's dtype after every write
+// Element data is computed in double and rounded to the tensor's dtype after every write
 // (round_to_dtype), so float32 results match PyTorch to float precision while every op
-// is written once. Bytes are always accounted at the dtype's real element size.
+// is written once. A float32 storage holds float (4 bytes an element: half the memory
+// traffic, and BLAS sgemm reads and writes it in place, issue #6); every other dtype holds
+// double, already rounded to the dtype. Bytes are always accounted at the dtype's real
+// element size.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -29,7 +32,6 @@ struct Storage {
   DType dtype = DType::Float32;
   int64_t numel = 0;
   bool meta = false;          // meta device: no element data
-  std::vector<double> data;   // numel values unless meta
   std::string device = "cpu";
 
   Storage(DType d, int64_t n, bool is_meta);
@@ -37,6 +39,36 @@ struct Storage {
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
   int64_t nbytes() const { return numel * dtype_size(dtype); }
+
+  // Which representation holds the elements: float for float32, double otherwise. The
+  // accessors check it (a wrong-typed access aborts instead of reading garbage); meta
+  // storages have no elements (null pointers).
+  bool holds_float() const { return dtype == DType::Float32; }
+  float* f32() { check(true); return f32_.data(); }
+  const float* f32() const { check(true); return f32_.data(); }
+  double* f64() { check(false); return f64_.data(); }
+  const double* f64() const { check(false); return f64_.data(); }
+  // Elements held (numel unless meta) and bytes they take in this process.
+  int64_t held_elements() const { return meta ? 0 : numel; }
+  int64_t held_bytes() const;
+  // Element i as double / set to v rounded to the dtype (per-element; loops use f32()/f64()).
+  double get(int64_t i) const {
+    return holds_float() ? static_cast<double>(f32_[static_cast<size_t>(i)]) : f64_[static_cast<size_t>(i)];
+  }
+  void set(int64_t i, double v) {
+    if (holds_float())
+      f32_[static_cast<size_t>(i)] = static_cast<float>(v);
+    else
+      f64_[static_cast<size_t>(i)] = round_to_dtype(v, dtype);
+  }
+
+ private:
+  void check(bool want_float) const {
+    if (want_float != holds_float()) wrong_representation(want_float);
+  }
+  [[noreturn]] void wrong_representation(bool want_float) const;
+  std::vector<float> f32_;    // float32: numel values unless meta
+  std::vector<double> f64_;   // other dtypes: numel values unless meta
 };
 
 // PyTorch keeps one version counter per view family: views and detach() share it, and
@@ -126,6 +158,9 @@ std::vector<double> to_values(const Tensor& t);
 double item(const Tensor& t);
 // Writes row-major values through the tensor's strides, rounding to its dtype.
 void write_values(const Tensor& t, const std::vector<double>& values);
+// The storage's elements as double: its own array when it holds double, else a copy of
+// the whole storage in `copy` (same offsets). Meta: null.
+const double* storage_as_double(const Storage& s, std::vector<double>& copy);
 
 // Calls f(linear_index, storage_offset) for every element in row-major order.
 template <typename F>

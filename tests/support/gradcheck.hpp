@@ -78,7 +78,7 @@ inline Tensor weighted_loss(const std::vector<Tensor>& outs) {
 // Each leaf's .grad from the engine against central differences of sum(f(inputs) * w)
 // (summed over every output for a multi-output f)
 // with h = 1e-6, computed with grad mode off. Leaves are contiguous: element i of a leaf
-// lives at storage->data[i].
+// is storage element i (Storage::get / set).
 inline void check_gradients_multi(const std::string& label, const Inputs& inputs, const MultiFn& f) {
   INFO("case: " << label);
   for (const Tensor& x : inputs) x->grad.reset();
@@ -105,13 +105,13 @@ inline void check_gradients_multi(const std::string& label, const Inputs& inputs
     CHECK(x->grad->dtype() == x->dtype());
     const std::vector<double> analytic = to_values(x->grad);
     for (int64_t i = 0; i < x->numel(); ++i) {
-      double& slot = x->storage->data[static_cast<size_t>(i)];
-      const double orig = slot;
-      slot = orig + h;
+      Storage& s = *x->storage;
+      const double orig = s.get(i);
+      s.set(i, orig + h);
       const double up = loss_now();
-      slot = orig - h;
+      s.set(i, orig - h);
       const double down = loss_now();
-      slot = orig;
+      s.set(i, orig);
       const double numeric = (up - down) / (2 * h);
       INFO("element " << i << ": analytic " << analytic[static_cast<size_t>(i)] << ", numeric " << numeric);
       CHECK(analytic[static_cast<size_t>(i)] == Approx(numeric).epsilon(1e-6).margin(1e-6));

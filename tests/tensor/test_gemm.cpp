@@ -82,3 +82,46 @@ TEST_CASE("gemm: a given thread count always gives the same result", "[tensor][g
   // Another thread count: the same products up to float rounding.
   for (size_t i = 0; i < one.size(); ++i) CHECK(std::abs(one[i] - first[i]) <= 1e-5 * (1 + std::abs(one[i])));
 }
+
+TEST_CASE("gemm_storage: float32 storages read in place give the packed copies' exact results",
+          "[tensor][gemm]") {
+  // sgemm on the storage itself (another leading dimension) or on packed float copies
+  // (today's gemm over double values): the same call on the same floats, so every result
+  // bit must agree, for every layout mm and bmm hand over.
+  using agtrace::Storage;
+  const int64_t n = 19, k = 23, m = 17, wide = 31;
+  const std::vector<double> va = storage(static_cast<size_t>(wide * wide + 5), 0.37),
+                            vb = storage(static_cast<size_t>(wide * wide + 7), 0.11);
+  for (DType d : {DType::Float32, DType::Float64}) {
+    Storage sa(d, static_cast<int64_t>(va.size()), false), sb(d, static_cast<int64_t>(vb.size()), false);
+    for (size_t i = 0; i < va.size(); ++i) sa.set(static_cast<int64_t>(i), va[i]);
+    for (size_t i = 0; i < vb.size(); ++i) sb.set(static_cast<int64_t>(i), vb[i]);
+    REQUIRE(sa.holds_float() == (d == DType::Float32));
+    struct Layout {
+      const char* what;
+      int64_t ao, ar, ac, bo, br, bc, n, k, m;
+    } layouts[] = {
+        {"contiguous", 2, k, 1, 3, m, 1, n, k, m},
+        {"row blocks of wider matrices", 2, wide, 1, 3, wide, 1, n, k, m},
+        {"transposed", 2, 1, n, 3, 1, k, n, k, m},
+        {"transposed blocks of wider matrices", 2, 1, wide, 3, 1, wide, n, k, m},
+        {"strided columns (packed)", 2, 2 * k, 2, 3, m, 1, n, k, m},
+        {"broadcast rows (packed)", 2, 0, 1, 3, 0, 1, n, k, m},
+        {"one row", 4, 999, 1, 3, wide, 1, 1, k, m},
+        {"one column", 2, wide, 1, 5, 3, 999, n, k, 1},
+        {"vector times vector", 2, 7, 1, 3, 1, 1, 1, k, 1},
+        {"outer product", 2, 2, 0, 3, 0, 1, n, 1, m},
+    };
+    for (const Layout& l : layouts) {
+      INFO(agtrace::dtype_name(d) << ": " << l.what);
+      const int64_t cells = l.n * l.m;
+      Storage out(d, cells + 3, false);
+      agtrace::kernels::gemm_storage(d, {&sa, l.ao, l.ar, l.ac}, {&sb, l.bo, l.br, l.bc}, l.n, l.k, l.m, out, 3);
+      std::vector<double> want(static_cast<size_t>(cells));
+      agtrace::kernels::gemm(d, {va.data(), l.ao, l.ar, l.ac}, {vb.data(), l.bo, l.br, l.bc}, l.n, l.k, l.m,
+                             want.data());
+      for (int64_t i = 0; i < cells; ++i) CHECK(out.get(3 + i) == want[static_cast<size_t>(i)]);
+      for (int64_t i = 0; i < 3; ++i) CHECK(out.get(i) == 0.0);  // nothing written before out_offset
+    }
+  }
+}

@@ -123,9 +123,9 @@ TEST_CASE("tensor: to_values and write_values go through strides", "[tensor][str
   // write through x[:, 1] (sizes [2], stride 3, offset 1), rounding to float32
   Tensor col = agtrace::make_alias(x, {2}, {3}, 1);
   agtrace::write_values(col, {0.1, -7});
-  CHECK(x->storage->data[1] == static_cast<double>(0.1f));
-  CHECK(x->storage->data[4] == -7);
-  CHECK(x->storage->data[0] == 0);
+  CHECK(x->storage->get(1) == static_cast<double>(0.1f));
+  CHECK(x->storage->get(4) == -7);
+  CHECK(x->storage->get(0) == 0);
   CHECK(agtrace::item(col) == static_cast<double>(0.1f));
   CHECK(agtrace::item(agtrace::make_alias(x, {}, {}, 5)) == 5);
 }
@@ -137,7 +137,10 @@ TEST_CASE("tensor: empty_tensor and tensor_from_values", "[tensor]") {
   CHECK(t->sizes == (Shape{2, 3}));
   CHECK(t->strides == (Shape{3, 1}));
   CHECK(t->offset == 0);
-  CHECK(t->storage->data == std::vector<double>(6, 0.0));
+  REQUIRE(t->storage->holds_float());
+  CHECK(std::vector<float>(t->storage->f32(), t->storage->f32() + 6) == std::vector<float>(6, 0.0f));
+  CHECK(t->storage->held_bytes() == 24);  // float32 holds float
+  CHECK(agtrace::empty_tensor({2, 3}, DType::Int64, false)->storage->held_bytes() == 48);
   CHECK(t->version->version == 0);
   CHECK(t->nbytes() == 24);
   CHECK(t->is_leaf());
@@ -150,14 +153,15 @@ TEST_CASE("tensor: empty_tensor and tensor_from_values", "[tensor]") {
 
   Tensor m = agtrace::empty_tensor({4, 4}, DType::Float32, true);
   CHECK(m->is_meta());
-  CHECK(m->storage->data.empty());
+  CHECK(m->storage->held_elements() == 0);
+  CHECK(m->storage->f32() == nullptr);
   CHECK(m->nbytes() == 64);
   CHECK(agtrace::to_values(m).empty());
 
   Tensor v = agtrace::tensor_from_values({3}, DType::Float32, {0.1, 1.0 / 3, 1e39});
-  CHECK(v->storage->data[0] == 0.10000000149011612);
-  CHECK(v->storage->data[1] == 0.3333333432674408);
-  CHECK(std::isinf(v->storage->data[2]));
+  CHECK(v->storage->get(0) == 0.10000000149011612);
+  CHECK(v->storage->get(1) == 0.3333333432674408);
+  CHECK(std::isinf(v->storage->get(2)));
   Tensor s = agtrace::scalar_tensor(2.5, DType::Int64);
   CHECK(s->dim() == 0);
   CHECK(agtrace::item(s) == 2.0);
