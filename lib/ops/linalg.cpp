@@ -43,7 +43,7 @@ Tensor from_values(const Shape& shape, DType dtype, bool meta, const std::vector
 // (B, n, k) @ (B, k, m) without autograd, reading both operands through their strides.
 Tensor bmm_kernel(const Tensor& a, const Tensor& b) {
   const int64_t B = a->sizes[0], n = a->sizes[1], k = a->sizes[2], m = b->sizes[2];
-  Tensor r = empty_tensor({B, n, m}, a->dtype(), a->is_meta() || b->is_meta());
+  Tensor r = uninitialized_tensor({B, n, m}, a->dtype(), a->is_meta() || b->is_meta());  // gemm writes all
   if (r->is_meta()) return r;
   for (int64_t i = 0; i < B; ++i)
     kernels::gemm_storage(a->dtype(), {a->storage.get(), a->offset + i * a->strides[0], a->strides[1], a->strides[2]},

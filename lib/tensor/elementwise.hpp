@@ -149,7 +149,7 @@ std::vector<double> broadcast_values(const Tensor& t, const Shape& shape);
 
 template <typename F>
 Tensor unary(const Tensor& a, DType out, F&& f) {
-  Tensor r = empty_tensor(a->sizes, out, a->is_meta());
+  Tensor r = uninitialized_tensor(a->sizes, out, a->is_meta());
   if (r->is_meta()) return r;
   if (detail::all_float32(out, {&a})) {
     detail::unary_loop(detail::float_operand(a), r->storage->f32(), out, f);
@@ -166,7 +166,7 @@ template <typename F>
 Tensor binary(const Tensor& a, const Tensor& b, DType out, F&& f, const std::string& op) {
   const bool same = a->sizes == b->sizes;
   Shape shape = same ? a->sizes : broadcast_shapes(a->sizes, b->sizes, op);
-  Tensor r = empty_tensor(shape, out, detail::any_meta({&a, &b}));
+  Tensor r = uninitialized_tensor(shape, out, detail::any_meta({&a, &b}));
   if (r->is_meta()) return r;
   const int64_t n = r->numel();
   if (detail::all_float32(out, {&a, &b})) {
@@ -183,7 +183,7 @@ Tensor binary(const Tensor& a, const Tensor& b, DType out, F&& f, const std::str
 template <typename F>
 Tensor ternary(const Tensor& a, const Tensor& b, const Tensor& c, DType out, F&& f, const std::string& op) {
   Shape shape = broadcast_shapes(broadcast_shapes(a->sizes, b->sizes, op), c->sizes, op);
-  Tensor r = empty_tensor(shape, out, detail::any_meta({&a, &b, &c}));
+  Tensor r = uninitialized_tensor(shape, out, detail::any_meta({&a, &b, &c}));
   if (r->is_meta()) return r;
   std::vector<double> v[3] = {detail::broadcast_values(a, shape), detail::broadcast_values(b, shape),
                               detail::broadcast_values(c, shape)};

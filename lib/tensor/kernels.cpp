@@ -464,7 +464,7 @@ void gemm_storage(DType dtype, const StorageMatrix& a, const StorageMatrix& b, i
 Tensor mm(const Tensor& a, const Tensor& b) {
   const int64_t n = a->sizes[0], k = a->sizes[1], m = b->sizes[1];
   DType od = promote(a->dtype(), b->dtype());
-  Tensor r = empty_tensor({n, m}, od, a->is_meta() || b->is_meta());
+  Tensor r = uninitialized_tensor({n, m}, od, a->is_meta() || b->is_meta());  // gemm writes all
   if (r->is_meta()) return r;
   gemm_storage(od, {a->storage.get(), a->offset, a->strides[0], a->strides[1]},
                {b->storage.get(), b->offset, b->strides[0], b->strides[1]}, n, k, m, *r->storage, 0);

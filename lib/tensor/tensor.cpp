@@ -28,7 +28,7 @@ ObjectObserver*& observer_slot() {
 ObjectObserver* object_observer() { return observer_slot(); }
 void set_object_observer(ObjectObserver* observer) { observer_slot() = observer; }
 
-Storage::Storage(DType d, int64_t n, bool is_meta) : dtype(d), numel(n), meta(is_meta) {
+Storage::Storage(DType d, int64_t n, bool is_meta, bool zero_fill) : dtype(d), numel(n), meta(is_meta) {
   if (!meta) {
     RunLimits& lim = run_limits();
     const int64_t elem = holds_float() ? static_cast<int64_t>(sizeof(float)) : static_cast<int64_t>(sizeof(double));
@@ -39,10 +39,11 @@ Storage::Storage(DType d, int64_t n, bool is_meta) : dtype(d), numel(n), meta(is
       e.facts = {{"elements", n}, {"max_memory", lim.max_memory}, {"held", lim.held}};
       throw e;
     }
+    const size_t count = static_cast<size_t>(n);
     if (holds_float())
-      f32_.assign(static_cast<size_t>(n), 0.0f);
+      f32_.reset(zero_fill ? new float[count]() : new float[count]);
     else
-      f64_.assign(static_cast<size_t>(n), 0.0);
+      f64_.reset(zero_fill ? new double[count]() : new double[count]);
     lim.held += need;
   }
   id = id_counters().storage++;
@@ -134,13 +135,20 @@ std::string shape_str(const Shape& s) {
   return out + "]";
 }
 
-Tensor empty_tensor(const Shape& sizes, DType dtype, bool meta) {
+namespace {
+Tensor new_tensor(const Shape& sizes, DType dtype, bool meta, bool zero_fill) {
   auto t = std::make_shared<TensorImpl>();
-  t->storage = std::make_shared<Storage>(dtype, shape_numel(sizes), meta);
+  t->storage = std::make_shared<Storage>(dtype, shape_numel(sizes), meta, zero_fill);
   t->sizes = sizes;
   t->strides = contiguous_strides(sizes);
   t->version = std::make_shared<VersionCounter>();
   return t;
+}
+}  // namespace
+
+Tensor empty_tensor(const Shape& sizes, DType dtype, bool meta) { return new_tensor(sizes, dtype, meta, true); }
+Tensor uninitialized_tensor(const Shape& sizes, DType dtype, bool meta) {
+  return new_tensor(sizes, dtype, meta, false);
 }
 
 Tensor tensor_from_values(const Shape& sizes, DType dtype, const std::vector<double>& values) {
