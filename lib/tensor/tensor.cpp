@@ -189,8 +189,11 @@ std::vector<double> gather(const TensorImpl& t, const T* data) {
 }
 }  // namespace
 
+// An empty tensor (a zero-size dim) may sit at a non-zero offset of an empty storage, whose
+// data pointer is null: return before any pointer arithmetic on it (UBSan, found by fuzzing
+// torch.stack of a [0, 3] tensor).
 std::vector<double> to_values(const Tensor& t) {
-  if (t->is_meta()) return {};
+  if (t->is_meta() || t->numel() == 0) return {};
   const Storage& s = *t->storage;
   return s.holds_float() ? gather(*t, s.f32()) : gather(*t, s.f64());
 }
@@ -201,7 +204,7 @@ double item(const Tensor& t) {
 }
 
 void write_values(const Tensor& t, const std::vector<double>& values) {
-  if (t->is_meta()) return;
+  if (t->is_meta() || t->numel() == 0) return;  // see to_values
   Storage& s = *t->storage;
   const DType d = t->dtype();
   if (s.holds_float()) {

@@ -303,3 +303,17 @@ TEST_CASE("dtype: round_to_dtype matches torch's .to(dtype) values", "[tensor][d
   CHECK(std::isnan(agtrace::round_to_dtype(std::nan(""), DType::BFloat16)));
   CHECK(agtrace::round_to_dtype(-1e39, DType::Float16) == -inf);
 }
+
+TEST_CASE("tensor: an empty view at a non-zero offset of an empty storage reads and writes nothing",
+          "[tensor]") {
+  // torch.stack of [0, 3] tensors writes each input through such a view; the storage holds
+  // no elements, so its data pointer is null and no offset may be applied to it (UBSan
+  // reported it under fuzzing; the sanitizer build of this test catches a regression).
+  for (DType d : {DType::Float32, DType::Float64}) {
+    Tensor e = empty_tensor({2, 0, 3}, d, false);
+    Tensor v = make_alias(e, {0, 3}, {3, 1}, 8);
+    CHECK(to_values(v).empty());
+    write_values(v, {});
+    CHECK(v->numel() == 0);
+  }
+}
