@@ -135,15 +135,18 @@ TEST_CASE("CUDA pointwise formulas match agtrace's CPU binary ops and their grad
     for (size_t i = 0; i < av.size(); ++i)
       close(pw::binary_formula<double>(c.op, av[i], self_only ? av[i] : bv[i], c.s0), got[i], pw::op_name(c.op), i);
   }
-  // div: grad_self = grad / other (Div), grad_other (DivBackwardOther).
-  {
-    Tensor y = ops::div(a, b);
+  // Gradients of a and b for the loss sum(y * w), starting from no .grad.
+  auto grads_of = [&](const Tensor& y) {
     a->grad.reset();
     b->grad.reset();
     autograd::BackwardRequest req;
     req.roots = {test::weighted_loss(y, w)};
     autograd::run_backward(req);
-    const std::vector<double> ga = to_values(a->grad), gb = to_values(b->grad);
+    return std::make_pair(to_values(a->grad), to_values(b->grad));
+  };
+  // div: grad_self = grad / other (Div), grad_other (DivBackwardOther).
+  {
+    const auto [ga, gb] = grads_of(ops::div(a, b));
     for (size_t i = 0; i < av.size(); ++i) {
       close(pw::binary_formula<double>(pw::BinaryOp::Div, wv[i], bv[i], 1), ga[i], "div backward self", i);
       close(pw::ternary_formula<double>(pw::TernaryOp::DivBackwardOther, wv[i], av[i], bv[i], 0, 0), gb[i],
@@ -152,13 +155,7 @@ TEST_CASE("CUDA pointwise formulas match agtrace's CPU binary ops and their grad
   }
   // pow(tensor, tensor): both gradients.
   {
-    Tensor y = ops::pow_tensor(a, b);
-    a->grad.reset();
-    b->grad.reset();
-    autograd::BackwardRequest req;
-    req.roots = {test::weighted_loss(y, w)};
-    autograd::run_backward(req);
-    const std::vector<double> ga = to_values(a->grad), gb = to_values(b->grad);
+    const auto [ga, gb] = grads_of(ops::pow_tensor(a, b));
     for (size_t i = 0; i < av.size(); ++i) {
       close(pw::ternary_formula<double>(pw::TernaryOp::PowBackwardSelf, wv[i], av[i], bv[i], 0, 0), ga[i],
             "pow backward self", i);
