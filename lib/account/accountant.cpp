@@ -54,6 +54,9 @@ void Accountant::on_event(const Event& e) {
       break;
     }
     case Event::Kind::VersionBump:
+    case Event::Kind::Pack:  // timeline and hooks figures only: record_event above
+    case Event::Kind::Unpack:
+    case Event::Kind::Recompute:
       break;
   }
 }

@@ -24,6 +24,8 @@ struct HolderScan {
   std::map<int64_t, std::vector<std::string>> holders;  // storage id -> who holds it
   std::map<int64_t, std::string> category;             // storage id -> category
 };
+// The categories by priority (lower wins) and their names in reports.
+enum HolderCategory : int { kGrad, kLeafParam, kLeafInput, kNamed, kGraphOnly, kOther };
 inline constexpr const char* kHolderCategories[] = {"grad", "leaf_param", "leaf_input",
                                                     "named", "graph_only", "other"};
 // A storage whose holders or category changed since the previous statement end

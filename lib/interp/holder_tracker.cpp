@@ -8,7 +8,6 @@
 namespace agtrace {
 
 namespace {
-constexpr int kGrad = 0, kLeafParam = 1, kLeafInput = 2, kNamed = 3, kGraphOnly = 4, kOther = 5;
 constexpr int kNamePhase = 0, kGradPhase = 1, kGraphPhase = 2;
 
 void sort_unique(std::vector<int64_t>& ids) {
@@ -111,8 +110,7 @@ std::vector<HolderChange> HolderTracker::commit(const std::map<std::string, Valu
     if (v.kind == Value::Kind::Tensor) {
       const Tensor& t = v.t;
       if (!t->storage) return;
-      const int category = !t->is_leaf() ? kNamed : t->requires_grad() ? kLeafParam : kLeafInput;
-      now.push_back({t->storage->id, Entry{kNamePhase, position, 0, "name " + name, category}});
+      now.push_back({t->storage->id, Entry{kNamePhase, position, 0, "name " + name, name_category(*t)}});
     } else if (v.kind == Value::Kind::Tuple || v.kind == Value::Kind::List) {
       for (const Value& item : v.items) visit(name, item);
     }

@@ -31,6 +31,12 @@
 
 namespace agtrace {
 
+// The category of a tensor bound to a name: a non-leaf is "named", a leaf "leaf_param" when
+// it requires grad, else "leaf_input".
+inline HolderCategory name_category(const TensorImpl& t) {
+  return !t.is_leaf() ? kNamed : t.requires_grad() ? kLeafParam : kLeafInput;
+}
+
 class HolderTracker : public ObjectObserver, public EventSink {
  public:
   // label_of: the name reports use for a tensor object (its latest bound name).
@@ -70,7 +76,7 @@ class HolderTracker : public ObjectObserver, public EventSink {
     int64_t order = 0;  // name: position in name order; .grad: tensor id; graph: node id
     int64_t sub = 0;    // graph: index of the saved value (the leaf comes after them)
     std::string label;
-    int category = 0;   // index in kCategories (lower wins)
+    int category = 0;   // a HolderCategory (lower wins)
     bool operator<(const Entry& o) const;
     bool operator==(const Entry& o) const;
   };

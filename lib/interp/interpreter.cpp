@@ -702,35 +702,33 @@ std::vector<HolderChange> Interpreter::commit_holders() {
 
 HolderScan Interpreter::scan_holders() const {
   HolderScan scan;
-  static const std::map<std::string, int> priority = {{"grad", 0},      {"leaf_param", 1}, {"leaf_input", 2},
-                                                       {"named", 3},     {"graph_only", 4}, {"other", 5}};
-  auto hold = [&](const std::shared_ptr<Storage>& st, const std::string& who, const std::string& cat) {
+  std::map<int64_t, HolderCategory> best;  // storage id -> highest-priority category so far
+  auto hold = [&](const std::shared_ptr<Storage>& st, const std::string& who, HolderCategory cat) {
     if (!st) return;
     auto& hs = scan.holders[st->id];
     if (std::find(hs.begin(), hs.end(), who) == hs.end()) hs.push_back(who);
-    auto it = scan.category.find(st->id);
-    if (it == scan.category.end() || priority.at(cat) < priority.at(it->second)) scan.category[st->id] = cat;
+    auto it = best.find(st->id);
+    if (it == best.end() || cat < it->second) best[st->id] = cat;
   };
   std::function<void(const std::string&, const Value&)> visit = [&](const std::string& name, const Value& v) {
     if (v.kind == Value::Kind::Tensor) {
-      const Tensor& t = v.t;
-      const std::string cat = !t->is_leaf() ? "named" : t->requires_grad() ? "leaf_param" : "leaf_input";
-      hold(t->storage, "name " + name, cat);
+      hold(v.t->storage, "name " + name, name_category(*v.t));
     } else if (v.kind == Value::Kind::Tuple || v.kind == Value::Kind::List) {
       for (const Value& item : v.items) visit(name, item);
     }
   };
   for (const auto& [name, v] : env_) visit(name, v);
   for (TensorImpl* t : live_tensors())
-    if (t->grad) hold(t->grad->storage, "grad of " + label_of(t->id), "grad");
+    if (t->grad) hold(t->grad->storage, "grad of " + label_of(t->id), kGrad);
   for (autograd::Node* n : autograd::live_nodes()) {
     for (const auto& e : n->saved)
       if (e.is_tensor && e.var.defined && !e.var.released)
-        hold(e.var.held_storage(), "saved " + n->name + "._saved_" + e.name, "graph_only");
-    if (n->variable) hold(n->variable->storage, "leaf of AccumulateGrad", "graph_only");
+        hold(e.var.held_storage(), "saved " + n->name + "._saved_" + e.name, kGraphOnly);
+    if (n->variable) hold(n->variable->storage, "leaf of AccumulateGrad", kGraphOnly);
   }
   for (TensorImpl* t : live_tensors())
-    if (!scan.category.count(t->storage->id)) hold(t->storage, "unnamed tensor", "other");
+    if (!best.count(t->storage->id)) hold(t->storage, "unnamed tensor", kOther);
+  for (const auto& [id, cat] : best) scan.category[id] = kHolderCategories[cat];
   return scan;
 }
 
