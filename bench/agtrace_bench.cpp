@@ -2,7 +2,7 @@
 // event recorded), without process start-up and report printing, which the cold_start
 // workload measures separately. Prints one JSON line per timed repetition.
 //
-//   agtrace_bench SCENARIO --threads N --reps R [--warmup W] [--statement I]
+//   agtrace_bench SCENARIO --threads N --reps R [--warmup W] [--statement I] [--no-report]
 //
 // --statement I also reports the time of statement I alone (from the --profile rows), for
 // the gemm workload's GFLOP/s.
@@ -26,11 +26,18 @@ int main(int argc, char** argv) {
   }
   const std::string path = argv[1];
   int threads = 1, reps = 3, statement = -1, warmup = 1;
-  for (int i = 2; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--reps")) reps = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--statement")) statement = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--warmup")) warmup = std::atoi(argv[i + 1]);
+  bool with_report = true;
+  for (int i = 2; i < argc; ++i) {
+    const bool has_value = i + 1 < argc;
+    if (!std::strcmp(argv[i], "--no-report")) with_report = false;
+    else if (has_value && !std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[++i]);
+    else if (has_value && !std::strcmp(argv[i], "--reps")) reps = std::atoi(argv[++i]);
+    else if (has_value && !std::strcmp(argv[i], "--statement")) statement = std::atoi(argv[++i]);
+    else if (has_value && !std::strcmp(argv[i], "--warmup")) warmup = std::atoi(argv[++i]);
+    else {
+      std::fprintf(stderr, "agtrace_bench: unknown or incomplete option %s\n", argv[i]);
+      return 2;
+    }
   }
   agtrace::kernels::set_threads(threads);
   agtrace::kernels::keep_freed_buffers();  // as agtrace run does
@@ -49,7 +56,8 @@ int main(int argc, char** argv) {
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
     const double cpu = cpu_now() - c0;
     const auto t1 = Clock::now();
-    const std::string report = agtrace::report_json(result, false).dump(2);
+    // --no-report: for profiling the run alone (perf record sees no JSON building).
+    const std::string report = with_report ? agtrace::report_json(result, false).dump(2) : std::string();
     const double report_s = std::chrono::duration<double>(Clock::now() - t1).count();
     double statement_s = -1;
     if (statement >= 0) {
