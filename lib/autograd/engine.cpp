@@ -8,6 +8,7 @@
 #include "errors.hpp"
 #include "ops/double_backward.hpp"
 #include "ops/ops.hpp"
+#include "tensor/device_backend.hpp"
 #include "tensor/events.hpp"
 #include "tensor/kernels.hpp"
 #include "util/profile.hpp"
@@ -89,7 +90,10 @@ void accumulate_with_graph(Node& acc, const Tensor& g) {
   notify_grad_changed(*leaf);
 }
 
-Tensor zeros_for(const OutputMeta& m) { return kernels::full(m.sizes, 0.0, m.dtype, m.meta); }
+Tensor zeros_for(const OutputMeta& m) {
+  DeviceScope scope(m.cuda ? "cuda" : "cpu");
+  return kernels::full(m.sizes, 0.0, m.dtype, m.meta);
+}
 
 }  // namespace
 
@@ -129,6 +133,7 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
         throw e;
       }
       pos.op = "ones_like";
+      DeviceScope root_device(r->storage->device);  // ones_like: on the root's device
       g = kernels::full(r->sizes, 1.0, r->dtype(), r->is_meta());  // torch.ones_like(root)
     } else if (g->sizes != r->sizes) {
       // PyTorch prints the shapes as torch.Size objects: "Mismatch in shape: grad_output[0]
@@ -244,6 +249,9 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
           if (e.fn) needed.insert(e.fn.get());
       pos.op = n->name;
       pos.backward_node = n->id;  // events: the node where a backward allocation happened
+      // A node's gradients live where its forward outputs did (PyTorch runs each node on
+      // its device's ready queue).
+      DeviceScope node_device(!n->outputs.empty() && n->outputs[0].cuda ? "cuda" : "cpu");
       profile::Scope profile_node(profile::Section::OpBackward, n->name);  // --profile
       if (n->name == "AccumulateGrad") {
         if (req.create_graph)

@@ -117,12 +117,7 @@ Tensor as_hook_op(const std::string& label, F&& f) {
 
 // A copy of `t`'s elements in a new contiguous storage of dtype `d` (Tensor.to(d)),
 // rounded as PyTorch rounds to `d`; `device` names where the storage lives.
-Tensor converted_copy(const Tensor& t, DType d, const std::string& device) {
-  Tensor out = empty_tensor(t->sizes, d, t->is_meta());
-  out->storage->device = device;
-  if (!t->is_meta()) write_values(out, to_values(t));
-  return out;
-}
+Tensor converted_copy(const Tensor& t, DType d, const std::string& device) { return copy_to(t, d, device); }
 
 // Identity hooks ("count") and save_on_cpu keep the saved storage itself. The hook keeps a
 // detached alias rather than the object: what the program sees is the same (unpack always
@@ -487,7 +482,7 @@ std::shared_ptr<Node> grad_accumulator(const Tensor& leaf) {
   // AccumulateGrad runs as soon as it is ready (PyTorch gives it sequence_nr UINT64_MAX).
   acc->sequence_nr = std::numeric_limits<uint64_t>::max();
   acc->variable = leaf;
-  acc->outputs.push_back({leaf->sizes, leaf->dtype(), leaf->is_meta()});
+  acc->outputs.push_back({leaf->sizes, leaf->dtype(), leaf->is_meta(), leaf->storage->on_device()});
   leaf->grad_accumulator = acc;
   return acc;
 }
@@ -506,7 +501,7 @@ std::shared_ptr<Node> make_node(const std::string& name, BackwardFn fn, const st
   node->backward = fn;
   for (const Tensor& t : inputs) {
     node->next.push_back(gradient_edge(t));
-    node->input_meta.push_back(t ? OutputMeta{t->sizes, t->dtype(), t->is_meta()} : OutputMeta{});
+    node->input_meta.push_back(t ? OutputMeta{t->sizes, t->dtype(), t->is_meta(), t->storage->on_device()} : OutputMeta{});
   }
   return node;
 }
@@ -516,7 +511,7 @@ void set_history(const Tensor& result, const std::shared_ptr<Node>& node, int ou
   result->grad_fn_version = result->version->version;
   result->output_nr = output_nr;
   if (static_cast<int>(node->outputs.size()) <= output_nr) node->outputs.resize(output_nr + 1);
-  node->outputs[output_nr] = {result->sizes, result->dtype(), result->is_meta()};
+  node->outputs[output_nr] = {result->sizes, result->dtype(), result->is_meta(), result->storage->on_device()};
 }
 
 namespace {

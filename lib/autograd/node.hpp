@@ -141,6 +141,7 @@ struct OutputMeta {
   Shape sizes;
   DType dtype = DType::Float32;
   bool meta = false;
+  bool cuda = false;  // on the cuda device (PyTorch's InputMetadata keeps the device)
 };
 
 using BackwardFn = std::vector<Tensor> (*)(Node& node, const std::vector<Tensor>& grad_outputs);

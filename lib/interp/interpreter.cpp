@@ -19,6 +19,7 @@
 #include "ops/shapes.hpp"
 #include "ops/table.hpp"
 #include "syntax/ast.hpp"
+#include "tensor/device_backend.hpp"
 #include "tensor/events.hpp"
 #include "tensor/kernels.hpp"
 #include "util/profile.hpp"
@@ -33,6 +34,48 @@ using syntax::StmtKind;
 namespace {
 
 [[noreturn]] void fail(const std::string& kind, const std::string& message) { throw ScenarioError(kind, message); }
+
+void collect_tensors(const Value& v, std::vector<const TensorImpl*>& out) {
+  if (v.kind == Value::Kind::Tensor && v.t) out.push_back(v.t.get());
+  if (v.kind == Value::Kind::List || v.kind == Value::Kind::Tuple)
+    for (const Value& item : v.items) collect_tensors(item, out);
+}
+
+// The device an op's results are made on: cuda when a tensor argument is on cuda (PyTorch:
+// results live with their operands). A cuda tensor with a CPU tensor of one or more
+// dimensions is PyTorch's "Expected all tensors to be on the same device" error; a 0-d
+// CPU tensor mixes with cuda tensors as a scalar does (TensorIterator allows it).
+// `mixing_allowed`: moves (to, cuda, cpu) and introspection take tensors of either device.
+std::string device_of_arguments(const std::vector<const Value*>& values, const std::string& op,
+                                bool mixing_allowed = false) {
+  std::vector<const TensorImpl*> tensors;
+  for (const Value* v : values)
+    if (v) collect_tensors(*v, tensors);
+  const TensorImpl* on_cuda = nullptr;
+  const TensorImpl* on_cpu = nullptr;
+  for (const TensorImpl* t : tensors) {
+    if (t->storage->on_device()) {
+      if (!on_cuda) on_cuda = t;
+    } else if (!t->is_meta() && t->dim() > 0 && !on_cpu) {
+      on_cpu = t;
+    }
+  }
+  if (!on_cuda) return "cpu";
+  if (on_cpu && !mixing_allowed) {
+    ScenarioError e("device_mismatch",
+                    "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!");
+    e.facts = {{"op", op}, {"devices", {"cuda:0", "cpu"}}};
+    throw e;
+  }
+  return "cuda";
+}
+
+std::string device_of_arguments(const ops::OpEntry& entry, const ops::Args& args) {
+  std::vector<const Value*> values;
+  for (const auto& v : args.values)
+    if (v) values.push_back(&*v);
+  return device_of_arguments(values, entry.name, entry.category == "conversion" || entry.category == "introspection");
+}
 
 std::optional<DType> torch_dtype_attr(const std::string& name) {
   static const std::map<std::string, DType> m = {
@@ -132,7 +175,7 @@ bool py_is(const Value& a, const Value& b) {
 }
 
 std::vector<double> display_values(const Tensor& t) {
-  std::vector<double> v = to_values(t);
+  std::vector<double> v = host_values(t);  // a cuda tensor's are copied over to show them
   for (double& x : v) x = display_value(x, t->dtype());
   return v;
 }
@@ -266,6 +309,9 @@ void Interpreter::create_leaves() {
         e.json_pointer = leaf.pointer + "/shape";
         throw e;
       }
+      // A cuda scenario's leaves are made on the device (PyTorch: torch.tensor(values,
+      // device='cuda')), one storage each, as on the CPU.
+      DeviceScope on_device(device_ == "cuda" ? "cuda" : "cpu");
       t = tensor_from_values(leaf.shape, leaf.dtype, initial_values(leaf, sc_.seed));
     }
     t->requires_grad_flag = leaf.requires_grad;
@@ -305,11 +351,13 @@ RunResult Interpreter::run() {
   autograd::set_grad_enabled(true);
   set_event_sink(&tracker_);
   tracker_.attach();
+  set_device_backend(opt_.device_backend);
   struct SinkGuard {
     HolderTracker& tracker;
     ~SinkGuard() {
       set_event_sink(nullptr);
       tracker.detach();
+      set_device_backend(nullptr);
     }
   } guard{tracker_};
 
@@ -932,7 +980,8 @@ Value Interpreter::eval_attribute(const Expr& e) {
       if (name == "ndim") return Value::integer(t->dim());
       if (name == "_base") return t->base ? Value::tensor(t->base) : Value::none();
       if (name == "T") return Value::tensor(ops::t(t));
-      if (name == "device") return Value::str(t->storage->device == "cpu" && t->is_meta() ? "meta" : t->storage->device);
+      if (name == "device")  // PyTorch prints a cuda tensor's device as cuda:0
+        return Value::str(t->is_meta() ? "meta" : t->storage->on_device() ? "cuda:0" : "cpu");
       if (ops::find_op("Tensor." + name)) return Value::method(obj, name);
       std::vector<std::string> methods;
       for (const std::string& s : ops::all_spellings())
@@ -1030,6 +1079,7 @@ Value Interpreter::call_entry(const ops::OpEntry& entry, const std::string& spel
     else fail("type_error", fname + " missing required argument: '" + prm.name + "'");
   }
   profile::Scope profile_op(profile::Section::OpForward, entry.name);  // --profile
+  DeviceScope result_device(device_of_arguments(entry, args));
   return entry.impl(args, *this);
 }
 
@@ -1158,6 +1208,7 @@ Value Interpreter::eval_binary(const std::string& op, const Value& a, const Valu
       fail("type_error", "unsupported operand type(s) for " + op + ": '" + type_name(a) + "' and '" + type_name(b) + "'");
     auto tensor_of = [](const Value& v) { return v.kind == Value::Kind::Tensor ? v.t : ops::wrap_number(v); };
     profile::Scope profile_op(profile::Section::OpForward, profile::operator_op_name(op));  // --profile
+    DeviceScope result_device(device_of_arguments({&a, &b}, profile::operator_op_name(op)));
     if (op == "+") return Value::tensor(ta ? ops::add(a.t, tensor_of(b), Value::integer(1))
                                            : ops::add(b.t, tensor_of(a), Value::integer(1)));  // __radd__
     if (op == "-") return Value::tensor(ta ? ops::sub(a.t, tensor_of(b), Value::integer(1))
@@ -1222,6 +1273,7 @@ Value Interpreter::eval_compare(const std::string& op, const Value& a, const Val
   static const std::map<std::string, std::string> names = {{"==", "eq"}, {"!=", "ne"}, {"<", "lt"},
                                                            {"<=", "le"}, {">", "gt"}, {">=", "ge"}};
   if (ta || tb) {
+    DeviceScope result_device(device_of_arguments({&a, &b}, names.at(op)));
     if (ta && tb) return Value::tensor(ops::compare(a.t, b.t, names.at(op)));
     const Value& other = ta ? b : a;
     if (!other.is_number()) {

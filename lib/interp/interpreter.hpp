@@ -8,6 +8,8 @@
 
 namespace agtrace {
 
+class DeviceBackend;
+
 struct RunOptions {
   std::string device;        // overrides the scenario's device when not empty
   bool keep_values = false;  // --values: element values of leaves and gradients in the result
@@ -18,6 +20,10 @@ struct RunOptions {
   // statement end (slow: for tests; also set by AGTRACE_VERIFY_HOLDERS=1). A disagreement
   // throws std::logic_error.
   bool verify_holders = false;
+  // Where the storages of a cuda run live (tensor/device_backend.hpp): the CUDA plugin
+  // `agtrace run --device cuda` loads, or a test's host stand-in. Null on a cuda run: the
+  // first cuda allocation raises `unsupported` saying no device is there.
+  DeviceBackend* device_backend = nullptr;
 };
 
 // Parses every statement first (a syntax error is an InputError naming the statement and

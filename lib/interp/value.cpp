@@ -104,9 +104,10 @@ std::string tensor_repr(const Tensor& t) {
     for (size_t i = 0; i < t->sizes.size(); ++i) out += (i ? ", " : "") + std::to_string(t->sizes[i]);
     out += t->sizes.size() == 1 ? ",)" : ")";
   } else {
-    std::vector<double> vals = to_values(t);
+    std::vector<double> vals = host_values(t);  // printing a cuda tensor copies it over
     size_t pos = 0;
     nested(out, vals, t->sizes, 0, pos, t->dtype());
+    if (t->storage->on_device()) out += ", device='cuda:0'";
   }
   if (t->dtype() != DType::Float32 && t->dtype() != DType::Int64 && t->dtype() != DType::Bool)
     out += ", dtype=" + dtype_torch_name(t->dtype());

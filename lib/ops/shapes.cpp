@@ -494,7 +494,11 @@ DType promoted_dtype(const std::vector<Tensor>& ts) {
 // ToCopyBackward0 (derivatives.yaml: _to_copy_backward(grad, self.options())): the
 // gradient cast back to the input's dtype (a new storage when the dtypes differ).
 std::vector<Tensor> to_copy_backward(Node& n, const std::vector<Tensor>& g) {
-  return {in_dtype(g[0], n.input_meta[0])};
+  const autograd::OutputMeta& m = n.input_meta[0];
+  const std::string device = m.cuda ? "cuda" : "cpu";
+  // Across devices (x.cuda(), x.cpu()) the gradient goes back to the input's device.
+  if (g[0] && !g[0]->is_meta() && g[0]->storage->device != device) return {copy_to(g[0], m.dtype, device)};
+  return {in_dtype(g[0], m)};
 }
 
 bool non_overlapping_and_dense(const Tensor& a) {
@@ -957,18 +961,20 @@ Tensor stack(const std::vector<Tensor>& ts, int64_t dim) {
   return r;
 }
 
-Tensor to_dtype(const Tensor& a, DType dtype, bool copy) {
-  // Same dtype: the very object, no node (measured: x.to(torch.float32) is x; x.float() is x).
-  if (a->dtype() == dtype && !copy) return a;
+Tensor to_dtype(const Tensor& a, DType dtype, bool copy) { return to_device(a, dtype, a->storage->device, copy); }
+
+Tensor to_device(const Tensor& a, DType dtype, const std::string& device, bool copy) {
+  // Same dtype and device: the very object, no node (measured: x.to(torch.float32) is x;
+  // x.float() is x; x.cpu() is x on the CPU, x.cuda() is x on cuda).
+  if (a->dtype() == dtype && a->storage->device == device && !copy) return a;
   OpScope scope("to");
   // _to_copy keeps the input's layout (MemoryFormat::Preserve): its strides when it is
-  // non-overlapping and dense, else dense strides in the same order.
+  // non-overlapping and dense, else dense strides in the same order; across devices too.
   Shape strides = non_overlapping_and_dense(a) ? a->strides : infer_dense_strides(a->sizes, a->strides);
-  Tensor r = empty_tensor(a->sizes, dtype, a->is_meta());
-  if (strides != r->strides) r = make_alias(r, a->sizes, strides, 0);
-  write_values(r, to_values(a));
+  Tensor r = copy_to(a, dtype, device, &strides);
   // Only a floating result is differentiable (measured: x.to(torch.int64) and x.long()
-  // have no grad_fn and do not require grad); ToCopyBackward0 exposes no _saved_ values.
+  // have no grad_fn and do not require grad); ToCopyBackward0 exposes no _saved_ values,
+  // and x.cuda() / x.cpu() record the same node (both are _to_copy in PyTorch 1.13).
   if (needs_grad({&a}) && is_floating(dtype)) {
     auto node = make_node("ToCopyBackward0", to_copy_backward, {a});
     node->differentiable_backward = to_copy_dbackward;

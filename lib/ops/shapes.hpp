@@ -38,6 +38,8 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim);  // StackBackward
 // x.to(dtype): the same object when the dtype is already `dtype` (unless copy), else
 // ToCopyBackward0 (no node for an integer or bool result).
 Tensor to_dtype(const Tensor& a, DType dtype, bool copy = false);
+// Tensor.to(device, dtype): "cpu" or "cuda"; the same object when nothing changes.
+Tensor to_device(const Tensor& a, DType dtype, const std::string& device, bool copy = false);
 
 // ---- the matmul family (linalg.cpp)
 Tensor dot(const Tensor& a, const Tensor& b);  // DotBackward0

@@ -59,28 +59,70 @@ Value impl_index_select(Args& a, Runtime&) {
 Value impl_cat(Args& a, Runtime&) { return T(cat(a.tensors("tensors"), a.integer("dim"))); }
 Value impl_stack(Args& a, Runtime&) { return T(stack(a.tensors("tensors"), a.integer("dim"))); }
 
-// x.to(dtype), x.to(other), x.to('cpu'), x.to(dtype=...), with copy=.
+// The device a tensor is on, as Tensor.to spells it ("meta" for a meta tensor).
+std::string device_name(const Tensor& t) { return t->is_meta() ? "meta" : t->storage->device; }
+
+// A device argument of Tensor.to: 'cpu', 'cuda', 'cuda:0', 'meta'. agtrace runs one GPU,
+// device 0 (PyTorch's 'cuda' means the current device, 0 unless changed).
+std::string parse_device(const std::string& spelled) {
+  if (spelled == "cpu" || spelled == "cuda" || spelled == "meta") return spelled;
+  if (spelled == "cuda:0") return "cuda";
+  if (spelled.rfind("cuda:", 0) == 0)
+    throw ScenarioError("unsupported", "to('" + spelled + "'): agtrace runs one GPU, cuda:0");
+  throw ScenarioError("type_error", "Expected one of cpu, cuda, ... device type at start of device string: " + spelled);
+}
+
+// x moved to `device` (and cast to `dtype`): one _to_copy, ToCopyBackward0.
+Tensor move_to(const Tensor& x, DType dtype, const std::string& device, bool copy) {
+  const std::string from = device_name(x);
+  if (device != from && (from == "meta" || device == "meta"))
+    // Measured (1.13): a meta tensor's .to('cpu') raises "Cannot copy out of meta tensor;
+    // no data!"; .to('meta') of a real tensor works in PyTorch but agtrace runs a whole
+    // program on meta or not at all.
+    throw ScenarioError("unsupported", "to('" + device + "'): moving a tensor between the meta device and " +
+                                           (from == "meta" ? device : from) + " is not supported");
+  return to_device(x, dtype, device == "meta" ? x->storage->device : device, copy);
+}
+
+// x.to(dtype), x.to(other), x.to('cuda'), x.to('cpu', dtype), x.to(device=..., dtype=...),
+// with copy=.
 Value impl_to(Args& a, Runtime&) {
   Tensor x = a.tensor("self");
-  const std::string device = x->is_meta() && x->storage->device == "cpu" ? "meta" : x->storage->device;
+  std::string device = device_name(x);
   DType target = x->dtype();
   for (const Value& v : a.get("args").items) {
     if (v.kind == Value::Kind::DType) {
       target = v.dtype;
-    } else if (v.kind == Value::Kind::Tensor) {
+    } else if (v.kind == Value::Kind::Tensor) {  // x.to(other): other's dtype and device
       target = v.t->dtype();
+      device = device_name(v.t);
     } else if (v.kind == Value::Kind::Str) {
-      if (v.s != device) throw ScenarioError("unsupported", "to('" + v.s + "'): moving a tensor to another device is not supported");
+      device = parse_device(v.s);
     } else {
       type_error("to() received an invalid combination of arguments - got (" + type_name(v) + ")");
     }
+  }
+  if (a.given("device")) {
+    const Value& d = a.get("device");
+    if (d.kind != Value::Kind::Str) type_error("to(): argument 'device' must be str, not " + type_name(d));
+    device = parse_device(d.s);
   }
   if (a.given("dtype")) {
     const Value& d = a.get("dtype");
     if (d.kind != Value::Kind::DType) type_error("to(): argument 'dtype' must be torch.dtype, not " + type_name(d));
     target = d.dtype;
   }
-  return T(to_dtype(x, target, a.flag("copy")));
+  return T(move_to(x, target, device, a.flag("copy")));
+}
+
+// x.cuda() and x.cpu(): Tensor.to(device), the same object when already there.
+Value impl_cuda(Args& a, Runtime&) {
+  Tensor x = a.tensor("self");
+  return T(move_to(x, x->dtype(), "cuda", false));
+}
+Value impl_cpu(Args& a, Runtime&) {
+  Tensor x = a.tensor("self");
+  return T(move_to(x, x->dtype(), "cpu", false));
 }
 
 template <DType D>
@@ -138,9 +180,14 @@ std::vector<OpEntry> shape_ops() {
        "dim only; no tensors (dtype promoted over the inputs)", impl_cat, {}},
       {"stack", {"torch.stack"}, "(tensors, dim=0)", "shape", "StackBackward0", "dim only; no tensors", impl_stack, {}},
       // ---- dtype conversion
-      {"to", {"Tensor.to"}, "(self, *args, dtype=None, non_blocking=False, copy=False)", "conversion", "ToCopyBackward0",
-       "nothing; the same object (no node) when the dtype does not change; no node for an integer result", impl_to,
-       {}},
+      {"to", {"Tensor.to"}, "(self, *args, device=None, dtype=None, non_blocking=False, copy=False)", "conversion",
+       "ToCopyBackward0",
+       "nothing; the same object (no node) when neither dtype nor device changes; no node for an integer result",
+       impl_to, {}},
+      {"cuda", {"Tensor.cuda"}, "(self)", "conversion", "ToCopyBackward0",
+       "as to('cuda'): nothing; the same object on cuda", impl_cuda, {}},
+      {"cpu", {"Tensor.cpu"}, "(self)", "conversion", "ToCopyBackward0",
+       "as to('cpu'): nothing; the same object on the CPU", impl_cpu, {}},
       {"float", {"Tensor.float"}, "(self)", "conversion", "ToCopyBackward0", "as to(torch.float32)",
        impl_cast<DType::Float32>, {}},
       {"double", {"Tensor.double"}, "(self)", "conversion", "ToCopyBackward0", "as to(torch.float64)",

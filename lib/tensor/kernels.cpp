@@ -5,6 +5,8 @@
 #include <algorithm>
 
 #include "errors.hpp"
+#include "tensor/device_backend.hpp"
+#include "tensor/events.hpp"
 
 #ifdef AGTRACE_HAVE_OPENBLAS
 #include <cblas.h>
@@ -160,6 +162,13 @@ Tensor full(const Shape& sizes, double v, DType dtype, bool meta) {
   Tensor r = empty_tensor(sizes, dtype, meta);
   if (meta) return r;
   Storage& s = *r->storage;
+  if (s.on_device()) {  // zero-filled by its backend; another value is copied over
+    if (v != 0.0 && s.numel > 0) {
+      const std::vector<double> values(static_cast<size_t>(s.numel), round_to_dtype(v, dtype));
+      device_backend()->upload(s.device_data(), dtype, values.data(), s.numel, run_position().op.c_str());
+    }
+    return r;
+  }
   if (s.holds_float())
     std::fill(s.f32(), s.f32() + s.numel, static_cast<float>(v));
   else

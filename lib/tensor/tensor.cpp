@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "errors.hpp"
+#include "tensor/device_backend.hpp"
 #include "tensor/events.hpp"
 #include "util/slot_registry.hpp"
 
@@ -29,7 +30,27 @@ ObjectObserver* object_observer() { return observer_slot(); }
 void set_object_observer(ObjectObserver* observer) { observer_slot() = observer; }
 
 Storage::Storage(DType d, int64_t n, bool is_meta, bool zero_fill) : dtype(d), numel(n), meta(is_meta) {
-  if (!meta) {
+  rep_ = holds_float() ? Rep::Float : Rep::Double;
+  if (!meta && allocation_device() != "cpu") {
+    // A cuda storage: its bytes come from the device backend (which counts them), none
+    // from this process's memory budget.
+    device = allocation_device();
+    DeviceBackend* backend = device_backend();
+    if (!backend)
+      throw ScenarioError("unsupported", "no " + device + " device in this run to allocate " + std::to_string(n) +
+                                             " elements on (agtrace run --device " + device + " loads one)");
+    rep_ = Rep::Device;
+    const std::string& op = run_position().op;
+    device_data_ = backend->allocate(nbytes(), op.c_str());
+    if (zero_fill && numel > 0) {
+      try {
+        backend->zero(device_data_, nbytes(), op.c_str());
+      } catch (...) {
+        backend->release(device_data_);
+        throw;
+      }
+    }
+  } else if (!meta) {
     RunLimits& lim = run_limits();
     const int64_t elem = holds_float() ? static_cast<int64_t>(sizeof(float)) : static_cast<int64_t>(sizeof(double));
     const int64_t need = n * elem;
@@ -57,6 +78,11 @@ Storage::Storage(DType d, int64_t n, bool is_meta, bool zero_fill) : dtype(d), n
 
 Storage::~Storage() {
   run_limits().held -= held_bytes();
+  if (rep_ == Rep::Device) {
+    // The backend outlives the run's storages (the interpreter installs it for the run);
+    // a storage left over after it is gone (a test's) has nothing to give back to.
+    if (DeviceBackend* backend = device_backend()) backend->release(device_data_);
+  }
   Event e;
   e.kind = Event::Kind::Free;
   e.storage_id = id;
@@ -65,15 +91,19 @@ Storage::~Storage() {
 }
 
 int64_t Storage::held_bytes() const {
+  if (rep_ == Rep::Device) return 0;
   return held_elements() * static_cast<int64_t>(holds_float() ? sizeof(float) : sizeof(double));
 }
 
-void Storage::wrong_representation(bool want_float) const {
+void Storage::wrong_representation(Rep want) const {
+  if (rep_ == Rep::Device) not_on_host();
   // A programming error, never a user's: fail loudly rather than read the wrong array.
   std::fprintf(stderr, "agtrace: internal error: %s elements requested from a %s storage (id %lld)\n",
-               want_float ? "float" : "double", dtype_name(dtype).c_str(), static_cast<long long>(id));
+               want == Rep::Float ? "float" : "double", dtype_name(dtype).c_str(), static_cast<long long>(id));
   std::abort();
 }
+
+void Storage::not_on_host() const { throw_no_device_kernel(device); }
 
 const double* storage_as_double(const Storage& s, std::vector<double>& copy) {
   if (s.meta) return nullptr;
@@ -155,6 +185,12 @@ Tensor tensor_from_values(const Shape& sizes, DType dtype, const std::vector<dou
   Tensor t = empty_tensor(sizes, dtype, false);
   Storage& s = *t->storage;
   const size_t n = std::min(values.size(), static_cast<size_t>(s.numel));
+  if (s.on_device()) {  // a leaf of a cuda run: made on the host, copied over once
+    std::vector<double> rounded(values.begin(), values.begin() + static_cast<long>(n));
+    for (double& v : rounded) v = round_to_dtype(v, dtype);
+    if (n > 0) device_backend()->upload(s.device_data(), dtype, rounded.data(), static_cast<int64_t>(n), run_position().op.c_str());
+    return t;
+  }
   if (s.holds_float()) {
     float* p = s.f32();
     for (size_t i = 0; i < n; ++i) p[i] = static_cast<float>(values[i]);
@@ -200,6 +236,7 @@ std::vector<double> to_values(const Tensor& t) {
 
 double item(const Tensor& t) {
   if (t->is_meta() || t->numel() == 0) return 0.0;
+  if (t->storage->on_device()) return host_values(t)[0];  // .item() of a cuda tensor: a copy
   return t->storage->get(t->offset);
 }
 
@@ -230,6 +267,46 @@ void write_values(const Tensor& t, const std::vector<double>& values) {
   for_each_offset(t->sizes, t->strides, t->offset, [&](int64_t i, int64_t off) {
     data[off] = round_to_dtype(values[static_cast<size_t>(i)], d);
   });
+}
+
+Tensor copy_to(const Tensor& t, DType dtype, const std::string& device, const Shape* strides) {
+  Tensor out;
+  {
+    DeviceScope scope(t->is_meta() ? std::string("cpu") : device);
+    out = uninitialized_tensor(t->sizes, dtype, t->is_meta());
+  }
+  if (strides && *strides != out->strides) out = make_alias(out, t->sizes, *strides, 0);
+  if (t->is_meta()) return out;
+  std::vector<double> values = host_values(t);
+  Storage& s = *out->storage;
+  if (!s.on_device()) {
+    write_values(out, values);
+    return out;
+  }
+  if (s.numel == 0) return out;
+  // Round on the host to the target dtype (exact for a same-dtype copy; a cast rounds to
+  // nearest even on either side), lay the values out in the result's storage order, and
+  // copy them over.
+  std::vector<double> laid_out(static_cast<size_t>(s.numel));
+  for_each_offset(out->sizes, out->strides, out->offset, [&](int64_t i, int64_t off) {
+    laid_out[static_cast<size_t>(off)] = round_to_dtype(values[static_cast<size_t>(i)], dtype);
+  });
+  device_backend()->upload(s.device_data(), dtype, laid_out.data(), s.numel, run_position().op.c_str());
+  return out;
+}
+
+std::vector<double> host_values(const Tensor& t) {
+  const Storage& s = *t->storage;
+  if (!s.on_device()) return to_values(t);
+  if (t->numel() == 0) return {};
+  // The whole storage comes over (a view may start anywhere in it), then the view's
+  // elements are picked out through its strides.
+  std::vector<double> all(static_cast<size_t>(s.numel));
+  device_backend()->download(all.data(), s.device_data(), s.dtype, s.numel, run_position().op.c_str());
+  std::vector<double> out(static_cast<size_t>(t->numel()));
+  for_each_offset(t->sizes, t->strides, t->offset,
+                  [&](int64_t i, int64_t off) { out[static_cast<size_t>(i)] = all[static_cast<size_t>(off)]; });
+  return out;
 }
 
 }  // namespace agtrace

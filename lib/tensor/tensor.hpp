@@ -32,45 +32,61 @@ struct Storage {
   DType dtype = DType::Float32;
   int64_t numel = 0;
   bool meta = false;          // meta device: no element data
-  std::string device = "cpu";
+  std::string device = "cpu";  // "cpu" or "cuda" (allocation_device() when made)
 
   // zero_fill false: the elements start undefined and the caller writes every one before
   // anything reads them (op results: the zero-fill cost ~5% of mlp_step, issue #6).
+  // Made on allocation_device() (tensor/device_backend.hpp): a cuda storage's elements are
+  // in a buffer of the run's DeviceBackend, not in host memory.
   Storage(DType d, int64_t n, bool is_meta, bool zero_fill = true);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
   int64_t nbytes() const { return numel * dtype_size(dtype); }
 
-  // Which representation holds the elements: float for float32, double otherwise. The
-  // accessors check it (a wrong-typed access aborts instead of reading garbage); meta
-  // storages have no elements (null pointers).
+  // Which representation holds the elements: float for float32, double otherwise, on the
+  // host. The accessors check it: a wrong-typed access aborts instead of reading garbage (a
+  // bug), and host access to a cuda storage raises `unsupported` naming the op (an op with
+  // no CUDA kernel, as PyTorch raises NotImplementedError). Meta storages have no elements
+  // (null pointers).
   bool holds_float() const { return dtype == DType::Float32; }
-  float* f32() { check(true); return f32_.get(); }
-  const float* f32() const { check(true); return f32_.get(); }
-  double* f64() { check(false); return f64_.get(); }
-  const double* f64() const { check(false); return f64_.get(); }
-  // Elements held (numel unless meta) and bytes they take in this process.
+  bool on_device() const { return rep_ == Rep::Device; }
+  float* f32() { check(Rep::Float); return f32_.get(); }
+  const float* f32() const { check(Rep::Float); return f32_.get(); }
+  double* f64() { check(Rep::Double); return f64_.get(); }
+  const double* f64() const { check(Rep::Double); return f64_.get(); }
+  // The device buffer of a cuda storage (null for an empty one); null on the host.
+  void* device_data() const { return device_data_; }
+  // Elements held (numel unless meta) and bytes they take in this process's memory (a
+  // cuda storage takes none: its bytes are the device allocator's).
   int64_t held_elements() const { return meta ? 0 : numel; }
   int64_t held_bytes() const;
   // Element i as double / set to v rounded to the dtype (per-element; loops use f32()/f64()).
   double get(int64_t i) const {
-    return holds_float() ? static_cast<double>(f32_[static_cast<size_t>(i)]) : f64_[static_cast<size_t>(i)];
+    if (rep_ == Rep::Float) return static_cast<double>(f32_[static_cast<size_t>(i)]);
+    if (rep_ != Rep::Double) not_on_host();
+    return f64_[static_cast<size_t>(i)];
   }
   void set(int64_t i, double v) {
-    if (holds_float())
+    if (rep_ == Rep::Float) {
       f32_[static_cast<size_t>(i)] = static_cast<float>(v);
-    else
-      f64_[static_cast<size_t>(i)] = round_to_dtype(v, dtype);
+      return;
+    }
+    if (rep_ != Rep::Double) not_on_host();
+    f64_[static_cast<size_t>(i)] = round_to_dtype(v, dtype);
   }
 
  private:
-  void check(bool want_float) const {
-    if (want_float != holds_float()) wrong_representation(want_float);
+  enum class Rep : unsigned char { Float, Double, Device };
+  void check(Rep want) const {
+    if (want != rep_) wrong_representation(want);
   }
-  [[noreturn]] void wrong_representation(bool want_float) const;
-  std::unique_ptr<float[]> f32_;    // float32: numel values unless meta
-  std::unique_ptr<double[]> f64_;   // other dtypes: numel values unless meta
+  [[noreturn]] void wrong_representation(Rep want) const;
+  [[noreturn]] void not_on_host() const;
+  Rep rep_ = Rep::Float;
+  std::unique_ptr<float[]> f32_;    // float32 on the host: numel values unless meta
+  std::unique_ptr<double[]> f64_;   // other dtypes on the host: numel values unless meta
+  void* device_data_ = nullptr;     // cuda: the backend's buffer
 };
 
 // PyTorch keeps one version counter per view family: views and detach() share it, and
@@ -154,6 +170,15 @@ Tensor empty_tensor(const Shape& sizes, DType dtype, bool meta);
 Tensor uninitialized_tensor(const Shape& sizes, DType dtype, bool meta);
 Tensor tensor_from_values(const Shape& sizes, DType dtype, const std::vector<double>& values);
 Tensor scalar_tensor(double v, DType dtype);
+// A new tensor on `device` ("cpu" or "cuda") with t's elements converted to `dtype`
+// (Tensor.to's copy, rounding as PyTorch's casts do), contiguous or with `strides` (dense,
+// over a storage of t's numel): the one place elements cross between host and device
+// memory. Meta in, meta out (no elements).
+Tensor copy_to(const Tensor& t, DType dtype, const std::string& device, const Shape* strides = nullptr);
+// t's elements, row-major, as double, wherever they live: a device tensor is copied to the
+// host (what PyTorch does to print a CUDA tensor or read .item()). For reports and
+// printing, never for an op's arithmetic (ops use to_values, which refuses device data).
+std::vector<double> host_values(const Tensor& t);
 // A new tensor object over the same storage (a view or an alias), sharing the version counter.
 Tensor make_alias(const Tensor& src, const Shape& sizes, const Shape& strides, int64_t offset);
 

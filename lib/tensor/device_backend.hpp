@@ -1,0 +1,73 @@
+// Where the elements of a "cuda" storage live, seen from lib/tensor (issue #8).
+//
+// A Storage on the cuda device holds no host array: its elements are in a buffer of the
+// run's DeviceBackend, and host code reaches them only through this interface. The backend
+// of a real run is lib/cuda's (the plugin agtrace loads for --device cuda, which counts
+// every byte it takes from the driver); tests use a host-memory stand-in (tests/support)
+// so that placement, transfers and accounting are checked on machines without a GPU.
+//
+// PyTorch has no host view of a CUDA tensor either: reading its elements is a copy
+// (`.cpu()`, `.item()`, printing), and an operation with no CUDA kernel raises
+// NotImplementedError. agtrace mirrors that: an op that reads elements on the host
+// (Storage::f32/f64/get/set, to_values, write_values) from a cuda storage raises
+// `unsupported` naming the op, so nothing silently computes on the host.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "tensor/dtype.hpp"
+
+namespace agtrace {
+
+// The device allocator's figures (the fields of lib/cuda/allocator.hpp's AllocatorStats):
+// bytes requested by tensors, the same rounded to PyTorch's 512-byte blocks (what
+// torch.cuda.memory_allocated() sums), and bytes reserved from the driver.
+struct DeviceMemoryStats {
+  int64_t requested_live = 0, requested_peak = 0;
+  int64_t block_live = 0, block_peak = 0;
+  int64_t reserved_live = 0, reserved_peak = 0;
+  int64_t driver_calls = 0;
+};
+
+class DeviceBackend {
+ public:
+  virtual ~DeviceBackend() = default;
+  // What runs the device: the GPU's name, or "host simulation".
+  virtual std::string description() const = 0;
+  // A buffer for `bytes` bytes (nullptr for 0). `op` names the operation in errors.
+  virtual void* allocate(int64_t bytes, const char* op) = 0;
+  virtual void release(void* p) noexcept = 0;
+  // Sets `bytes` bytes from p to zero (a zero-filled tensor).
+  virtual void zero(void* p, int64_t bytes, const char* op) = 0;
+  // n elements of `dtype` at the start of the buffer, from / to host doubles (values
+  // already representable in dtype). The device holds each dtype in its own element
+  // format (float32 as float, float16 as half, int64 as int64_t, bool as bool).
+  virtual void upload(void* dst, DType dtype, const double* src, int64_t n, const char* op) = 0;
+  virtual void download(double* dst, const void* src, DType dtype, int64_t n, const char* op) = 0;
+  virtual DeviceMemoryStats stats() const = 0;
+};
+
+// The backend that "cuda" storages of the run in progress use; null: none (a cuda storage
+// then cannot be made, and says why).
+DeviceBackend* device_backend();
+void set_device_backend(DeviceBackend* backend);
+
+// The device new storages are made on while it is in scope: "cpu" (default) or "cuda".
+// Ops take their result's device from their inputs (PyTorch: a result lives where its
+// operands do); leaves of a cuda scenario and transfers name it explicitly.
+const std::string& allocation_device();
+class DeviceScope {
+ public:
+  explicit DeviceScope(const std::string& device);
+  ~DeviceScope();
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  std::string previous_;
+};
+
+// The error for host code reaching the elements of a cuda storage (see above).
+[[noreturn]] void throw_no_device_kernel(const std::string& device);
+
+}  // namespace agtrace

@@ -1,0 +1,124 @@
+// The cuda device without a GPU (issue #8): cuda storages on a host stand-in
+// (tests/support/sim_device.hpp) check placement, transfers as PyTorch's ops, the errors
+// PyTorch raises (device mismatch, an op with no CUDA kernel) and the device accounting.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+
+#include "interp/interpreter.hpp"
+#include "scenario/scenario.hpp"
+#include "support/sim_device.hpp"
+
+using namespace agtrace;
+
+namespace {
+RunResult run_on(const std::string& json, DeviceBackend* backend, const std::string& device = "") {
+  auto sc = load_scenario_text(json, "<test>");
+  RunOptions o;
+  o.keep_values = true;
+  o.device = device;
+  o.device_backend = backend;
+  o.verify_holders = true;
+  return run_scenario(*sc, o);
+}
+
+std::vector<std::string> walk_names(const RunResult& r, const std::string& key) {
+  for (const WalkRecord& w : r.walks)
+    if (w.key == key) {
+      std::vector<std::string> names;
+      for (int64_t id : w.nodes) names.push_back(r.nodes.at(id).name);
+      return names;
+    }
+  return {};
+}
+
+const GradRecord* grad_of(const RunResult& r, const std::string& name) {
+  for (const GradRecord& g : r.grads)
+    if (g.name == name) return &g;
+  return nullptr;
+}
+}  // namespace
+
+TEST_CASE("x.cuda() and x.cpu() are ToCopyBackward0 nodes and the gradient comes back to the CPU",
+          "[device][interp]") {
+  testing::SimulatedDevice dev;
+  RunResult r = run_on(R"JSON({"name": "t",
+      "tensors": {"x": {"shape": [2, 3], "requires_grad": true, "init": {"arange": [1, 1]}}},
+      "program": ["y = x.cuda()", "print(y.device, x.device)", "same = y.cuda() is y",
+                  "z = y.cpu()", "print(same, z.device, y.requires_grad)", "s = z.sum()", "s.backward()",
+                  "w = x.to('cuda:0', torch.float64)", "print(w.dtype, w.device, w.grad_fn.name())",
+                  "print(y)"]})JSON",
+                       &dev);
+  REQUIRE(r.errors.empty());
+  REQUIRE(r.printed.size() == 4);
+  CHECK(r.printed[0] == "cuda:0 cpu");
+  CHECK(r.printed[1] == "True cpu True");
+  CHECK(r.printed[2] == "torch.float64 cuda:0 ToCopyBackward0");
+  // Printing a cuda tensor copies it over; PyTorch writes the device before grad_fn.
+  CHECK(r.printed[3] == "tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], device='cuda:0', grad_fn=<ToCopyBackward0>)");
+  CHECK(walk_names(r, "s") == std::vector<std::string>{"SumBackward0", "ToCopyBackward0", "ToCopyBackward0",
+                                                      "AccumulateGrad"});
+  const GradRecord* g = grad_of(r, "x");
+  REQUIRE(g);
+  CHECK(g->values == std::vector<double>(6, 1.0));
+  // Device bytes: y (24 B) and w (48 B) are alive at the end; the gradient's device copy
+  // (z.cpu()'s ToCopyBackward0 moves the ones to cuda, 24 B) was freed with the pass.
+  const DeviceMemoryStats st = dev.stats();
+  CHECK(st.requested_live == 0);  // everything freed when the run ended
+  CHECK(st.requested_peak == 24 + 48);
+  CHECK(st.block_peak == 2 * 512);  // PyTorch's 512-byte blocks
+  CHECK(dev.uploads == 6 + 6 + 6);  // y, the gradient, w
+  CHECK(dev.live_buffers() == 0);
+}
+
+TEST_CASE("a cuda scenario makes its leaves on the device and reports the same bytes as on the CPU",
+          "[device][interp]") {
+  const char* json = R"JSON({"name": "t",
+      "tensors": {"a": {"shape": [4, 4], "requires_grad": true, "init": {"uniform": [-1, 1]}},
+                  "i": {"shape": [3], "dtype": "int64", "init": {"values": [0, 2, 3]}}},
+      "program": ["b = a.t()", "c = a.view(16)", "h = a.cpu()", "print(a.device, i.device, h.device)"]})JSON";
+  testing::SimulatedDevice dev;
+  RunResult on_cuda = run_on(json, &dev, "cuda");
+  RunResult on_cpu = run_on(json, nullptr, "cpu");
+  REQUIRE(on_cuda.errors.empty());
+  CHECK(on_cuda.printed == std::vector<std::string>{"cuda:0 cuda:0 cpu"});
+  CHECK(on_cpu.printed == std::vector<std::string>{"cpu cpu cpu"});
+  // The same values (the leaves' initialisers do not depend on the device).
+  CHECK(on_cuda.leaves.at(0).values == on_cpu.leaves.at(0).values);
+  CHECK(on_cuda.leaves.at(1).values == std::vector<double>{0, 2, 3});
+  // h is the one tensor moved to the host: a copy on the CPU (its own storage), a and i on cuda.
+  CHECK(dev.stats().requested_peak == 64 + 24);
+  CHECK(on_cuda.memory.peak_bytes == on_cpu.memory.peak_bytes + 64);  // a.cpu() is a copy only on cuda
+}
+
+TEST_CASE("an op with no CUDA kernel raises unsupported naming it, and mixing devices is PyTorch's error",
+          "[device][interp]") {
+  testing::SimulatedDevice dev;
+  RunResult r = run_on(R"JSON({"name": "t",
+      "tensors": {"x": {"shape": [3], "requires_grad": true}, "m": {"shape": [3]}},
+      "program": [{"try": ["y = x.cuda() * 2"]}, {"try": ["z = x.cuda() + m"]}, "q = x.cuda() + 1"]})JSON",
+                       &dev);
+  REQUIRE(r.errors.size() == 3);
+  CHECK(r.errors[0].kind == "unsupported");
+  CHECK(r.errors[0].message.find("mul has no cuda kernel") != std::string::npos);
+  CHECK(r.errors[1].kind == "device_mismatch");
+  CHECK(r.errors[1].message ==
+        "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!");
+  CHECK(r.errors[2].kind == "unsupported");
+  CHECK(dev.live_buffers() == 0);
+}
+
+TEST_CASE("without a device, x.cuda() says so; meta tensors do not move", "[device][interp]") {
+  RunResult r = run_on(R"JSON({"name": "t", "tensors": {"x": {"shape": [3]}},
+      "program": [{"try": ["y = x.cuda()"]}, {"try": ["y = x.to('cuda:1')"]}, {"try": ["y = x.to('gpu')"]}]})JSON",
+                       nullptr);
+  REQUIRE(r.errors.size() == 3);
+  CHECK(r.errors[0].kind == "unsupported");
+  CHECK(r.errors[0].message.find("no cuda device in this run") != std::string::npos);
+  CHECK(r.errors[1].message.find("one GPU") != std::string::npos);
+  CHECK(r.errors[2].kind == "type_error");
+  RunResult m = run_on(R"JSON({"name": "t", "tensors": {"x": {"shape": [3]}}, "program": ["y = x.cuda()"]})JSON",
+                       nullptr, "meta");
+  REQUIRE(m.errors.size() == 1);
+  CHECK(m.errors[0].message.find("meta device") != std::string::npos);
+}
