@@ -9,6 +9,7 @@
 #include "ops/double_backward.hpp"
 #include "ops/ops.hpp"
 #include "tensor/device_backend.hpp"
+#include "tensor/device_kernels.hpp"
 #include "tensor/events.hpp"
 #include "tensor/kernels.hpp"
 #include "util/profile.hpp"
@@ -32,7 +33,9 @@ struct InputBuffer {
       // over the two MulBackward0).
       slot = ops::add(slot, g, Value::integer(1));
     } else {
-      slot = kernels::binary(slot, g, slot->dtype(), [](double a, double b) { return a + b; }, "add");
+      slot = kernels::device::any_on_device({&slot, &g})
+                 ? kernels::device::binary(cuda::pw::BinaryOp::Add, slot, g, slot->dtype(), "add")
+                 : kernels::binary(slot, g, slot->dtype(), [](double a, double b) { return a + b; }, "add");
     }
   }
 };
@@ -56,7 +59,10 @@ void accumulate(Node& acc, const Tensor& g) {
     leaf->grad->requires_grad_flag = false;
     notify_grad_changed(*leaf);
   } else {
-    kernels::binary_inplace(leaf->grad, g, [](double a, double b) { return a + b; }, "add_");
+    if (kernels::device::any_on_device({&leaf->grad, &g}))
+      kernels::device::binary_inplace(cuda::pw::BinaryOp::Add, leaf->grad, g);
+    else
+      kernels::binary_inplace(leaf->grad, g, [](double a, double b) { return a + b; }, "add_");
     leaf->grad->version->bump();
   }
 }

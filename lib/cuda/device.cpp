@@ -2,7 +2,9 @@
 
 #ifdef AGTRACE_HAVE_CUDA
 #include <dlfcn.h>
+#include <unistd.h>
 
+#include <cstdlib>
 #include <vector>
 #endif
 
@@ -71,19 +73,72 @@ CudaProbe probe_cuda() {
 }  // namespace
 #endif
 
+#ifdef AGTRACE_HAVE_CUDA
+namespace {
+std::string executable_dir() {
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return "";
+  std::string path(buf, static_cast<size_t>(n));
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "" : path.substr(0, slash);
+}
+
+struct LoadedBackend {
+  DeviceBackend* backend = nullptr;
+  std::string reason;
+};
+
+LoadedBackend load_backend() {
+  LoadedBackend r;
+  std::vector<std::string> candidates;
+  if (const char* env = std::getenv("AGTRACE_CUDA_BACKEND")) candidates.push_back(env);
+  const std::string dir = executable_dir();
+  if (!dir.empty()) candidates.push_back(dir + "/" + AGTRACE_CUDA_BACKEND_NAME);
+  candidates.push_back(AGTRACE_CUDA_BACKEND_PATH);
+  std::string tried;
+  for (const std::string& path : candidates) {
+    void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+      tried += (tried.empty() ? "" : "; ") + std::string(dlerror());
+      continue;
+    }
+    using CreateFn = DeviceBackend* (*)(std::string*);
+    auto create = reinterpret_cast<CreateFn>(dlsym(lib, "agtrace_cuda_backend_create"));
+    if (!create) {
+      r.reason = path + " is not agtrace's CUDA backend (no agtrace_cuda_backend_create)";
+      return r;
+    }
+    r.backend = create(&r.reason);
+    if (!r.backend && r.reason.empty()) r.reason = "the CUDA backend found no usable device";
+    return r;  // the library stays loaded for the life of the process
+  }
+  r.reason = "cannot load agtrace's CUDA backend plugin (" + tried + ")";
+  return r;
+}
+}  // namespace
+#endif
+
+DeviceBackend* cuda_backend(std::string* reason) {
+#ifdef AGTRACE_HAVE_CUDA
+  static const LoadedBackend loaded = load_backend();
+  if (!loaded.backend && reason) *reason = loaded.reason;
+  return loaded.backend;
+#else
+  if (reason) *reason = "this build of agtrace has no CUDA support compiled in (the CPU build never needs CUDA)";
+  return nullptr;
+#endif
+}
+
 Availability check(const std::string& device) {
   if (device == "cpu" || device == "meta") return {true, ""};
   if (device == "cuda") {
 #ifdef AGTRACE_HAVE_CUDA
     const CudaProbe st = probe_cuda();
     if (!st.usable) return {false, "no CUDA device: " + st.reason};
-    // A GPU is there and lib/cuda has kernels, but no scenario operation dispatches to
-    // them yet: running the program on the CPU and calling it "cuda" would report bytes
-    // and values that were never measured on the device. A wrong answer is worse than
-    // unsupported, so `--device cuda` stays a clear error until the dispatch exists.
-    return {false, "CUDA device found (" + st.device_name +
-                       "), but agtrace's operations have no CUDA dispatch yet (the lib/cuda kernels are "
-                       "not wired to scenario operations)"};
+    std::string why;
+    if (!cuda_backend(&why)) return {false, "CUDA device found (" + st.device_name + "), but " + why};
+    return {true, ""};
 #else
     return {false, "this build of agtrace has no CUDA support compiled in (the CPU build never needs CUDA)"};
 #endif

@@ -4,6 +4,10 @@
 #pragma once
 #include <string>
 
+namespace agtrace {
+class DeviceBackend;
+}
+
 namespace agtrace::device {
 
 struct Availability {
@@ -13,5 +17,10 @@ struct Availability {
 
 // "cpu" and "meta" are always available; "cuda" only in a CUDA build with a GPU present.
 Availability check(const std::string& device);
+
+// The cuda backend of this process: lib/cuda's plugin (libagtrace_cuda_backend.so, looked
+// for in $AGTRACE_CUDA_BACKEND, next to the agtrace executable, then in the build tree),
+// loaded once on first use. Null when there is none, with the reason in *reason.
+DeviceBackend* cuda_backend(std::string* reason = nullptr);
 
 }  // namespace agtrace::device

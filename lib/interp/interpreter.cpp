@@ -12,6 +12,7 @@
 #include "account/accountant.hpp"
 #include "autograd/engine.hpp"
 #include "autograd/grad_mode.hpp"
+#include "cuda/device.hpp"
 #include "errors.hpp"
 #include "interp/holder_tracker.hpp"
 #include "interp/suggest.hpp"
@@ -351,7 +352,9 @@ RunResult Interpreter::run() {
   autograd::set_grad_enabled(true);
   set_event_sink(&tracker_);
   tracker_.attach();
-  set_device_backend(opt_.device_backend);
+  // A cuda run without a backend given (the command line's) uses lib/cuda's plugin.
+  set_device_backend(opt_.device_backend ? opt_.device_backend
+                                         : device_ == "cuda" ? device::cuda_backend() : nullptr);
   struct SinkGuard {
     HolderTracker& tracker;
     ~SinkGuard() {

@@ -5,6 +5,7 @@
 #include "ops/common.hpp"
 #include "ops/double_backward.hpp"
 #include "ops/ops.hpp"
+#include "tensor/device_backend.hpp"
 
 namespace agtrace::ops {
 
@@ -14,6 +15,7 @@ using autograd::set_history;
 
 Tensor wrap_number(const Value& v) {
   OpScope scope("scalar_tensor");
+  DeviceScope on_cpu("cpu");  // a wrapped number is a CPU tensor, whatever the operands
   DType d = v.kind == Value::Kind::Float ? DType::Float64
             : v.kind == Value::Kind::Bool ? DType::Bool
                                           : DType::Int64;
@@ -65,9 +67,15 @@ std::vector<Tensor> div_backward(Node& n, const std::vector<Tensor>& g) {
   if (n.next[0].fn) ga = grad_to_input(kdiv(g[0], other), n, 0);
   if (n.next[1].fn) {
     Tensor self = n.unpack("self");
-    Tensor q = kernels::binary(self, other, kernels::result_type(self, other),
-                               [](double s, double o) { return -s / (o * o); }, "div");
-    gb = grad_to_input(kmul(g[0], q), n, 1);
+    if (kernels::device::any_on_device({&g[0], &self, &other})) {
+      gb = grad_to_input(kernels::device::ternary(cuda::pw::TernaryOp::DivBackwardOther, g[0], self, other,
+                                                  kernels::result_type(self, other), "div"),
+                         n, 1);
+    } else {
+      Tensor q = kernels::binary(self, other, kernels::result_type(self, other),
+                                 [](double s, double o) { return -s / (o * o); }, "div");
+      gb = grad_to_input(kmul(g[0], q), n, 1);
+    }
   }
   return {ga, gb};
 }
@@ -80,6 +88,10 @@ std::vector<Tensor> neg_backward(Node& n, const std::vector<Tensor>& g) {
 std::vector<Tensor> pow_scalar_backward(Node& n, const std::vector<Tensor>& g) {
   const double e = attr_number(n.attr("exponent"));
   Tensor self = n.unpack("self");
+  if (kernels::device::any_on_device({&g[0], &self}))
+    return {grad_to_input(kernels::device::binary(cuda::pw::BinaryOp::PowScalarBackward, g[0], self,
+                                                  kernels::promote(g[0]->dtype(), self->dtype()), "pow", e),
+                          n, 0)};
   Tensor d = kernels::unary(self, self->dtype(), [e](double s) { return e == 0.0 ? 0.0 : e * std::pow(s, e - 1.0); });
   return {grad_to_input(kmul(g[0], d), n, 0)};
 }
@@ -89,6 +101,16 @@ std::vector<Tensor> pow_scalar_backward(Node& n, const std::vector<Tensor>& g) {
 std::vector<Tensor> pow_tensor_backward(Node& n, const std::vector<Tensor>& g) {
   Tensor self = n.unpack("self"), ex = n.unpack("exponent"), result = n.unpack("result");
   Tensor ga, gb;
+  if (kernels::device::any_on_device({&g[0], &self, &ex})) {
+    using cuda::pw::TernaryOp;
+    if (n.next[0].fn)
+      ga = grad_to_input(kernels::device::ternary(TernaryOp::PowBackwardSelf, g[0], self, ex, result->dtype(), "pow"),
+                         n, 0);
+    if (n.next[1].fn)
+      gb = grad_to_input(
+          kernels::device::ternary(TernaryOp::PowBackwardExponent, g[0], self, ex, result->dtype(), "pow"), n, 1);
+    return {ga, gb};
+  }
   if (n.next[0].fn) {
     Tensor d = kernels::binary(self, ex, result->dtype(),
                                [](double s, double e) { return e == 0.0 ? 0.0 : e * std::pow(s, e - 1.0); }, "pow");
@@ -106,6 +128,10 @@ std::vector<Tensor> pow_tensor_backward(Node& n, const std::vector<Tensor>& g) {
 // ReciprocalBackward0: -grad * result^2.
 std::vector<Tensor> reciprocal_backward(Node& n, const std::vector<Tensor>& g) {
   Tensor r = n.unpack("result");
+  if (kernels::device::any_on_device({&g[0], &r}))
+    return {grad_to_input(kernels::device::binary(cuda::pw::BinaryOp::ReciprocalBackward, g[0], r,
+                                                  kernels::promote(g[0]->dtype(), r->dtype()), "reciprocal"),
+                          n, 0)};
   Tensor d = kernels::unary(r, r->dtype(), [](double v) { return -v * v; });
   return {grad_to_input(kmul(g[0], d), n, 0)};
 }
@@ -228,7 +254,8 @@ std::vector<Tensor> reciprocal_dbackward(Node& n, const std::vector<Tensor>& g) 
 Tensor add(const Tensor& a, const Tensor& b, const Value& alpha) {
   OpScope scope("add");
   const double al = alpha.number();
-  Tensor r = binary_forward(a, b, "add", [al](double x, double y) { return x + al * y; });
+  Tensor r = binary_forward(a, b, "add", [al](double x, double y) { return x + al * y; },
+                            cuda::pw::BinaryOp::Add, al);
   if (needs_grad({&a, &b})) {
     auto node = make_node("AddBackward0", add_sub_backward, {a, b});
     node->differentiable_backward = add_sub_dbackward;
@@ -241,7 +268,8 @@ Tensor add(const Tensor& a, const Tensor& b, const Value& alpha) {
 Tensor sub(const Tensor& a, const Tensor& b, const Value& alpha) {
   OpScope scope("sub");
   const double al = alpha.number();
-  Tensor r = binary_forward(a, b, "sub", [al](double x, double y) { return x - al * y; });
+  Tensor r = binary_forward(a, b, "sub", [al](double x, double y) { return x - al * y; },
+                            cuda::pw::BinaryOp::Sub, al);
   if (needs_grad({&a, &b})) {
     auto node = make_node("SubBackward0", add_sub_backward, {a, b});
     node->differentiable_backward = add_sub_dbackward;
@@ -255,7 +283,8 @@ Tensor rsub(const Tensor& a, const Value& scalar, const Value& alpha) {
   OpScope scope("rsub");
   Tensor s = wrap_number(scalar);
   const double al = alpha.number();
-  Tensor r = binary_forward(s, a, "rsub", [al](double x, double y) { return x - al * y; });
+  Tensor r = binary_forward(s, a, "rsub", [al](double x, double y) { return x - al * y; },
+                            cuda::pw::BinaryOp::Sub, al);
   if (needs_grad({&a})) {
     // rsub(Tensor, Scalar) takes the scalar as a plain number: one edge only.
     auto node = make_node("RsubBackward1", rsub_backward, {a});
@@ -268,7 +297,7 @@ Tensor rsub(const Tensor& a, const Value& scalar, const Value& alpha) {
 
 Tensor mul(const Tensor& a, const Tensor& b) {
   OpScope scope("mul");
-  Tensor r = binary_forward(a, b, "mul", [](double x, double y) { return x * y; });
+  Tensor r = binary_forward(a, b, "mul", [](double x, double y) { return x * y; }, cuda::pw::BinaryOp::Mul);
   if (needs_grad({&a, &b})) {
     auto node = make_node("MulBackward0", mul_backward, {a, b});
     node->differentiable_backward = mul_dbackward;
@@ -282,7 +311,8 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 
 Tensor div(const Tensor& a, const Tensor& b) {
   OpScope scope("div");
-  Tensor r = binary_forward(a, b, "div", [](double x, double y) { return x / y; }, true);
+  Tensor r = binary_forward(a, b, "div", [](double x, double y) { return x / y; }, cuda::pw::BinaryOp::Div, 1,
+                            true);
   if (needs_grad({&a, &b})) {
     auto node = make_node("DivBackward0", div_backward, {a, b});
     node->differentiable_backward = div_dbackward;
@@ -302,7 +332,8 @@ Tensor neg(const Tensor& a) {
                     "invert a mask, use the `~` or `logical_not()` operator instead.");
     throw e;
   }
-  Tensor r = kernels::unary(a, a->dtype(), [](double x) { return -x; });
+  Tensor r = kernels::device::on_device(a) ? kernels::device::unary(cuda::pw::UnaryOp::Neg, a, a->dtype())
+                                           : kernels::unary(a, a->dtype(), [](double x) { return -x; });
   if (needs_grad({&a})) {
     auto node = make_node("NegBackward0", neg_backward, {a});
     node->differentiable_backward = neg_dbackward;
@@ -318,7 +349,8 @@ Tensor pow_scalar(const Tensor& a, const Value& exponent) {
     throw ScenarioError("type_error", "Integers to negative integer powers are not allowed.");
   DType out = a->dtype();
   if (!is_floating(out) && exponent.kind == Value::Kind::Float) out = DType::Float32;
-  Tensor r = kernels::unary(a, out, [e](double x) { return std::pow(x, e); });
+  Tensor r = kernels::device::on_device(a) ? kernels::device::unary(cuda::pw::UnaryOp::PowScalar, a, out, e)
+                                           : kernels::unary(a, out, [e](double x) { return std::pow(x, e); });
   if (needs_grad({&a})) {
     auto node = make_node("PowBackward0", pow_scalar_backward, {a});
     node->differentiable_backward = pow_scalar_dbackward;
@@ -331,7 +363,8 @@ Tensor pow_scalar(const Tensor& a, const Value& exponent) {
 
 Tensor pow_tensor(const Tensor& a, const Tensor& exponent) {
   OpScope scope("pow");
-  Tensor r = binary_forward(a, exponent, "pow", [](double x, double y) { return std::pow(x, y); });
+  Tensor r = binary_forward(a, exponent, "pow", [](double x, double y) { return std::pow(x, y); },
+                            cuda::pw::BinaryOp::Pow);
   if (needs_grad({&a, &exponent})) {
     auto node = make_node("PowBackward1", pow_tensor_backward, {a, exponent});
     node->differentiable_backward = pow_tensor_dbackward;
@@ -352,6 +385,7 @@ Tensor rpow(const Value& base, const Tensor& exponent) {
   Tensor b;
   {
     OpScope scope("scalar_tensor");
+    DeviceScope on_cpu("cpu");  // a wrapped number: a CPU scalar on either device
     b = scalar_tensor(base.number(), out);
   }
   return pow_tensor(b, exponent);
@@ -360,7 +394,8 @@ Tensor rpow(const Value& base, const Tensor& exponent) {
 Tensor reciprocal(const Tensor& a) {
   OpScope scope("reciprocal");
   DType out = is_floating(a->dtype()) ? a->dtype() : DType::Float32;
-  Tensor r = kernels::unary(a, out, [](double x) { return 1.0 / x; });
+  Tensor r = kernels::device::on_device(a) ? kernels::device::unary(cuda::pw::UnaryOp::Reciprocal, a, out)
+                                           : kernels::unary(a, out, [](double x) { return 1.0 / x; });
   if (needs_grad({&a})) {
     auto node = make_node("ReciprocalBackward0", reciprocal_backward, {a});
     node->differentiable_backward = reciprocal_dbackward;
@@ -382,6 +417,12 @@ Tensor compare(const Tensor& a, const Tensor& b, const std::string& op) {
   else f = [](double x, double y) { return x >= y ? 1.0 : 0.0; };
   // Compare in the promoted dtype, as PyTorch does.
   DType common = kernels::result_type(a, b);
+  if (kernels::device::any_on_device({&a, &b})) {
+    using cuda::pw::BinaryOp;
+    const BinaryOp code = op == "eq" ? BinaryOp::Eq : op == "ne" ? BinaryOp::Ne : op == "lt" ? BinaryOp::Lt
+                          : op == "le" ? BinaryOp::Le : op == "gt" ? BinaryOp::Gt : BinaryOp::Ge;
+    return kernels::device::binary(code, a, b, DType::Bool, op, 1, common);
+  }
   return kernels::binary(a, b, DType::Bool,
                          [f, common](double x, double y) {
                            return f(round_to_dtype(x, common), round_to_dtype(y, common));

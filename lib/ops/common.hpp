@@ -9,6 +9,7 @@
 #include "errors.hpp"
 #include "interp/value.hpp"
 #include "tensor/events.hpp"
+#include "tensor/device_kernels.hpp"
 #include "tensor/kernels.hpp"
 
 namespace agtrace::ops::detail {
@@ -35,16 +36,24 @@ struct OpScope {
 
 inline Tensor as_dtype(const Tensor& t, DType d) { return !t || t->dtype() == d ? t : kernels::cast(t, d); }
 
+// Each helper takes the cuda route (tensor/device_kernels.hpp) when an operand is on cuda.
 inline Tensor kmul(const Tensor& a, const Tensor& b) {
+  if (kernels::device::any_on_device({&a, &b}))
+    return kernels::device::binary(cuda::pw::BinaryOp::Mul, a, b, kernels::result_type(a, b), "mul");
   return kernels::binary(a, b, kernels::result_type(a, b), [](double x, double y) { return x * y; }, "mul");
 }
 inline Tensor kdiv(const Tensor& a, const Tensor& b) {
+  if (kernels::device::any_on_device({&a, &b}))
+    return kernels::device::binary(cuda::pw::BinaryOp::Div, a, b, kernels::result_type(a, b), "div");
   return kernels::binary(a, b, kernels::result_type(a, b), [](double x, double y) { return x / y; }, "div");
 }
 inline Tensor kadd(const Tensor& a, const Tensor& b) {
+  if (kernels::device::any_on_device({&a, &b}))
+    return kernels::device::binary(cuda::pw::BinaryOp::Add, a, b, kernels::result_type(a, b), "add");
   return kernels::binary(a, b, kernels::result_type(a, b), [](double x, double y) { return x + y; }, "add");
 }
 inline Tensor kscale(const Tensor& a, double s) {
+  if (kernels::device::on_device(a)) return kernels::device::unary(cuda::pw::UnaryOp::MulScalar, a, a->dtype(), s);
   return kernels::unary(a, a->dtype(), [s](double x) { return x * s; });
 }
 // Gradient for an input: reduced over broadcast dims and in the input's dtype.
@@ -67,10 +76,13 @@ std::vector<Tensor> mul_backward(Node& n, const std::vector<Tensor>& g);
 std::vector<Tensor> div_backward(Node& n, const std::vector<Tensor>& g);
 // The result of a binary arithmetic op in the promoted dtype (a template: f is inlined
 // into the elementwise loop).
+// `device_op`/`s0`: the same formula as lib/cuda's op code, for operands on cuda.
 template <typename F>
-Tensor binary_forward(const Tensor& a, const Tensor& b, const std::string& op, F&& f, bool true_division = false) {
+Tensor binary_forward(const Tensor& a, const Tensor& b, const std::string& op, F&& f, cuda::pw::BinaryOp device_op,
+                      double s0 = 1, bool true_division = false) {
   DType out = kernels::result_type(a, b);
   if (true_division && !is_floating(out)) out = DType::Float32;  // int / int is float (default dtype)
+  if (kernels::device::any_on_device({&a, &b})) return kernels::device::binary(device_op, a, b, out, op, s0);
   return kernels::binary(a, b, out, f, op);
 }
 
@@ -82,6 +94,9 @@ struct PointwiseOp {
   autograd::BackwardFn backward;
   bool saves_result;  // else saves self
   bool float_only;    // integer inputs promote to float (exp, log, ...); relu keeps dtype
+  // The forward and the backward (grad, saved value) as lib/cuda's op codes, for cuda.
+  cuda::pw::UnaryOp device_op;
+  cuda::pw::BinaryOp device_backward;
 };
 const PointwiseOp* find_pointwise(const std::string& name);
 

@@ -3,9 +3,12 @@
 // derivative from derivatives.yaml.
 #include "ops/double_backward.hpp"
 
+#include <optional>
+
 #include "ops/common.hpp"
 #include "ops/ops.hpp"
 #include "ops/shapes.hpp"
+#include "tensor/device_backend.hpp"
 
 namespace agtrace::ops {
 
@@ -57,6 +60,7 @@ std::vector<Tensor> mul_scalar_backward(Node& n, const std::vector<Tensor>& g) {
 // wrapped number.
 Tensor scalar_to_tensor(const AttrValue& a) {
   OpScope scope("scalar_tensor");
+  DeviceScope on_cpu("cpu");  // at::scalar_to_tensor's default device is the CPU
   return a.kind == AttrValue::Kind::Double ? scalar_tensor(a.d, DType::Float64)
                                            : scalar_tensor(static_cast<double>(a.i), DType::Int64);
 }
@@ -70,7 +74,10 @@ std::vector<Tensor> mul_scalar_dbackward(Node& n, const std::vector<Tensor>& g) 
 // DivBackward1 (div.Scalar: self: div_tensor_self_backward(grad, other, ...) = grad / other).
 std::vector<Tensor> div_scalar_backward(Node& n, const std::vector<Tensor>& g) {
   const double s = number_of(n.attr("other"));
-  return {as_dtype(kernels::unary(g[0], g[0]->dtype(), [s](double v) { return v / s; }), n.input_meta[0].dtype)};
+  Tensor q = kernels::device::on_device(g[0])
+                 ? kernels::device::unary(cuda::pw::UnaryOp::DivScalar, g[0], g[0]->dtype(), s)
+                 : kernels::unary(g[0], g[0]->dtype(), [s](double v) { return v / s; });
+  return {as_dtype(q, n.input_meta[0].dtype)};
 }
 // create_graph: div_tensor_self_backward(grad, at::scalar_to_tensor(other)) = grad / other,
 // div.Tensor (DivBackward0).
@@ -140,7 +147,8 @@ Tensor mul_scalar(const Tensor& a, const Value& other) {
   const double s = other.number();
   DType out = a->dtype();
   if (!is_floating(out) && other.kind == Value::Kind::Float) out = DType::Float32;
-  Tensor r = kernels::unary(a, out, [s](double x) { return x * s; });
+  Tensor r = kernels::device::on_device(a) ? kernels::device::unary(cuda::pw::UnaryOp::MulScalar, a, out, s)
+                                           : kernels::unary(a, out, [s](double x) { return x * s; });
   if (needs_grad({&a})) {
     auto node = make_node("MulBackward1", mul_scalar_backward, {a});
     node->differentiable_backward = mul_scalar_dbackward;
@@ -154,7 +162,8 @@ Tensor div_scalar(const Tensor& a, const Value& other) {
   OpScope scope("div");
   const double s = other.number();
   DType out = is_floating(a->dtype()) ? a->dtype() : DType::Float32;
-  Tensor r = kernels::unary(a, out, [s](double x) { return x / s; });
+  Tensor r = kernels::device::on_device(a) ? kernels::device::unary(cuda::pw::UnaryOp::DivScalar, a, out, s)
+                                           : kernels::unary(a, out, [s](double x) { return x / s; });
   if (needs_grad({&a})) {
     auto node = make_node("DivBackward1", div_scalar_backward, {a});
     node->differentiable_backward = div_scalar_dbackward;
@@ -167,11 +176,15 @@ Tensor div_scalar(const Tensor& a, const Value& other) {
 namespace {
 // The three dedicated backward ops: edges (grad_output, output/self); both tensors saved
 // whichever requires grad (measured with torch.ops.aten.*_backward on each combination).
+// `device_op`: f as lib/cuda's op code (nullopt: none, the op has no cuda route).
 template <typename F>
 Tensor pair_op(const char* op, const char* node_name, const Tensor& go, const Tensor& o, F&& f,
-               autograd::BackwardFn bw, autograd::BackwardFn dbw, const char* second) {
+               autograd::BackwardFn bw, autograd::BackwardFn dbw, const char* second,
+               std::optional<cuda::pw::BinaryOp> device_op) {
   OpScope scope(op);
-  Tensor r = kernels::binary(go, o, kernels::result_type(go, o), f, op);
+  Tensor r = device_op && kernels::device::any_on_device({&go, &o})
+                 ? kernels::device::binary(*device_op, go, o, kernels::result_type(go, o), op)
+                 : kernels::binary(go, o, kernels::result_type(go, o), f, op);
   if (needs_grad({&go, &o})) {
     auto node = make_node(node_name, bw, {go, o});
     node->differentiable_backward = dbw;
@@ -190,19 +203,23 @@ Tensor pair_op(const char* op, const char* node_name, const Tensor& go, const Te
 
 Tensor tanh_backward_op(const Tensor& grad_output, const Tensor& output) {
   return pair_op("tanh_backward", "TanhBackwardBackward0", grad_output, output,
-                 [](double g, double o) { return g * (1.0 - o * o); }, tanh_bb_backward, tanh_bb_dbackward, "output");
+                 [](double g, double o) { return g * (1.0 - o * o); }, tanh_bb_backward, tanh_bb_dbackward, "output",
+                 cuda::pw::BinaryOp::TanhBackward);
 }
 
 Tensor sigmoid_backward_op(const Tensor& grad_output, const Tensor& output) {
   return pair_op("sigmoid_backward", "SigmoidBackwardBackward0", grad_output, output,
-                 [](double g, double o) { return g * o * (1.0 - o); }, sigmoid_bb_backward, nullptr, "output");
+                 [](double g, double o) { return g * o * (1.0 - o); }, sigmoid_bb_backward, nullptr, "output",
+                 cuda::pw::BinaryOp::SigmoidBackward);
 }
 
 Tensor threshold_backward_op(const Tensor& grad_output, const Tensor& self, const Value& threshold) {
   const double th = threshold.number();
   Tensor r = pair_op("threshold_backward", "ThresholdBackwardBackward0", grad_output, self,
                      [th](double g, double s) { return s <= th ? 0.0 : g; }, threshold_bb_backward,
-                     threshold_bb_dbackward, "self");
+                     threshold_bb_dbackward, "self",
+                     // threshold_backward(grad, self, 0) is relu's backward formula
+                     th == 0.0 ? std::optional<cuda::pw::BinaryOp>(cuda::pw::BinaryOp::ReluBackward) : std::nullopt);
   if (r->grad_fn && r->grad_fn->name == "ThresholdBackwardBackward0") r->grad_fn->save_attr("threshold", number_attr(threshold));
   return r;
 }
@@ -216,7 +233,10 @@ Tensor scatter_into_zeros(const Tensor& grad, const Shape& input_sizes,
   Tensor r = kernels::full(input_sizes, 0.0, grad->dtype(), grad->is_meta());
   if (!r->is_meta()) {
     autograd::GradModeGuard no_grad(false);
-    write_values(place(r), to_values(grad));
+    if (kernels::device::on_device(r))
+      kernels::device::copy_into(place(r), grad);
+    else
+      write_values(place(r), to_values(grad));
   }
   return r;
 }
@@ -293,7 +313,8 @@ Tensor add_scalar_node(const Tensor& a, const Value& other, double sign, const c
   const double s = sign * other.number();
   DType out = a->dtype();
   if (!is_floating(out) && other.kind == Value::Kind::Float) out = DType::Float32;
-  Tensor r = kernels::unary(a, out, [s](double x) { return x + s; });
+  Tensor r = kernels::device::on_device(a) ? kernels::device::unary(cuda::pw::UnaryOp::AddScalar, a, out, s)
+                                           : kernels::unary(a, out, [s](double x) { return x + s; });
   if (needs_grad({&a})) {
     auto node = make_node(node_name, add_scalar_backward, {a});
     node->differentiable_backward = add_scalar_backward;

@@ -14,6 +14,7 @@ namespace agtrace::ops {
 using namespace detail;
 using autograd::make_node;
 using autograd::set_history;
+using cuda::pw::BinaryOp;
 
 namespace {
 
@@ -81,9 +82,10 @@ void check_castable(const Tensor& self, const Tensor& other, const std::string& 
 
 using Recorder = std::function<std::shared_ptr<autograd::Node>()>;
 
+// `device_op`/`s0`: f as lib/cuda's op code, for a cuda self.
 template <typename F>
 void binary_inplace_op(const Tensor& self, const Tensor& other, const std::string& op, F&& f,
-                       const Recorder& record) {
+                       cuda::pw::BinaryOp device_op, double s0, const Recorder& record) {
   OpScope scope(op);
   check_no_internal_overlap(self);
   check_inplace_allowed(self);
@@ -91,7 +93,10 @@ void binary_inplace_op(const Tensor& self, const Tensor& other, const std::strin
   kernels::broadcast_shapes(self->sizes, other->sizes, op);
   // The node is built before the edit: mul_ must save the old value of self.
   std::shared_ptr<autograd::Node> node = needs_grad({&self, &other}) ? record() : nullptr;
-  kernels::binary_inplace(self, other, f, op);
+  if (kernels::device::any_on_device({&self, &other}))
+    kernels::device::binary_inplace(device_op, self, other, s0);
+  else
+    kernels::binary_inplace(self, other, f, op);
   bump(self);
   if (node) record_history(self, node);
 }
@@ -100,7 +105,7 @@ void binary_inplace_op(const Tensor& self, const Tensor& other, const std::strin
 
 void add_(const Tensor& self, const Tensor& other, const Value& alpha) {
   const double al = alpha.number();
-  binary_inplace_op(self, other, "add_", [al](double x, double y) { return x + al * y; }, [&] {
+  binary_inplace_op(self, other, "add_", [al](double x, double y) { return x + al * y; }, BinaryOp::Add, al, [&] {
     auto node = make_node("AddBackward0", add_sub_backward, {self, other});
     node->differentiable_backward = add_sub_dbackward;
     node->save_attr("alpha", number_attr(alpha));
@@ -110,7 +115,7 @@ void add_(const Tensor& self, const Tensor& other, const Value& alpha) {
 
 void sub_(const Tensor& self, const Tensor& other, const Value& alpha) {
   const double al = alpha.number();
-  binary_inplace_op(self, other, "sub_", [al](double x, double y) { return x - al * y; }, [&] {
+  binary_inplace_op(self, other, "sub_", [al](double x, double y) { return x - al * y; }, BinaryOp::Sub, al, [&] {
     auto node = make_node("SubBackward0", add_sub_backward, {self, other});
     node->differentiable_backward = add_sub_dbackward;
     node->save_attr("alpha", number_attr(alpha));
@@ -119,7 +124,7 @@ void sub_(const Tensor& self, const Tensor& other, const Value& alpha) {
 }
 
 void mul_(const Tensor& self, const Tensor& other) {
-  binary_inplace_op(self, other, "mul_", [](double x, double y) { return x * y; }, [&] {
+  binary_inplace_op(self, other, "mul_", [](double x, double y) { return x * y; }, BinaryOp::Mul, 1, [&] {
     auto node = make_node("MulBackward0", mul_backward, {self, other});
     node->differentiable_backward = mul_dbackward;
     node->save_input("other", other, rg(self));
@@ -131,7 +136,7 @@ void mul_(const Tensor& self, const Tensor& other) {
 }
 
 void div_(const Tensor& self, const Tensor& other) {
-  binary_inplace_op(self, other, "div_", [](double x, double y) { return x / y; }, [&] {
+  binary_inplace_op(self, other, "div_", [](double x, double y) { return x / y; }, BinaryOp::Div, 1, [&] {
     auto node = make_node("DivBackward0", div_backward, {self, other});
     node->differentiable_backward = div_dbackward;
     node->save_input("other", other, true);
@@ -151,7 +156,10 @@ static void pointwise_inplace(const Tensor& self, const std::string& name) {
   // torch 1.13 records the out-of-place node (h.exp_() -> ExpBackward0), whose double
   // backward is the same (measured: ThresholdBackwardBackward0 under relu_'s gradient).
   if (node) node->differentiable_backward = pointwise_dbackward(*op);
-  kernels::unary_inplace(self, op->f);
+  if (kernels::device::on_device(self))
+    kernels::device::unary_inplace(op->device_op, self);
+  else
+    kernels::unary_inplace(self, op->f);
   bump(self);
   if (node) {
     record_history(self, node);
@@ -184,7 +192,10 @@ void zero_(const Tensor& self) {
   // derivatives.yaml: `self: zeros_like(grad)`: under create_graph the zeros carry no graph
   // (torch 1.13 records no node for them), so the same formula serves both modes.
   if (node) node->differentiable_backward = zero_backward;
-  kernels::unary_inplace(self, [](double) { return 0.0; });
+  if (kernels::device::on_device(self))
+    kernels::device::fill(self, 0.0);
+  else
+    kernels::unary_inplace(self, [](double) { return 0.0; });
   bump(self);
   if (node) record_history(self, node);
 }

@@ -427,14 +427,23 @@ Tensor addmm(const Tensor& bias, const Tensor& m1, const Tensor& m2, const Value
   reject_bool(m1, "addmm_impl_cpu_");
   const double be = beta.number(), al = alpha.number();
   const bool meta = bias->is_meta() || m1->is_meta() || m2->is_meta();
-  std::vector<double> out;
-  if (!meta) {
-    out = matmul_values(m1->dtype(), to_values(m1), to_values(m2), m1->sizes[0], m1->sizes[1], m2->sizes[1]);
-    std::vector<double> bv = to_values(bias_b);
-    // beta == 0 ignores the bias (NaN included), as BLAS does.
-    for (size_t i = 0; i < out.size(); ++i) out[i] = al * out[i] + (be == 0.0 ? 0.0 : be * bv[i]);
+  Tensor r;
+  if (kernels::device::any_on_device({&bias_b, &m1, &m2})) {
+    // cuBLAS's alpha * (mat1 @ mat2) + beta * self, as the product then the scaled bias
+    // added in place: the same roundings (the product accumulates in float either way).
+    r = kernels::device::mm(m1, m2, m1->dtype());
+    if (al != 1.0) kernels::device::unary_inplace(cuda::pw::UnaryOp::MulScalar, r, al);
+    if (be != 0.0) kernels::device::binary_inplace(cuda::pw::BinaryOp::Add, r, bias_b, be);
+  } else {
+    std::vector<double> out;
+    if (!meta) {
+      out = matmul_values(m1->dtype(), to_values(m1), to_values(m2), m1->sizes[0], m1->sizes[1], m2->sizes[1]);
+      std::vector<double> bv = to_values(bias_b);
+      // beta == 0 ignores the bias (NaN included), as BLAS does.
+      for (size_t i = 0; i < out.size(); ++i) out[i] = al * out[i] + (be == 0.0 ? 0.0 : be * bv[i]);
+    }
+    r = from_values(out_shape, m1->dtype(), meta, out);
   }
-  Tensor r = from_values(out_shape, m1->dtype(), meta, out);
   if (needs_grad({&bias, &m1, &m2})) {
     // SUMMARY addmm: mat1 saved only if mat2 requires grad and mat2 only if mat1 does (so a
     // bias-only graph saves no tensors); each operand's strides only when it requires grad

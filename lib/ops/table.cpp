@@ -315,7 +315,9 @@ Value impl_shares_storage(Args& a, Runtime&) {
 Value impl_equal(Args& a, Runtime&) {
   Tensor x = a.tensor("input"), y = a.tensor("other");
   if (x->sizes != y->sizes) return Value::boolean(false);
-  return Value::boolean(to_values(x) == to_values(y));
+  // A Python bool: for cuda tensors PyTorch compares on the device and copies one flag
+  // back; agtrace copies both over (host_values) and compares them on the host.
+  return Value::boolean(host_values(x) == host_values(y));
 }
 
 Value impl_is_grad_enabled(Args&, Runtime&) { return Value::boolean(autograd::grad_enabled()); }

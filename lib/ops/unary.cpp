@@ -5,22 +5,31 @@
 #include "ops/common.hpp"
 #include "ops/double_backward.hpp"
 #include "ops/ops.hpp"
+#include "tensor/device_backend.hpp"
 
 namespace agtrace::ops {
 
 using namespace detail;
 using autograd::make_node;
 using autograd::set_history;
+using cuda::pw::BinaryOp;
+using cuda::pw::UnaryOp;
 
 namespace {
 
+// The cuda op code of a pointwise node's backward (defined with the table below).
+cuda::pw::BinaryOp device_backward_of(const std::string& node_name);
+
 // grad * f(saved value) for a derivative written in terms of one saved value, computed
 // in one pass (one new storage, as PyTorch's fused backward kernels allocate).
+// On cuda, the node's op code (find_pointwise_node) computes the same product.
 template <typename F>
 std::vector<Tensor> times_saved(Node& n, const std::vector<Tensor>& g, const char* attr, F f) {
   Tensor s = n.unpack(attr);
-  Tensor r = kernels::binary(g[0], s, kernels::promote(g[0]->dtype(), s->dtype()),
-                             [f](double gv, double sv) { return gv * f(sv); }, "backward");
+  const DType common = kernels::promote(g[0]->dtype(), s->dtype());
+  Tensor r = kernels::device::any_on_device({&g[0], &s})
+                 ? kernels::device::binary(device_backward_of(n.name), g[0], s, common, "backward")
+                 : kernels::binary(g[0], s, common, [f](double gv, double sv) { return gv * f(sv); }, "backward");
   return {as_dtype(r, n.input_meta[0].dtype)};
 }
 
@@ -95,12 +104,16 @@ double sigmoid_f(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 // [nan, 0., -0.] is [nan, 0., -0.]).
 double relu_f(double x) { return x < 0.0 ? 0.0 : x; }
 
-const PointwiseOp kExp{"exp", "ExpBackward0", exp_f, exp_backward, true, true};
-const PointwiseOp kLog{"log", "LogBackward0", log_f, log_backward, false, true};
-const PointwiseOp kSqrt{"sqrt", "SqrtBackward0", sqrt_f, sqrt_backward, true, true};
-const PointwiseOp kTanh{"tanh", "TanhBackward0", tanh_f, tanh_backward, true, true};
-const PointwiseOp kSigmoid{"sigmoid", "SigmoidBackward0", sigmoid_f, sigmoid_backward, true, true};
-const PointwiseOp kRelu{"relu", "ReluBackward0", relu_f, relu_backward, true, false};
+const PointwiseOp kExp{"exp", "ExpBackward0", exp_f, exp_backward, true, true, UnaryOp::Exp, BinaryOp::ExpBackward};
+const PointwiseOp kLog{"log", "LogBackward0", log_f, log_backward, false, true, UnaryOp::Log, BinaryOp::LogBackward};
+const PointwiseOp kSqrt{"sqrt", "SqrtBackward0", sqrt_f, sqrt_backward, true, true, UnaryOp::Sqrt,
+                        BinaryOp::SqrtBackward};
+const PointwiseOp kTanh{"tanh", "TanhBackward0", tanh_f, tanh_backward, true, true, UnaryOp::Tanh,
+                        BinaryOp::TanhBackward};
+const PointwiseOp kSigmoid{"sigmoid", "SigmoidBackward0", sigmoid_f, sigmoid_backward, true, true, UnaryOp::Sigmoid,
+                           BinaryOp::SigmoidBackward};
+const PointwiseOp kRelu{"relu", "ReluBackward0", relu_f, relu_backward, true, false, UnaryOp::Relu,
+                        BinaryOp::ReluBackward};
 
 // f: op.f, passed as a functor so the loop inlines it.
 template <typename F>
@@ -109,7 +122,7 @@ Tensor pointwise(const Tensor& a, const PointwiseOp& op, F f) {
   DType out = a->dtype();
   if (op.float_only && !is_floating(out)) out = DType::Float32;
   if (!op.float_only && out == DType::Bool) require_floating(a, op.op);
-  Tensor r = kernels::unary(a, out, f);
+  Tensor r = kernels::device::on_device(a) ? kernels::device::unary(op.device_op, a, out) : kernels::unary(a, out, f);
   if (needs_grad({&a})) {
     auto node = make_node(op.node, op.backward, {a});
     node->differentiable_backward = differentiable_for(op);
@@ -120,6 +133,12 @@ Tensor pointwise(const Tensor& a, const PointwiseOp& op, F f) {
       node->save_input("self", a);
   }
   return r;
+}
+
+cuda::pw::BinaryOp device_backward_of(const std::string& node_name) {
+  for (const PointwiseOp* p : {&kExp, &kLog, &kSqrt, &kTanh, &kSigmoid, &kRelu})
+    if (node_name == p->node) return p->device_backward;
+  throw_no_device_kernel("cuda");
 }
 
 }  // namespace

@@ -23,6 +23,48 @@ const std::string& allocation_device() { return device_slot(); }
 DeviceScope::DeviceScope(const std::string& device) : previous_(device_slot()) { device_slot() = device; }
 DeviceScope::~DeviceScope() { device_slot() = previous_; }
 
+namespace {
+DeviceBackend& backend_or_throw() {
+  DeviceBackend* b = device_backend();
+  if (!b) throw ScenarioError("unsupported", "no cuda device in this run");
+  return *b;
+}
+
+template <typename F>
+auto device_call(F&& f) -> decltype(f(backend_or_throw(), "")) {
+  const std::string op = run_position().op;
+  DeviceBackend& b = backend_or_throw();
+  try {
+    return f(b, op.c_str());
+  } catch (const ScenarioError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw_device_failure(e);
+  }
+}
+}  // namespace
+
+void* device_allocate(int64_t bytes) {
+  return device_call([&](DeviceBackend& b, const char* op) { return b.allocate(bytes, op); });
+}
+void device_zero(void* p, int64_t bytes) {
+  device_call([&](DeviceBackend& b, const char* op) { b.zero(p, bytes, op); });
+}
+void device_upload(void* dst, DType dtype, const double* src, int64_t n) {
+  device_call([&](DeviceBackend& b, const char* op) { b.upload(dst, dtype, src, n, op); });
+}
+void device_download(double* dst, const void* src, DType dtype, int64_t n) {
+  device_call([&](DeviceBackend& b, const char* op) { b.download(dst, src, dtype, n, op); });
+}
+
+void throw_device_failure(const std::exception& e) {
+  const std::string what = e.what();
+  ScenarioError err(what.find("out of memory") != std::string::npos ? "limit" : "unsupported", what);
+  const DeviceBackend* b = device_backend();
+  err.facts = {{"op", run_position().op}, {"device", b ? b->description() : std::string("none")}};
+  throw err;
+}
+
 void throw_no_device_kernel(const std::string& device) {
   const std::string& op = run_position().op;
   // PyTorch: "NotImplementedError: Could not run 'aten::X' with arguments from the 'CUDA'

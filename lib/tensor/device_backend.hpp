@@ -13,8 +13,13 @@
 // `unsupported` naming the op, so nothing silently computes on the host.
 #pragma once
 #include <cstdint>
+#include <exception>
 #include <string>
+#include <vector>
 
+#include "cuda/device_tensor.hpp"
+#include "cuda/pointwise_formulas.hpp"
+#include "cuda/reduce.cuh"
 #include "tensor/dtype.hpp"
 
 namespace agtrace {
@@ -45,6 +50,23 @@ class DeviceBackend {
   virtual void upload(void* dst, DType dtype, const double* src, int64_t n, const char* op) = 0;
   virtual void download(double* dst, const void* src, DType dtype, int64_t n, const char* op) = 0;
   virtual DeviceMemoryStats stats() const = 0;
+
+  // Kernels, with the contracts of lib/cuda's launchers (cuda/elementwise.cuh, reduce.cuh,
+  // matmul.cuh): `out` is written, inputs broadcast to it, any strides; float32 computes in
+  // float as PyTorch's CUDA kernels do (opmath), so results agree with the CPU's to
+  // rounding, not bitwise.
+  virtual void copy(const cuda::DeviceTensorRef& dst, const cuda::DeviceTensorRef& src) = 0;
+  virtual void fill(const cuda::DeviceTensorRef& dst, double value) = 0;
+  virtual void unary(cuda::pw::UnaryOp op, const cuda::DeviceTensorRef& out, const cuda::DeviceTensorRef& in,
+                     double s0, double s1) = 0;
+  virtual void binary(cuda::pw::BinaryOp op, const cuda::DeviceTensorRef& out, const cuda::DeviceTensorRef& a,
+                      const cuda::DeviceTensorRef& b, double s0) = 0;
+  virtual void ternary(cuda::pw::TernaryOp op, const cuda::DeviceTensorRef& out, const cuda::DeviceTensorRef& a,
+                       const cuda::DeviceTensorRef& b, const cuda::DeviceTensorRef& c, double s0, double s1) = 0;
+  virtual void reduce(cuda::ReduceOp op, const cuda::DeviceTensorRef& out, const cuda::DeviceTensorRef& in,
+                      const std::vector<int64_t>& dims, bool keepdim) = 0;
+  virtual void matmul(const cuda::DeviceTensorRef& out, const cuda::DeviceTensorRef& a,
+                      const cuda::DeviceTensorRef& b) = 0;
 };
 
 // The backend that "cuda" storages of the run in progress use; null: none (a cuda storage
@@ -66,6 +88,17 @@ class DeviceScope {
  private:
   std::string previous_;
 };
+
+// The run's backend calls, for lib/tensor: a failure of the device (out of memory, a CUDA
+// error) becomes a ScenarioError on the statement (PyTorch raises RuntimeError "CUDA out
+// of memory" there): kind `limit` for out of memory, `unsupported` otherwise.
+void* device_allocate(int64_t bytes);
+void device_zero(void* p, int64_t bytes);
+void device_upload(void* dst, DType dtype, const double* src, int64_t n);
+void device_download(double* dst, const void* src, DType dtype, int64_t n);
+
+// A failure of the backend (any exception but a ScenarioError) as that scenario error.
+[[noreturn]] void throw_device_failure(const std::exception& e);
 
 // The error for host code reaching the elements of a cuda storage (see above).
 [[noreturn]] void throw_no_device_kernel(const std::string& device);

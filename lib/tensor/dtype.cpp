@@ -40,18 +40,6 @@ std::optional<DType> parse_dtype(const std::string& name) {
   return std::nullopt;
 }
 
-int64_t dtype_size(DType d) {
-  switch (d) {
-    case DType::Float32: return 4;
-    case DType::Float64: return 8;
-    case DType::Float16: return 2;
-    case DType::BFloat16: return 2;
-    case DType::Int64: return 8;
-    case DType::Bool: return 1;
-  }
-  return 0;
-}
-
 bool is_floating(DType d) {
   return d == DType::Float32 || d == DType::Float64 || d == DType::Float16 || d == DType::BFloat16;
 }

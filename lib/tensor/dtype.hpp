@@ -15,7 +15,18 @@ std::string dtype_torch_name(DType d);
 // "FloatTensor", as PyTorch's version error names a tensor type.
 std::string dtype_tensor_type(DType d);
 std::optional<DType> parse_dtype(const std::string& name);
-int64_t dtype_size(DType d);
+// Bytes per element (inline: lib/cuda's plugin uses it without agtrace_lib).
+inline int64_t dtype_size(DType d) {
+  switch (d) {
+    case DType::Float32: return 4;
+    case DType::Float64: return 8;
+    case DType::Float16: return 2;
+    case DType::BFloat16: return 2;
+    case DType::Int64: return 8;
+    case DType::Bool: return 1;
+  }
+  return 0;
+}
 bool is_floating(DType d);
 
 // Rounds a value computed in double to what a tensor of dtype d stores. Inline for the

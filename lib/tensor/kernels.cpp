@@ -6,7 +6,7 @@
 
 #include "errors.hpp"
 #include "tensor/device_backend.hpp"
-#include "tensor/events.hpp"
+#include "tensor/device_kernels.hpp"
 
 #ifdef AGTRACE_HAVE_OPENBLAS
 #include <cblas.h>
@@ -162,11 +162,8 @@ Tensor full(const Shape& sizes, double v, DType dtype, bool meta) {
   Tensor r = empty_tensor(sizes, dtype, meta);
   if (meta) return r;
   Storage& s = *r->storage;
-  if (s.on_device()) {  // zero-filled by its backend; another value is copied over
-    if (v != 0.0 && s.numel > 0) {
-      const std::vector<double> values(static_cast<size_t>(s.numel), round_to_dtype(v, dtype));
-      device_backend()->upload(s.device_data(), dtype, values.data(), s.numel, run_position().op.c_str());
-    }
+  if (s.on_device()) {  // zero-filled by its backend; another value by the fill kernel
+    if (v != 0.0 && s.numel > 0) device::fill(r, v);
     return r;
   }
   if (s.holds_float())
@@ -176,13 +173,20 @@ Tensor full(const Shape& sizes, double v, DType dtype, bool meta) {
   return r;
 }
 
-Tensor copy(const Tensor& a) { return unary(a, a->dtype(), [](double v) { return v; }); }
+Tensor copy(const Tensor& a) {
+  if (device::on_device(a)) return device::copy(a, a->dtype());
+  return unary(a, a->dtype(), [](double v) { return v; });
+}
 
-Tensor cast(const Tensor& a, DType dtype) { return unary(a, dtype, [](double v) { return v; }); }
+Tensor cast(const Tensor& a, DType dtype) {
+  if (device::on_device(a)) return device::copy(a, dtype);
+  return unary(a, dtype, [](double v) { return v; });
+}
 
 Tensor sum(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim, std::optional<DType> out) {
   // Integer and bool sums accumulate in int64, as torch.sum does.
   DType od = out ? *out : (is_floating(a->dtype()) ? a->dtype() : DType::Int64);
+  if (device::on_device(a)) return device::sum(a, dims_in, keepdim, od);
   std::vector<bool> reduce(a->sizes.size(), dims_in.empty());
   for (int64_t d : dims_in) reduce[static_cast<size_t>(d)] = true;
   Shape out_shape, kept_shape;
@@ -473,6 +477,7 @@ void gemm_storage(DType dtype, const StorageMatrix& a, const StorageMatrix& b, i
 Tensor mm(const Tensor& a, const Tensor& b) {
   const int64_t n = a->sizes[0], k = a->sizes[1], m = b->sizes[1];
   DType od = promote(a->dtype(), b->dtype());
+  if (device::any_on_device({&a, &b})) return device::mm(a, b, od);
   Tensor r = uninitialized_tensor({n, m}, od, a->is_meta() || b->is_meta());  // gemm writes all
   if (r->is_meta()) return r;
   gemm_storage(od, {a->storage.get(), a->offset, a->strides[0], a->strides[1]},
@@ -486,9 +491,17 @@ Tensor transposed(const Tensor& a) {
 
 Tensor view_backward(const Tensor& g, const Shape& base_sizes, const Shape& view_sizes,
                      const Shape& view_strides, int64_t view_offset) {
-  Tensor r = full(base_sizes, 0.0, g->dtype(), g->is_meta());
+  Tensor r;
+  {
+    DeviceScope on_grads_device(g->is_meta() ? std::string("cpu") : g->storage->device);
+    r = full(base_sizes, 0.0, g->dtype(), g->is_meta());
+  }
   if (r->is_meta()) return r;
   Tensor window = make_alias(r, view_sizes, view_strides, view_offset);
+  if (device::on_device(r)) {
+    device::copy_into(window, g);
+    return r;
+  }
   write_values(window, to_values(g));
   return r;
 }

@@ -40,11 +40,10 @@ Storage::Storage(DType d, int64_t n, bool is_meta, bool zero_fill) : dtype(d), n
       throw ScenarioError("unsupported", "no " + device + " device in this run to allocate " + std::to_string(n) +
                                              " elements on (agtrace run --device " + device + " loads one)");
     rep_ = Rep::Device;
-    const std::string& op = run_position().op;
-    device_data_ = backend->allocate(nbytes(), op.c_str());
+    device_data_ = device_allocate(nbytes());
     if (zero_fill && numel > 0) {
       try {
-        backend->zero(device_data_, nbytes(), op.c_str());
+        device_zero(device_data_, nbytes());
       } catch (...) {
         backend->release(device_data_);
         throw;
@@ -188,7 +187,7 @@ Tensor tensor_from_values(const Shape& sizes, DType dtype, const std::vector<dou
   if (s.on_device()) {  // a leaf of a cuda run: made on the host, copied over once
     std::vector<double> rounded(values.begin(), values.begin() + static_cast<long>(n));
     for (double& v : rounded) v = round_to_dtype(v, dtype);
-    if (n > 0) device_backend()->upload(s.device_data(), dtype, rounded.data(), static_cast<int64_t>(n), run_position().op.c_str());
+    if (n > 0) device_upload(s.device_data(), dtype, rounded.data(), static_cast<int64_t>(n));
     return t;
   }
   if (s.holds_float()) {
@@ -291,7 +290,7 @@ Tensor copy_to(const Tensor& t, DType dtype, const std::string& device, const Sh
   for_each_offset(out->sizes, out->strides, out->offset, [&](int64_t i, int64_t off) {
     laid_out[static_cast<size_t>(off)] = round_to_dtype(values[static_cast<size_t>(i)], dtype);
   });
-  device_backend()->upload(s.device_data(), dtype, laid_out.data(), s.numel, run_position().op.c_str());
+  device_upload(s.device_data(), dtype, laid_out.data(), s.numel);
   return out;
 }
 
@@ -302,7 +301,7 @@ std::vector<double> host_values(const Tensor& t) {
   // The whole storage comes over (a view may start anywhere in it), then the view's
   // elements are picked out through its strides.
   std::vector<double> all(static_cast<size_t>(s.numel));
-  device_backend()->download(all.data(), s.device_data(), s.dtype, s.numel, run_position().op.c_str());
+  device_download(all.data(), s.device_data(), s.dtype, s.numel);
   std::vector<double> out(static_cast<size_t>(t->numel()));
   for_each_offset(t->sizes, t->strides, t->offset,
                   [&](int64_t i, int64_t off) { out[static_cast<size_t>(i)] = all[static_cast<size_t>(off)]; });

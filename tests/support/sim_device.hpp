@@ -1,12 +1,14 @@
 // A host-memory stand-in for the cuda device, for tests on machines without a GPU: cuda
 // storages get buffers here (elements kept as double, whatever the dtype), and the byte
 // counts follow lib/cuda's allocator (requested bytes, 512-byte blocks; no cache, so
-// reserved equals blocks). It runs no kernels: what it checks is placement, transfers and
-// accounting, i.e. everything of a cuda run except the GPU's arithmetic (that is
-// agtrace_cuda_tests' job, on a GPU).
+// reserved equals blocks). Its kernels follow the launchers' contracts with the same
+// formulas (cuda/pointwise_formulas.hpp, evaluated in float for float32 as the GPU does),
+// one element at a time: what it checks is agtrace's routing, placement, transfers and
+// accounting on cuda; the GPU's own arithmetic is agtrace_cuda_tests' job, on a GPU.
 #pragma once
 #include <cstdint>
 #include <map>
+#include <initializer_list>
 #include <memory>
 #include <vector>
 
@@ -24,9 +26,22 @@ class SimulatedDevice : public DeviceBackend {
   void upload(void* dst, DType dtype, const double* src, int64_t n, const char* op) override;
   void download(double* dst, const void* src, DType dtype, int64_t n, const char* op) override;
   DeviceMemoryStats stats() const override { return stats_; }
+  void copy(const cuda::DeviceTensorRef& dst, const cuda::DeviceTensorRef& src) override;
+  void fill(const cuda::DeviceTensorRef& dst, double value) override;
+  void unary(cuda::pw::UnaryOp op, const cuda::DeviceTensorRef& out, const cuda::DeviceTensorRef& in, double s0,
+             double s1) override;
+  void binary(cuda::pw::BinaryOp op, const cuda::DeviceTensorRef& out, const cuda::DeviceTensorRef& a,
+              const cuda::DeviceTensorRef& b, double s0) override;
+  void ternary(cuda::pw::TernaryOp op, const cuda::DeviceTensorRef& out, const cuda::DeviceTensorRef& a,
+               const cuda::DeviceTensorRef& b, const cuda::DeviceTensorRef& c, double s0, double s1) override;
+  void reduce(cuda::ReduceOp op, const cuda::DeviceTensorRef& out, const cuda::DeviceTensorRef& in,
+              const std::vector<int64_t>& dims, bool keepdim) override;
+  void matmul(const cuda::DeviceTensorRef& out, const cuda::DeviceTensorRef& a,
+              const cuda::DeviceTensorRef& b) override;
 
   int64_t live_buffers() const { return static_cast<int64_t>(blocks_.size()); }
   int64_t uploads = 0, downloads = 0;  // element copies in each direction
+  int64_t launches = 0;                 // kernels run
 
  private:
   struct Block {
@@ -34,6 +49,12 @@ class SimulatedDevice : public DeviceBackend {
     std::vector<double> elements;  // at most `bytes` elements (bool: one byte each)
   };
   Block& block(const void* p, const char* op);
+  // Element `linear` (row-major over `shape`, t broadcast to it) of t, and a store into
+  // `out` rounded to its dtype as the GPU's store<T> does.
+  double load(const cuda::DeviceTensorRef& t, const Shape& shape, int64_t linear);
+  void store(const cuda::DeviceTensorRef& out, int64_t linear, double v);
+  template <typename F>
+  void pointwise(const cuda::DeviceTensorRef& out, std::initializer_list<const cuda::DeviceTensorRef*> in, F&& f);
   std::map<const void*, std::unique_ptr<Block>> blocks_;
   DeviceMemoryStats stats_;
 };

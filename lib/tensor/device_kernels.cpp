@@ -1,0 +1,156 @@
+#include "tensor/device_kernels.hpp"
+
+#include "errors.hpp"
+#include "tensor/device_backend.hpp"
+#include "tensor/events.hpp"
+#include "tensor/kernels.hpp"
+
+namespace agtrace::kernels::device {
+
+namespace {
+
+cuda::DeviceTensorRef device_ref(const Tensor& t) {
+  return cuda::DeviceTensorRef{t->storage->device_data(), t->dtype(), t->sizes, t->strides, t->offset};
+}
+
+// A result on cuda (an accounted storage, as on the CPU).
+Tensor device_result(const Shape& sizes, DType dtype) {
+  DeviceScope scope("cuda");
+  return uninitialized_tensor(sizes, dtype, false);
+}
+
+// A 0-d CPU operand (a wrapped Python number) for a kernel: its value in the result's dtype
+// in a transient device buffer of the backend, not a tensor (PyTorch passes such a scalar
+// to its CUDA kernel by value and allocates nothing; the buffer is freed right after the
+// launch, so no figure of the report sees it).
+class Operand {
+ public:
+  Operand(const Tensor& t, DType compute) {
+    if (on_device(t)) {
+      ref_ = device_ref(t);
+      return;
+    }
+    if (t->dim() != 0 || t->is_meta())
+      throw ScenarioError("device_mismatch",
+                          "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!");
+    const double v = round_to_dtype(item(t), compute);
+    buffer_ = device_allocate(dtype_size(compute));
+    device_upload(buffer_, compute, &v, 1);
+    ref_ = cuda::DeviceTensorRef{buffer_, compute, {}, {}, 0};
+  }
+  ~Operand() {
+    if (buffer_)
+      if (DeviceBackend* b = device_backend()) b->release(buffer_);
+  }
+  Operand(const Operand&) = delete;
+  Operand& operator=(const Operand&) = delete;
+  const cuda::DeviceTensorRef& ref() const { return ref_; }
+
+ private:
+  cuda::DeviceTensorRef ref_;
+  void* buffer_ = nullptr;
+};
+
+// Backend calls with its failures turned into scenario errors naming the op.
+template <typename F>
+void launch(F&& f) {
+  DeviceBackend* b = device_backend();
+  if (!b) throw ScenarioError("unsupported", "no cuda device in this run");
+  try {
+    f(*b);
+  } catch (const ScenarioError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw_device_failure(e);
+  }
+}
+
+}  // namespace
+
+Tensor unary(cuda::pw::UnaryOp op, const Tensor& a, DType out, double s0, double s1) {
+  Tensor r = device_result(a->sizes, out);
+  Operand in(a, out);
+  launch([&](DeviceBackend& b) { b.unary(op, device_ref(r), in.ref(), s0, s1); });
+  return r;
+}
+
+namespace {
+bool cpu_scalar(const Tensor& t) { return !on_device(t) && t->dim() == 0 && !t->is_meta(); }
+}  // namespace
+
+Tensor binary(cuda::pw::BinaryOp op, const Tensor& a, const Tensor& b, DType out, const std::string& name,
+              double s0, std::optional<DType> operands) {
+  using cuda::pw::BinaryOp;
+  using cuda::pw::UnaryOp;
+  // A CPU scalar operand goes to the kernel by value, as PyTorch's CUDA kernels take it
+  // (TensorIterator's cpu_scalar: add/sub as x + alpha * s, mul, div as x * (1 / s)), so no
+  // device buffer is made for it: torch.cuda.memory_allocated sees none either.
+  if (on_device(a) && cpu_scalar(b) && a->dtype() == out) {
+    const double v = item(b);
+    if (op == BinaryOp::Add) return unary(UnaryOp::AddScalar, a, out, s0 * v);
+    if (op == BinaryOp::Sub) return unary(UnaryOp::AddScalar, a, out, -s0 * v);
+    if (op == BinaryOp::Mul) return unary(UnaryOp::MulScalar, a, out, v);
+    if (op == BinaryOp::Div) return unary(UnaryOp::DivScalar, a, out, v);
+  }
+  if (cpu_scalar(a) && on_device(b) && b->dtype() == out && s0 == 1 && (op == BinaryOp::Add || op == BinaryOp::Mul))
+    return binary(op, b, a, out, name, s0);  // commutative: s + x, s * x
+  Shape shape = a->sizes == b->sizes ? a->sizes : broadcast_shapes(a->sizes, b->sizes, name);
+  Tensor r = device_result(shape, out);
+  Operand x(a, operands.value_or(out)), y(b, operands.value_or(out));
+  launch([&](DeviceBackend& be) { be.binary(op, device_ref(r), x.ref(), y.ref(), s0); });
+  return r;
+}
+
+Tensor ternary(cuda::pw::TernaryOp op, const Tensor& a, const Tensor& b, const Tensor& c, DType out,
+               const std::string& name, double s0, double s1) {
+  Shape shape = broadcast_shapes(broadcast_shapes(a->sizes, b->sizes, name), c->sizes, name);
+  Tensor r = device_result(shape, out);
+  Operand x(a, out), y(b, out), z(c, out);
+  launch([&](DeviceBackend& be) { be.ternary(op, device_ref(r), x.ref(), y.ref(), z.ref(), s0, s1); });
+  return r;
+}
+
+void binary_inplace(cuda::pw::BinaryOp op, const Tensor& a, const Tensor& b, double s0) {
+  Operand y(b, a->dtype());
+  launch([&](DeviceBackend& be) { be.binary(op, device_ref(a), device_ref(a), y.ref(), s0); });
+}
+
+void unary_inplace(cuda::pw::UnaryOp op, const Tensor& a, double s0, double s1) {
+  launch([&](DeviceBackend& be) { be.unary(op, device_ref(a), device_ref(a), s0, s1); });
+}
+
+void copy_into(const Tensor& dst, const Tensor& src) {
+  Operand from(src, dst->dtype());
+  launch([&](DeviceBackend& b) { b.copy(device_ref(dst), from.ref()); });
+}
+
+void fill(const Tensor& a, double v) {
+  launch([&](DeviceBackend& b) { b.fill(device_ref(a), v); });
+}
+
+Tensor copy(const Tensor& a, DType out) {
+  Tensor r = device_result(a->sizes, out);
+  launch([&](DeviceBackend& b) { b.copy(device_ref(r), device_ref(a)); });
+  return r;
+}
+
+Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim, DType out) {
+  std::vector<bool> reduced(a->sizes.size(), dims.empty());
+  for (int64_t d : dims) reduced[static_cast<size_t>(d)] = true;
+  Shape shape;
+  for (size_t d = 0; d < a->sizes.size(); ++d) {
+    if (!reduced[d]) shape.push_back(a->sizes[d]);
+    else if (keepdim) shape.push_back(1);
+  }
+  Tensor r = device_result(shape, out);
+  launch([&](DeviceBackend& b) { b.reduce(cuda::ReduceOp::Sum, device_ref(r), device_ref(a), dims, keepdim); });
+  return r;
+}
+
+Tensor mm(const Tensor& a, const Tensor& b, DType out) {
+  Tensor r = device_result({a->sizes[0], b->sizes[1]}, out);
+  launch([&](DeviceBackend& be) { be.matmul(device_ref(r), device_ref(a), device_ref(b)); });
+  return r;
+}
+
+}  // namespace agtrace::kernels::device

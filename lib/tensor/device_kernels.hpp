@@ -1,0 +1,49 @@
+// The kernels layer on the cuda device (issue #8): the same results as tensor/kernels.hpp's
+// functions (new contiguous tensors, accounted storages, PyTorch's shapes and dtypes),
+// computed by the run's DeviceBackend with lib/cuda's op codes. tensor/kernels.hpp and the
+// ops route here when an operand is on cuda; an op with no route raises `unsupported`
+// (Storage refuses host access), so nothing computes on the host behind the user's back.
+#pragma once
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cuda/device_tensor.hpp"
+#include "cuda/pointwise_formulas.hpp"
+#include "cuda/reduce.cuh"
+#include "tensor/tensor.hpp"
+
+namespace agtrace::kernels::device {
+
+inline bool on_device(const Tensor& t) { return t && t->storage->on_device(); }
+inline bool any_on_device(std::initializer_list<const Tensor*> ts) {
+  for (const Tensor* t : ts)
+    if (on_device(*t)) return true;
+  return false;
+}
+
+// Operands may be cuda tensors or 0-d CPU tensors (a Python number wrapped, as PyTorch's
+// TensorIterator accepts a CPU scalar with cuda tensors); results are made on cuda.
+Tensor unary(cuda::pw::UnaryOp op, const Tensor& a, DType out, double s0 = 0, double s1 = 0);
+// `operands`: the dtype CPU scalar operands are converted to (default `out`; a comparison
+// gives bool from operands compared in their promoted dtype).
+Tensor binary(cuda::pw::BinaryOp op, const Tensor& a, const Tensor& b, DType out, const std::string& name,
+              double s0 = 1, std::optional<DType> operands = {});
+Tensor ternary(cuda::pw::TernaryOp op, const Tensor& a, const Tensor& b, const Tensor& c, DType out,
+               const std::string& name, double s0 = 0, double s1 = 0);
+// In place: a = op(a, b) / a = op(a), b broadcast to a's shape.
+void binary_inplace(cuda::pw::BinaryOp op, const Tensor& a, const Tensor& b, double s0 = 1);
+void unary_inplace(cuda::pw::UnaryOp op, const Tensor& a, double s0 = 0, double s1 = 0);
+// dst (any view) = src broadcast to it, cast to dst's dtype.
+void copy_into(const Tensor& dst, const Tensor& src);
+// Every element of a (any view) = v.
+void fill(const Tensor& a, double v);
+// A contiguous copy of a in dtype `out` (clone, casts).
+Tensor copy(const Tensor& a, DType out);
+// torch.sum(a, dims, keepdim) with the result's dtype `out`; dims already wrapped.
+Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim, DType out);
+// (n, k) @ (k, m), any strides, in the promoted dtype.
+Tensor mm(const Tensor& a, const Tensor& b, DType out);
+
+}  // namespace agtrace::kernels::device
