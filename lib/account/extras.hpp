@@ -37,8 +37,19 @@ struct PeakLocation {
   std::string op;
 };
 
+// What the device allocator itself counted during a cuda run (tensor/device_backend.hpp):
+// measured, beside the model above. Absent (present false) on CPU and meta runs.
+struct DeviceMeasurement {
+  bool present = false;
+  std::string device;                     // the backend's description (the GPU's name)
+  int64_t requested_peak = 0, block_peak = 0, reserved_peak = 0;
+  int64_t requested_at_end = 0, block_at_end = 0, reserved_at_end = 0;  // before the names are dropped
+  int64_t driver_calls = 0;
+};
+
 struct AccountExtras {
   AllocatorModel model;
+  DeviceMeasurement device;
   PeakLocation peak;
   // saved value id -> category of its storage at the last statement end while it was held
   // (grad, leaf_param, leaf_input, named, graph_only, other); absent: never seen held.

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "interp/interpreter.hpp"
+#include "report/report.hpp"
 #include "scenario/scenario.hpp"
 #include "support/sim_device.hpp"
 
@@ -121,4 +122,57 @@ TEST_CASE("without a device, x.cuda() says so; meta tensors do not move", "[devi
                        nullptr, "meta");
   REQUIRE(m.errors.size() == 1);
   CHECK(m.errors[0].message.find("meta device") != std::string::npos);
+}
+
+TEST_CASE("save_on_cpu moves saved values to the host on cuda, and the report measures the device bytes",
+          "[device][interp]") {
+  // exp saves its result: a temporary only the graph holds. Kept on the device it is 16 KiB
+  // there; under save_on_cpu the graph keeps a host copy and the device copy is freed.
+  auto run = [](bool hooks, DeviceBackend* backend, const std::string& device) {
+    const std::string forward = R"J("h = x.exp().tanh()")J";
+    const std::string program =
+        hooks ? R"J({"saved_tensor_hooks": "save_on_cpu", "body": [)J" + forward + "]}" : forward;
+    return run_on(R"J({"name": "t", "tensors": {"x": {"shape": [64, 64], "requires_grad": true}},
+                      "program": [)J" + program + "]}",
+                  backend, device);
+  };
+  testing::SimulatedDevice plain_dev, hooked_dev;
+  RunResult plain = run(false, &plain_dev, "cuda");
+  RunResult hooked = run(true, &hooked_dev, "cuda");
+  REQUIRE(plain.errors.empty());
+  REQUIRE(hooked.errors.empty());
+  const int64_t t = 64 * 64 * 4;
+  REQUIRE(plain.account.device.present);
+  CHECK(plain.account.device.block_at_end == 3 * t);   // x, exp's result (saved), h
+  CHECK(hooked.account.device.block_at_end == 2 * t);  // x, h: exp's result lives on the host
+  CHECK(hooked.memory.host_bytes == 2 * t);            // the host copies of exp's and tanh's results
+  // The two packs copied the values over (and --values showed the leaf: one more).
+  CHECK(hooked_dev.downloads == 3 * 64 * 64);
+  CHECK(plain_dev.downloads == 64 * 64);
+  CHECK(plain.memory.host_bytes == 0);
+  // The report carries the measured figures beside the model, in JSON and text.
+  const auto j = report_json(hooked, false);
+  CHECK(j["accountant"]["device_memory"]["block_at_end"] == 2 * t);
+  CHECK(j["accountant"]["device_memory"]["device"] == "host simulation");
+  CHECK(report_text(hooked, TextOptions{}).find("measured     peak") != std::string::npos);
+  // A CPU run reports no device figures.
+  RunResult on_cpu = run(true, nullptr, "cpu");
+  CHECK_FALSE(on_cpu.account.device.present);
+  CHECK_FALSE(report_json(on_cpu, false)["accountant"].contains("device_memory"));
+}
+
+TEST_CASE("gradients through save_on_cpu come back to the device and match the CPU's", "[device][interp]") {
+  const char* json = R"JSON({"name": "t",
+      "tensors": {"x": {"shape": [3, 4], "requires_grad": true, "init": {"uniform": [-1, 1]}}},
+      "program": [{"saved_tensor_hooks": "save_on_cpu", "body": ["h = (x * x).sigmoid()"]},
+                  "s = h.sum()", "s.backward()"]})JSON";
+  testing::SimulatedDevice dev;
+  RunResult gpu = run_on(json, &dev, "cuda");
+  RunResult cpu = run_on(json, nullptr, "cpu");
+  REQUIRE(gpu.errors.empty());
+  REQUIRE(gpu.grads.size() == 1);
+  REQUIRE(gpu.grads[0].values.size() == 12);
+  for (size_t i = 0; i < 12; ++i) CHECK(gpu.grads[0].values[i] == Approx(cpu.grads[0].values[i]).epsilon(1e-6));
+  CHECK(dev.uploads > 12);  // the leaf, then the unpacked saved values in backward
+  CHECK(dev.live_buffers() == 0);
 }
