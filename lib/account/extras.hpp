@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "tensor/device_stats.hpp"
+
 namespace agtrace {
 
 // A model of what PyTorch's CUDA caching allocator hands out (c10/cuda/CUDACachingAllocator.cpp,
@@ -41,10 +43,8 @@ struct PeakLocation {
 // measured, beside the model above. Absent (present false) on CPU and meta runs.
 struct DeviceMeasurement {
   bool present = false;
-  std::string device;                     // the backend's description (the GPU's name)
-  int64_t requested_peak = 0, block_peak = 0, reserved_peak = 0;
-  int64_t requested_at_end = 0, block_at_end = 0, reserved_at_end = 0;  // before the names are dropped
-  int64_t driver_calls = 0;
+  std::string device;      // the backend's description (the GPU's name)
+  DeviceMemoryStats stats;  // peaks, and live values at the end before the names are dropped
 };
 
 struct AccountExtras {

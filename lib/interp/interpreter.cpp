@@ -380,17 +380,10 @@ RunResult Interpreter::run() {
   run_items(sc_.program, false);
   finish();
   if (DeviceBackend* backend = device_backend()) {  // a cuda run: the allocator's own figures
-    const DeviceMemoryStats st = backend->stats();
     DeviceMeasurement& m = result_.account.device;
     m.present = true;
     m.device = backend->description();
-    m.requested_peak = st.requested_peak;
-    m.block_peak = st.block_peak;
-    m.reserved_peak = st.reserved_peak;
-    m.requested_at_end = st.requested_live;
-    m.block_at_end = st.block_live;
-    m.reserved_at_end = st.reserved_live;
-    m.driver_calls = st.driver_calls;
+    m.stats = backend->stats();
   }
   // Drop every tensor and node while the accountant still listens, so frees at the end
   // are not reported against a dead sink; the figures are already in result_.

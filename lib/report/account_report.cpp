@@ -55,13 +55,13 @@ ojson report_account_json(const RunResult& r) {
   if (x.device.present)
     j["device_memory"] = {{"label", "measured: agtrace's device allocator (requested bytes, 512-byte blocks, reserved from the driver)"},
                           {"device", x.device.device},
-                          {"requested_peak", x.device.requested_peak},
-                          {"block_peak", x.device.block_peak},
-                          {"reserved_peak", x.device.reserved_peak},
-                          {"requested_at_end", x.device.requested_at_end},
-                          {"block_at_end", x.device.block_at_end},
-                          {"reserved_at_end", x.device.reserved_at_end},
-                          {"driver_calls", x.device.driver_calls}};
+                          {"requested_peak", x.device.stats.requested_peak},
+                          {"block_peak", x.device.stats.block_peak},
+                          {"reserved_peak", x.device.stats.reserved_peak},
+                          {"requested_at_end", x.device.stats.requested_live},
+                          {"block_at_end", x.device.stats.block_live},
+                          {"reserved_at_end", x.device.stats.reserved_live},
+                          {"driver_calls", x.device.stats.driver_calls}};
   j["peak"] = {{"bytes", r.memory.peak_bytes}, {"statement", x.peak.statement}, {"in_backward", x.peak.in_backward},
                {"op", x.peak.op}};
   j["new_bytes"] = a.new_bytes;
@@ -100,10 +100,10 @@ std::string report_account_text(const RunResult& r) {
     << " B), saved distinct " << human_bytes(x.model.saved_unique_bytes) << ", graph-only "
     << human_bytes(x.model.graph_only_bytes) << "  (model: CUDA caching allocator, 512-byte blocks)\n";
   if (x.device.present)
-    o << "  measured     peak " << human_bytes(x.device.block_peak) << " (" << x.device.block_peak
-      << " B in 512-byte blocks; " << x.device.requested_peak << " B requested, " << x.device.reserved_peak
-      << " B reserved), at the end " << human_bytes(x.device.block_at_end) << ", " << x.device.driver_calls
-      << " driver calls  (" << x.device.device << ")\n";
+    o << "  measured     peak " << human_bytes(x.device.stats.block_peak) << " (" << x.device.stats.block_peak
+      << " B in 512-byte blocks; " << x.device.stats.requested_peak << " B requested, "
+      << x.device.stats.reserved_peak << " B reserved), at the end " << human_bytes(x.device.stats.block_live)
+      << ", " << x.device.stats.driver_calls << " driver calls  (" << x.device.device << ")\n";
   if (!a.nodes.empty()) {
     o << "\nSaved bytes by node  (new: not a leaf, a name or a gradient)\n";
     o << "  " << pad_to("node", 32) << lpad_to("saved", 11) << lpad_to("new", 11) << "  at\n";

@@ -20,19 +20,10 @@
 #include "cuda/device_tensor.hpp"
 #include "cuda/pointwise_formulas.hpp"
 #include "cuda/reduce.cuh"
+#include "tensor/device_stats.hpp"
 #include "tensor/dtype.hpp"
 
 namespace agtrace {
-
-// The device allocator's figures (the fields of lib/cuda/allocator.hpp's AllocatorStats):
-// bytes requested by tensors, the same rounded to PyTorch's 512-byte blocks (what
-// torch.cuda.memory_allocated() sums), and bytes reserved from the driver.
-struct DeviceMemoryStats {
-  int64_t requested_live = 0, requested_peak = 0;
-  int64_t block_live = 0, block_peak = 0;
-  int64_t reserved_live = 0, reserved_peak = 0;
-  int64_t driver_calls = 0;
-};
 
 class DeviceBackend {
  public:

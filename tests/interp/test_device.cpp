@@ -143,8 +143,8 @@ TEST_CASE("save_on_cpu moves saved values to the host on cuda, and the report me
   REQUIRE(hooked.errors.empty());
   const int64_t t = 64 * 64 * 4;
   REQUIRE(plain.account.device.present);
-  CHECK(plain.account.device.block_at_end == 3 * t);   // x, exp's result (saved), h
-  CHECK(hooked.account.device.block_at_end == 2 * t);  // x, h: exp's result lives on the host
+  CHECK(plain.account.device.stats.block_live == 3 * t);   // x, exp's result (saved), h
+  CHECK(hooked.account.device.stats.block_live == 2 * t);  // x, h: exp's result lives on the host
   CHECK(hooked.memory.host_bytes == 2 * t);            // the host copies of exp's and tanh's results
   // The two packs copied the values over (and --values showed the leaf: one more).
   CHECK(hooked_dev.downloads == 3 * 64 * 64);
