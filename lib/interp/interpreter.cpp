@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 #include <stdexcept>
+#include <unordered_set>
 
 #include "account/accountant.hpp"
 #include "autograd/engine.hpp"
@@ -223,6 +224,7 @@ class Interpreter : public ops::Runtime {
   void record_walk(const std::string& key, const std::shared_ptr<autograd::Node>& root);
   void snapshot_nodes(const std::vector<int64_t>& ids);
   NodeSnapshot snapshot(const autograd::Node& n) const;
+  bool snapshot_current(const NodeSnapshot& s, const autograd::Node& n) const;
   std::string label_of(int64_t tensor_id) const;
   void finish();
 };
@@ -1292,7 +1294,7 @@ std::vector<int64_t> Interpreter::walk_from(const std::shared_ptr<autograd::Node
   // Depth-first, next_functions in order, each node once, None skipped (spec: walks);
   // an explicit stack, so a long chain cannot overflow the C++ stack.
   std::vector<int64_t> order;
-  std::set<const autograd::Node*> seen;
+  std::unordered_set<const autograd::Node*> seen;
   std::vector<const autograd::Node*> stack{root.get()};
   while (!stack.empty()) {
     const autograd::Node* n = stack.back();
@@ -1315,10 +1317,18 @@ void Interpreter::record_walk(const std::string& key, const std::shared_ptr<auto
   result_.walks.push_back(std::move(w));
 }
 
+// A node whose latest snapshot still describes it (nothing it
+// shows changed since: typically the whole graph again at the end of a program whose last
+// statement was backward) keeps that snapshot instead of being rebuilt (issue #6).
 void Interpreter::snapshot_nodes(const std::vector<int64_t>& ids) {
-  std::set<int64_t> wanted(ids.begin(), ids.end());
-  for (autograd::Node* n : autograd::live_nodes())
-    if (wanted.count(n->id)) result_.nodes[n->id] = snapshot(*n);
+  std::vector<int64_t> wanted(ids);
+  std::sort(wanted.begin(), wanted.end());
+  wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
+  for (autograd::Node* n : autograd::live_nodes()) {
+    if (!std::binary_search(wanted.begin(), wanted.end(), n->id)) continue;
+    auto [it, inserted] = result_.nodes.try_emplace(n->id);
+    if (inserted || !snapshot_current(it->second, *n)) it->second = snapshot(*n);
+  }
 }
 
 std::string Interpreter::label_of(int64_t tensor_id) const {
@@ -1392,6 +1402,57 @@ NodeSnapshot Interpreter::snapshot(const autograd::Node& n) const {
     s.saved.push_back(ss);
   }
   return s;
+}
+
+// Whether `s`, an earlier snapshot of `n`, still describes it: the same comparisons as
+// snapshot() builds, without building anything (no strings allocated). `why` follows from
+// the node's and the wrapped node's names, the attribute and the edge count, all compared.
+bool Interpreter::snapshot_current(const NodeSnapshot& s, const autograd::Node& n) const {
+  if (s.id != n.id || s.name != n.name || s.created_at != n.created_at || s.released != n.released ||
+      s.released_at != n.released_at || s.next.size() != n.next.size())
+    return false;
+  for (size_t i = 0; i < n.next.size(); ++i) {
+    const autograd::Edge& e = n.next[i];
+    if (s.next[i] != (e.fn ? e.fn->id : -1) || s.next_input_nr[i] != (e.fn ? e.input_nr : 0)) return false;
+  }
+  if (n.variable) {
+    if (s.variable_tensor_id != n.variable->id) return false;
+    auto it = tensor_label_.find(n.variable->id);
+    if (it == tensor_label_.end() ? s.variable != label_of(n.variable->id) : s.variable != it->second) return false;
+  } else if (s.variable_tensor_id != -1 || !s.variable.empty()) {
+    return false;
+  }
+  if (n.wrapped ? s.wraps != n.wrapped->name : !s.wraps.empty()) return false;
+  const size_t count = n.saved.size() + (n.wrapped ? n.wrapped->saved.size() : 0);
+  if (s.saved.size() != count) return false;
+  for (size_t i = 0; i < count; ++i) {
+    const autograd::SavedEntry& e = i < n.saved.size() ? n.saved[i] : n.wrapped->saved[i - n.saved.size()];
+    const SavedSnapshot& ss = s.saved[i];
+    if (ss.attr != e.name || ss.is_tensor != e.is_tensor) return false;
+    if (!e.is_tensor) {
+      if (ss.value != autograd::attr_repr(e.attr)) return false;
+      continue;
+    }
+    if (ss.defined != e.var.defined) return false;
+    if (!e.var.defined) continue;
+    const auto& v = e.var;
+    if (ss.is_output != v.is_output || ss.tensor_id != v.tensor_id || ss.from_python_number != v.from_python_number ||
+        ss.packed_bytes != v.packed_bytes() || ss.packed_storage_id != (v.packed ? v.packed->storage->id : -1) ||
+        ss.shape != v.shape || ss.dtype != v.dtype || ss.bytes != v.nbytes() || ss.storage_id != v.storage_id ||
+        ss.storage_bytes != v.storage_bytes || ss.saved_version != v.saved_version || ss.saved_at != v.saved_at ||
+        ss.released != v.released || ss.released_at != v.released_at)
+      return false;
+    if (v.hooks ? ss.hooks != v.hooks->kind() : !ss.hooks.empty()) return false;
+    const std::string* same = nullptr;
+    if (!v.is_output && !v.from_python_number && !v.hooks) {
+      auto it = tensor_label_.find(v.tensor_id);
+      if (it != tensor_label_.end()) same = &it->second;
+    }
+    if (same ? ss.same_object_as != *same : !ss.same_object_as.empty()) return false;
+    auto st = storage_labels_.find(v.storage_id);
+    if (st != storage_labels_.end() ? ss.shares_with != st->second : !ss.shares_with.empty()) return false;
+  }
+  return true;
 }
 
 void Interpreter::finish() {
