@@ -43,22 +43,34 @@ void HolderTracker::detach() {
 
 HolderTracker::~HolderTracker() { detach(); }
 
+namespace {
+template <typename T>
+T& grow_to(std::vector<T>& v, int64_t id) {
+  if (static_cast<size_t>(id) >= v.size()) v.resize(static_cast<size_t>(id) + 1);
+  return v[static_cast<size_t>(id)];
+}
+template <typename T>
+T* at_id(std::vector<T>& v, int64_t id) {
+  return id >= 0 && static_cast<size_t>(id) < v.size() ? &v[static_cast<size_t>(id)] : nullptr;
+}
+}  // namespace
+
 void HolderTracker::tensor_created(TensorImpl& t) {
-  tensors_[t.id] = &t;
+  grow_to(tensors_, t.id).live = &t;
   dirty_tensors_.push_back(t.id);
 }
 void HolderTracker::tensor_destroyed(TensorImpl& t) {
-  tensors_.erase(t.id);
+  if (TensorState* s = at_id(tensors_, t.id)) s->live = nullptr;
   dirty_tensors_.push_back(t.id);
 }
 void HolderTracker::tensor_grad_changed(TensorImpl& t) { dirty_tensors_.push_back(t.id); }
 void HolderTracker::tensor_relabelled(const TensorImpl& t) { dirty_tensors_.push_back(t.id); }
 void HolderTracker::node_created(autograd::Node& n) {
-  nodes_[n.id] = &n;
+  grow_to(nodes_, n.id).live = &n;
   dirty_nodes_.push_back(n.id);
 }
 void HolderTracker::node_destroyed(autograd::Node& n) {
-  nodes_.erase(n.id);
+  if (NodeState* s = at_id(nodes_, n.id)) s->live = nullptr;
   dirty_nodes_.push_back(n.id);
 }
 
@@ -67,19 +79,33 @@ void HolderTracker::on_event(const Event& e) {
   if (downstream_) downstream_->on_event(e);
 }
 
+HolderTracker::StorageState& HolderTracker::storage(int64_t id) {
+  StorageState& st = grow_to(storages_, id);
+  st.present = true;
+  return st;
+}
+
 void HolderTracker::add(const Contribution& c) {
   for (const auto& [storage_id, entry] : c) {
-    ++storages_[storage_id].entries[entry];
+    auto& entries = storage(storage_id).entries;
+    auto it = std::lower_bound(entries.begin(), entries.end(), entry,
+                               [](const std::pair<Entry, int>& a, const Entry& b) { return a.first < b; });
+    if (it != entries.end() && it->first == entry)
+      ++it->second;
+    else
+      entries.insert(it, {entry, 1});
     dirty(storage_id);
   }
 }
 
 void HolderTracker::remove(const Contribution& c) {
   for (const auto& [storage_id, entry] : c) {
-    auto st = storages_.find(storage_id);
-    if (st == storages_.end()) continue;
-    auto it = st->second.entries.find(entry);
-    if (it != st->second.entries.end() && --it->second == 0) st->second.entries.erase(it);
+    StorageState* st = at_id(storages_, storage_id);
+    if (!st || !st->present) continue;
+    auto& entries = st->entries;
+    auto it = std::lower_bound(entries.begin(), entries.end(), entry,
+                               [](const std::pair<Entry, int>& a, const Entry& b) { return a.first < b; });
+    if (it != entries.end() && it->first == entry && --it->second == 0) entries.erase(it);
     dirty(storage_id);
   }
 }
@@ -127,53 +153,51 @@ std::vector<HolderChange> HolderTracker::commit(const std::map<std::string, Valu
 
   sort_unique(dirty_tensors_);
   for (int64_t id : dirty_tensors_) {
-    auto old = tensor_state_.find(id);
-    if (old != tensor_state_.end()) {
-      if (old->second.storage_id >= 0) {
-        auto st = storages_.find(old->second.storage_id);
-        if (st != storages_.end()) --st->second.tensor_refs;
-        dirty(old->second.storage_id);
+    TensorState* ts = at_id(tensors_, id);
+    if (!ts) continue;
+    if (ts->committed) {
+      if (ts->storage_id >= 0) {
+        StorageState* st = at_id(storages_, ts->storage_id);
+        if (st && st->present) --st->tensor_refs;
+        dirty(ts->storage_id);
       }
-      remove(old->second.grad);
-      tensor_state_.erase(old);
+      remove(ts->grad);
+      ts->grad.clear();
+      ts->storage_id = -1;
+      ts->committed = false;
     }
-    auto live = tensors_.find(id);
-    if (live == tensors_.end()) continue;
-    const TensorImpl& t = *live->second;
-    TensorState s;
+    if (!ts->live) continue;
+    const TensorImpl& t = *ts->live;
     if (t.storage) {
-      s.storage_id = t.storage->id;
-      ++storages_[s.storage_id].tensor_refs;
-      dirty(s.storage_id);
+      ts->storage_id = t.storage->id;
+      ++storage(ts->storage_id).tensor_refs;
+      dirty(ts->storage_id);
     }
     if (t.grad && t.grad->storage)
-      s.grad.push_back({t.grad->storage->id, Entry{kGradPhase, t.id, 0, "grad of " + label_of_(t.id), kGrad}});
-    add(s.grad);
-    tensor_state_.emplace(id, std::move(s));
+      ts->grad.push_back({t.grad->storage->id, Entry{kGradPhase, t.id, 0, "grad of " + label_of_(t.id), kGrad}});
+    add(ts->grad);
+    ts->committed = true;
   }
   dirty_tensors_.clear();
 
   sort_unique(dirty_nodes_);
   for (int64_t id : dirty_nodes_) {
-    auto old = node_state_.find(id);
-    if (old != node_state_.end()) {
-      remove(old->second);
-      node_state_.erase(old);
-    }
-    auto live = nodes_.find(id);
-    if (live == nodes_.end()) continue;
-    Contribution c = node_contribution(*live->second);
-    add(c);
-    if (!c.empty()) node_state_.emplace(id, std::move(c));
+    NodeState* ns = at_id(nodes_, id);
+    if (!ns) continue;
+    remove(ns->contribution);
+    ns->contribution.clear();
+    if (!ns->live) continue;
+    ns->contribution = node_contribution(*ns->live);
+    add(ns->contribution);
   }
   dirty_nodes_.clear();
 
   std::vector<HolderChange> changes;
   sort_unique(dirty_storages_);
   for (int64_t id : dirty_storages_) {
-    auto it = storages_.find(id);
-    if (it == storages_.end()) continue;
-    StorageState& st = it->second;
+    StorageState* stp = at_id(storages_, id);
+    if (!stp || !stp->present) continue;
+    StorageState& st = *stp;
     std::vector<std::string> holders;
     int category = -1;
     for (const auto& [entry, count] : st.entries) {
@@ -194,7 +218,7 @@ std::vector<HolderChange> HolderTracker::commit(const std::map<std::string, Valu
       st.holders = std::move(holders);
       st.category = category;
     }
-    if (st.entries.empty() && st.tensor_refs <= 0) storages_.erase(it);
+    if (st.entries.empty() && st.tensor_refs <= 0) st = StorageState{};
   }
   dirty_storages_.clear();
   return changes;
@@ -202,10 +226,11 @@ std::vector<HolderChange> HolderTracker::commit(const std::map<std::string, Valu
 
 HolderScan HolderTracker::state() const {
   HolderScan scan;
-  for (const auto& [id, st] : storages_) {
-    if (st.category < 0) continue;
-    scan.holders[id] = st.holders;
-    scan.category[id] = kHolderCategories[st.category];
+  for (size_t id = 0; id < storages_.size(); ++id) {
+    const StorageState& st = storages_[id];
+    if (!st.present || st.category < 0) continue;
+    scan.holders[static_cast<int64_t>(id)] = st.holders;
+    scan.category[static_cast<int64_t>(id)] = kHolderCategories[st.category];
   }
   return scan;
 }

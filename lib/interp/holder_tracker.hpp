@@ -21,7 +21,6 @@
 #include <functional>
 #include <map>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "account/accountant.hpp"
@@ -82,32 +81,42 @@ class HolderTracker : public ObjectObserver, public EventSink {
   };
   using Contribution = std::vector<std::pair<int64_t, Entry>>;  // (storage id, holder)
   struct StorageState {
-    std::map<Entry, int> entries;  // holder -> how many contributions name it
+    bool present = false;  // something contributes to it, or it had holders at the last commit
+    // holder -> how many contributions name it, sorted as the full scan lists holders
+    // (a storage has few holders: a sorted vector, not a map node each).
+    std::vector<std::pair<Entry, int>> entries;
     int64_t tensor_refs = 0;       // live tensor objects over this storage
     std::vector<std::string> holders;  // as of the last commit
     int category = -1;                 // as of the last commit; -1: nothing held it
   };
   struct TensorState {
+    TensorImpl* live = nullptr;    // the live tensor of this id (null: none)
+    bool committed = false;        // what it contributed at the last commit is below
     int64_t storage_id = -1;
     Contribution grad;
+  };
+  struct NodeState {
+    autograd::Node* live = nullptr;
+    Contribution contribution;     // what it contributed at the last commit
   };
 
   void add(const Contribution& c);
   void remove(const Contribution& c);
   void dirty(int64_t storage_id) { dirty_storages_.push_back(storage_id); }
   Contribution node_contribution(const autograd::Node& n) const;
+  StorageState& storage(int64_t id);
 
   std::function<std::string(int64_t)> label_of_;
   EventSink* downstream_;
   bool attached_ = false;
   ObjectObserver* previous_observer_ = nullptr;
 
-  std::unordered_map<int64_t, TensorImpl*> tensors_;       // live tensors by id
-  std::unordered_map<int64_t, autograd::Node*> nodes_;     // live nodes by id
-  std::unordered_map<int64_t, TensorState> tensor_state_;  // what each tensor contributed
-  std::unordered_map<int64_t, Contribution> node_state_;   // what each node contributed
+  // Indexed by id: tensor, node and storage ids are dense creation-order counters
+  // (events.hpp), so vectors replace hash maps (issue #6).
+  std::vector<TensorState> tensors_;
+  std::vector<NodeState> nodes_;
   Contribution names_;                                     // what the names contributed
-  std::unordered_map<int64_t, StorageState> storages_;
+  std::vector<StorageState> storages_;
   std::vector<int64_t> dirty_tensors_, dirty_nodes_, dirty_storages_;
 };
 
