@@ -113,7 +113,7 @@ void Accountant::begin_statement(int index) {
   ++statement_serial_;  // storages allocated from now on are this statement's
 }
 
-void Accountant::end_statement(int index, bool raised, const std::vector<HolderChange>& changes) {
+void Accountant::end_statement(int index, bool raised, std::vector<HolderChange> changes) {
   if (raised) raised_statements_.insert(index);
   apply_holder_changes(changes);
   StatementMemory m;
@@ -289,14 +289,14 @@ void Accountant::model_free(Storage& s) {
 // so the last category seen says what kept those bytes alive besides the graph: a saved
 // value whose storage was last seen as graph_only (or other) is "new" to its node. Only
 // storages whose category changed, and values saved during the statement, need a look.
-void Accountant::apply_holder_changes(const std::vector<HolderChange>& changes) {
+void Accountant::apply_holder_changes(std::vector<HolderChange>& changes) {
   auto note_saved = [&](int64_t saved_id, int category) {
     Saved* s = find_saved(saved_id);
     if (!s || s->life.released_at >= 0 || recompute_saves_.count(saved_id)) return false;
     s->category = category;
     return true;
   };
-  for (const HolderChange& c : changes) {
+  for (HolderChange& c : changes) {
     if (c.storage_id < 0) continue;  // the tracker names real storages only
     Storage& st = storage_slot(c.storage_id);
     Storage* known = st.allocated ? &st : nullptr;
@@ -319,7 +319,7 @@ void Accountant::apply_holder_changes(const std::vector<HolderChange>& changes) 
       continue;
     }
     const int category = category_index(c.category);
-    st.holders_now = c.holders;
+    st.holders_now = std::move(c.holders);
     st.category_now = category;
     CategoryTotal& t = category_totals_[category];
     if (known) {

@@ -44,7 +44,8 @@ class Accountant : public EventSink {
   void begin_statement(int index);
   // raised: the statement raised, so its saves do not count in saved_bytes (spec).
   // changes: the storages whose holders or category changed during the statement.
-  void end_statement(int index, bool raised, const std::vector<HolderChange>& changes);
+  // (Taken by value: the holder lists are moved into the accountant's records.)
+  void end_statement(int index, bool raised, std::vector<HolderChange> changes);
   // Hands the figures to `out`, moving the large records (timeline, lifetimes) rather
   // than copying them: call once, at the end of the run.
   void finish(RunResult& out);
@@ -92,7 +93,7 @@ class Accountant : public EventSink {
   // ---- Allocator model, peak location, saved categories (issue #4, accountant) -------
   void model_alloc(Storage& s, int64_t bytes);
   void model_free(Storage& s);
-  void apply_holder_changes(const std::vector<HolderChange>& changes);
+  void apply_holder_changes(std::vector<HolderChange>& changes);
   void finish_extras(RunResult& out) const;
   int64_t model_live_ = 0;
   AllocatorModel model_;

@@ -4,7 +4,6 @@
 #include <queue>
 #include <set>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "autograd/grad_mode.hpp"
 #include "errors.hpp"
@@ -159,21 +158,22 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
   // Dependencies: how many edges point at each node from the reachable graph (iterative DFS).
   // Hash maps keyed by node (PyTorch's GraphTask uses unordered_maps too): nothing here
   // iterates them in an order that reaches the output.
+  // A node has an entry once discovered (the roots with 0), so the map is the seen set too.
   std::unordered_map<Node*, int> deps;
   std::vector<Node*> order;  // discovery order
   {
-    std::unordered_set<Node*> seen;
     std::vector<Node*> stack;
     for (auto& [edge, g] : root_edges)
-      if (edge.fn && seen.insert(edge.fn.get()).second) stack.push_back(edge.fn.get());
+      if (edge.fn && deps.try_emplace(edge.fn.get(), 0).second) stack.push_back(edge.fn.get());
     while (!stack.empty()) {
       Node* n = stack.back();
       stack.pop_back();
       order.push_back(n);
       for (const Edge& e : n->next) {
         if (!e.fn) continue;
-        deps[e.fn.get()]++;
-        if (seen.insert(e.fn.get()).second) stack.push_back(e.fn.get());
+        auto [it, discovered] = deps.try_emplace(e.fn.get(), 0);
+        ++it->second;
+        if (discovered) stack.push_back(e.fn.get());
       }
     }
   }
@@ -204,7 +204,6 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
     }
   }
 
-  deps.reserve(order.size());
   std::unordered_map<Node*, InputBuffer> buffers;
   std::priority_queue<Node*, std::vector<Node*>, ReadyOrder> ready;
   std::vector<Tensor> captured(req.inputs.size());

@@ -127,22 +127,26 @@ HolderTracker::Contribution HolderTracker::node_contribution(const autograd::Nod
   return c;
 }
 
+// What the name at `position` (bound to `v`) holds: its tensor's storage, or those of the
+// tensors inside a tuple or list.
+void HolderTracker::name_contribution(Contribution& out, int64_t position, const std::string& name, const Value& v) {
+  if (v.kind == Value::Kind::Tensor) {
+    const Tensor& t = v.t;
+    if (!t->storage) return;
+    out.push_back({t->storage->id, Entry{kNamePhase, position, 0, "name " + name, name_category(*t)}});
+  } else if (v.kind == Value::Kind::Tuple || v.kind == Value::Kind::List) {
+    for (const Value& item : v.items) name_contribution(out, position, name, item);
+  }
+}
+
 std::vector<HolderChange> HolderTracker::commit(const std::map<std::string, Value>& names) {
   // Names: a scope holds few, so they are looked at every time (a name's category also
   // follows its tensor's autograd state, which requires_grad_ or an in-place op can change).
   Contribution now;
+  now.reserve(names_.size());
   int64_t position = 0;
-  std::function<void(const std::string&, const Value&)> visit = [&](const std::string& name, const Value& v) {
-    if (v.kind == Value::Kind::Tensor) {
-      const Tensor& t = v.t;
-      if (!t->storage) return;
-      now.push_back({t->storage->id, Entry{kNamePhase, position, 0, "name " + name, name_category(*t)}});
-    } else if (v.kind == Value::Kind::Tuple || v.kind == Value::Kind::List) {
-      for (const Value& item : v.items) visit(name, item);
-    }
-  };
   for (const auto& [name, v] : names) {
-    visit(name, v);
+    name_contribution(now, position, name, v);
     ++position;
   }
   if (now != names_) {

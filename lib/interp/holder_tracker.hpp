@@ -104,6 +104,7 @@ class HolderTracker : public ObjectObserver, public EventSink {
   void remove(const Contribution& c);
   void dirty(int64_t storage_id) { dirty_storages_.push_back(storage_id); }
   Contribution node_contribution(const autograd::Node& n) const;
+  static void name_contribution(Contribution& out, int64_t position, const std::string& name, const Value& v);
   StorageState& storage(int64_t id);
 
   std::function<std::string(int64_t)> label_of_;

@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 #include <stdexcept>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "account/accountant.hpp"
@@ -173,8 +174,18 @@ class Interpreter : public ops::Runtime {
   Accountant acc_;
   std::vector<Stmt> parsed_;
   std::map<std::string, Value> env_;
-  std::map<int64_t, std::string> tensor_label_;                 // object id -> latest name bound
-  std::map<int64_t, std::vector<std::string>> storage_labels_;  // storage id -> names bound to tensors on it
+  // Looked up per saved value of every snapshot, never iterated: hash maps (issue #6).
+  std::unordered_map<int64_t, std::string> tensor_label_;                 // object id -> latest name bound
+  std::unordered_map<int64_t, std::vector<std::string>> storage_labels_;  // storage id -> names bound to tensors on it
+  // why_saved() answers for the few (node, attribute, inputs) a program has, so a snapshot
+  // of a long graph does not rebuild the same sentence per node.
+  struct WhyEntry {
+    std::string node, attr;
+    size_t inputs = 0;
+    std::string why;
+  };
+  mutable std::vector<WhyEntry> why_cache_;
+  const std::string& why_saved_cached(const autograd::Node& n, const std::string& attr) const;
   std::vector<Tensor> leaves_;                                  // the scenario's leaves, in file order
   // What holds each storage, kept from changes; it forwards every event to acc_.
   HolderTracker tracker_{[this](int64_t id) { return label_of(id); }, &acc_};
@@ -287,16 +298,17 @@ void Interpreter::create_leaves() {
 }
 
 void Interpreter::bind(const std::string& name, const Value& v) {
-  std::function<void(const Value&)> label = [&](const Value& x) {
-    if (x.kind == Value::Kind::Tensor) {
-      tensor_label_[x.t->id] = name;
-      tracker_.tensor_relabelled(*x.t);
-      auto& names = storage_labels_[x.t->storage->id];
-      if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
-    }
-  };
-  label(v);
-  env_[name] = v;
+  if (v.kind == Value::Kind::Tensor) {
+    tensor_label_[v.t->id] = name;
+    tracker_.tensor_relabelled(*v.t);
+    auto& names = storage_labels_[v.t->storage->id];
+    if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+  }
+  auto it = env_.find(name);
+  if (it != env_.end())
+    it->second = v;
+  else
+    env_.emplace(name, v);
 }
 
 // ------------------------------------------------------------------ statements
@@ -1317,15 +1329,17 @@ void Interpreter::record_walk(const std::string& key, const std::shared_ptr<auto
   result_.walks.push_back(std::move(w));
 }
 
-// A node whose latest snapshot still describes it (nothing it
-// shows changed since: typically the whole graph again at the end of a program whose last
-// statement was backward) keeps that snapshot instead of being rebuilt (issue #6).
+// Wanted ids are marked in a bitmap (node ids are dense). A node whose latest snapshot
+// still describes it (nothing it shows changed since: typically the whole graph again at
+// the end of a program whose last statement was backward) keeps that snapshot instead of
+// being rebuilt (issue #6).
 void Interpreter::snapshot_nodes(const std::vector<int64_t>& ids) {
-  std::vector<int64_t> wanted(ids);
-  std::sort(wanted.begin(), wanted.end());
-  wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
+  if (ids.empty()) return;
+  std::vector<bool> wanted(static_cast<size_t>(*std::max_element(ids.begin(), ids.end())) + 1, false);
+  for (int64_t id : ids)
+    if (id >= 0) wanted[static_cast<size_t>(id)] = true;
   for (autograd::Node* n : autograd::live_nodes()) {
-    if (!std::binary_search(wanted.begin(), wanted.end(), n->id)) continue;
+    if (n->id < 0 || static_cast<size_t>(n->id) >= wanted.size() || !wanted[static_cast<size_t>(n->id)]) continue;
     auto [it, inserted] = result_.nodes.try_emplace(n->id);
     if (inserted || !snapshot_current(it->second, *n)) it->second = snapshot(*n);
   }
@@ -1338,8 +1352,12 @@ std::string Interpreter::label_of(int64_t tensor_id) const {
 
 // Which gradient needs a saved value: derived from the op table's save rules
 // (lib/account/save_rules.cpp; issue #4 accountant).
-std::string why_saved(const autograd::Node& n, const std::string& attr) {
-  return agtrace::why_saved(n.name, attr, 0, n.next.size(), 0).why;
+const std::string& Interpreter::why_saved_cached(const autograd::Node& n, const std::string& attr) const {
+  for (const WhyEntry& w : why_cache_)
+    if (w.inputs == n.next.size() && w.node == n.name && w.attr == attr) return w.why;
+  if (why_cache_.size() >= 64) why_cache_.clear();  // a bound; programs use a handful
+  why_cache_.push_back({n.name, attr, n.next.size(), agtrace::why_saved(n.name, attr, 0, n.next.size(), 0).why});
+  return why_cache_.back().why;
 }
 
 NodeSnapshot Interpreter::snapshot(const autograd::Node& n) const {
@@ -1347,6 +1365,8 @@ NodeSnapshot Interpreter::snapshot(const autograd::Node& n) const {
   s.id = n.id;
   s.name = n.name;
   s.created_at = n.created_at;
+  s.next.reserve(n.next.size());
+  s.next_input_nr.reserve(n.next.size());
   for (const auto& e : n.next) {
     s.next.push_back(e.fn ? e.fn->id : -1);
     s.next_input_nr.push_back(e.fn ? e.input_nr : 0);
@@ -1359,11 +1379,13 @@ NodeSnapshot Interpreter::snapshot(const autograd::Node& n) const {
   s.released_at = n.released_at;
   // CopySlices shows the saved values of the node it wraps (they are part of this graph).
   std::vector<const autograd::SavedEntry*> entries;
+  entries.reserve(n.saved.size() + (n.wrapped ? n.wrapped->saved.size() : 0));
   for (const auto& e : n.saved) entries.push_back(&e);
   if (n.wrapped) {
     s.wraps = n.wrapped->name;
     for (const auto& e : n.wrapped->saved) entries.push_back(&e);
   }
+  s.saved.reserve(entries.size());
   for (const autograd::SavedEntry* ep : entries) {
     const autograd::SavedEntry& e = *ep;
     SavedSnapshot ss;
@@ -1396,10 +1418,10 @@ NodeSnapshot Interpreter::snapshot(const autograd::Node& n) const {
       ss.saved_at = v.saved_at;
       ss.released = v.released;
       ss.released_at = v.released_at;
-      ss.why = why_saved(n.wrapped ? *n.wrapped : n, e.name);
+      ss.why = why_saved_cached(n.wrapped ? *n.wrapped : n, e.name);
       s.saved_bytes += ss.bytes;
     }
-    s.saved.push_back(ss);
+    s.saved.push_back(std::move(ss));
   }
   return s;
 }
