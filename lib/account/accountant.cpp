@@ -205,7 +205,7 @@ std::string hidden_edit_message(const Event& e, int saved_at) {
 
 void Accountant::record_event(const Event& e) {
   const RunPosition& pos = run_position();
-  EventRecord r;
+  EventRecord& r = events_.emplace_back();  // filled in place (no temporary to move)
   r.kind = event_kind_name(e.kind);
   r.statement = pos.statement;
   r.recompute_statement = pos.recompute_statement;
@@ -223,7 +223,6 @@ void Accountant::record_event(const Event& e) {
   r.expected_version = e.kind == Event::Kind::Unpack ? e.expected_version : 0;
   r.packed_bytes = e.packed_bytes;
   r.packed_storage_id = e.packed_storage_id;
-  events_.push_back(std::move(r));
 
   if (e.kind == Event::Kind::Save && !e.hooks.empty()) {
     if (e.hooks == "checkpoint") checkpoint_saves_.insert(e.saved_id);

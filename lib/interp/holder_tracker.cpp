@@ -1,6 +1,7 @@
 #include "interp/holder_tracker.hpp"
 
 #include <algorithm>
+#include <iterator>
 #include <tuple>
 
 #include "autograd/node.hpp"
@@ -150,8 +151,18 @@ std::vector<HolderChange> HolderTracker::commit(const std::map<std::string, Valu
     ++position;
   }
   if (now != names_) {
-    remove(names_);
-    add(now);
+    // Only what changed: a name still bound to the same tensor leaves its storage alone
+    // (removing and re-adding it made every statement recompute that storage's holders).
+    auto less = [](const std::pair<int64_t, Entry>& a, const std::pair<int64_t, Entry>& b) {
+      return a.first != b.first ? a.first < b.first : a.second < b.second;
+    };
+    Contribution before = names_, after = now, gone, came;
+    std::sort(before.begin(), before.end(), less);
+    std::sort(after.begin(), after.end(), less);
+    std::set_difference(before.begin(), before.end(), after.begin(), after.end(), std::back_inserter(gone), less);
+    std::set_difference(after.begin(), after.end(), before.begin(), before.end(), std::back_inserter(came), less);
+    remove(gone);
+    add(came);
     names_ = std::move(now);
   }
 
@@ -198,6 +209,7 @@ std::vector<HolderChange> HolderTracker::commit(const std::map<std::string, Valu
 
   std::vector<HolderChange> changes;
   sort_unique(dirty_storages_);
+  changes.reserve(dirty_storages_.size());
   for (int64_t id : dirty_storages_) {
     StorageState* stp = at_id(storages_, id);
     if (!stp || !stp->present) continue;
