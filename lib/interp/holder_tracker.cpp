@@ -1,7 +1,7 @@
 #include "interp/holder_tracker.hpp"
 
 #include <algorithm>
-#include <iterator>
+#include <cstddef>
 #include <tuple>
 
 #include "autograd/node.hpp"
@@ -12,6 +12,7 @@ namespace {
 constexpr int kNamePhase = 0, kGradPhase = 1, kGraphPhase = 2;
 
 void sort_unique(std::vector<int64_t>& ids) {
+  if (ids.size() < 2) return;
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
 }
@@ -153,14 +154,17 @@ std::vector<HolderChange> HolderTracker::commit(const std::map<std::string, Valu
   if (now != names_) {
     // Only what changed: a name still bound to the same tensor leaves its storage alone
     // (removing and re-adding it made every statement recompute that storage's holders).
-    auto less = [](const std::pair<int64_t, Entry>& a, const std::pair<int64_t, Entry>& b) {
-      return a.first != b.first ? a.first < b.first : a.second < b.second;
-    };
-    Contribution before = names_, after = now, gone, came;
-    std::sort(before.begin(), before.end(), less);
-    std::sort(after.begin(), after.end(), less);
-    std::set_difference(before.begin(), before.end(), after.begin(), after.end(), std::back_inserter(gone), less);
-    std::set_difference(after.begin(), after.end(), before.begin(), before.end(), std::back_inserter(came), less);
+    // Both lists are in name order, so position by position is enough; an entry that only
+    // moved is removed and added again, which leaves its count as it was.
+    Contribution gone, came;
+    const size_t common = std::min(names_.size(), now.size());
+    for (size_t i = 0; i < common; ++i)
+      if (!(names_[i] == now[i])) {
+        gone.push_back(names_[i]);
+        came.push_back(now[i]);
+      }
+    gone.insert(gone.end(), names_.begin() + static_cast<std::ptrdiff_t>(common), names_.end());
+    came.insert(came.end(), now.begin() + static_cast<std::ptrdiff_t>(common), now.end());
     remove(gone);
     add(came);
     names_ = std::move(now);
