@@ -504,6 +504,8 @@ std::shared_ptr<Node> make_node(const std::string& name, BackwardFn fn, const st
   auto node = std::make_shared<Node>();
   node->name = name;
   node->backward = fn;
+  node->next.reserve(inputs.size());
+  node->input_meta.reserve(inputs.size());
   for (const Tensor& t : inputs) {
     node->next.push_back(gradient_edge(t));
     node->input_meta.push_back(t ? OutputMeta{t->sizes, t->dtype(), t->is_meta()} : OutputMeta{});

@@ -9,7 +9,6 @@
 #include <set>
 #include <stdexcept>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "account/accountant.hpp"
 #include "autograd/engine.hpp"
@@ -1305,16 +1304,28 @@ Value Interpreter::backward(const std::vector<Tensor>& roots, const std::vector<
 std::vector<int64_t> Interpreter::walk_from(const std::shared_ptr<autograd::Node>& root) const {
   // Depth-first, next_functions in order, each node once, None skipped (spec: walks);
   // an explicit stack, so a long chain cannot overflow the C++ stack.
+  // Seen nodes are marked by id (dense creation-order ids) in a bitmap.
   std::vector<int64_t> order;
-  std::unordered_set<const autograd::Node*> seen;
+  std::vector<bool> seen(static_cast<size_t>(id_counters().node), false);
+  auto mark = [&](const autograd::Node* n) {  // false if already seen
+    const size_t id = static_cast<size_t>(n->id);
+    if (id >= seen.size()) seen.resize(id + 1, false);
+    if (seen[id]) return false;
+    seen[id] = true;
+    return true;
+  };
+  auto was_seen = [&](const autograd::Node* n) {
+    const size_t id = static_cast<size_t>(n->id);
+    return id < seen.size() && seen[id];
+  };
   std::vector<const autograd::Node*> stack{root.get()};
   while (!stack.empty()) {
     const autograd::Node* n = stack.back();
     stack.pop_back();
-    if (!seen.insert(n).second) continue;
+    if (!mark(n)) continue;
     order.push_back(n->id);
     for (auto it = n->next.rbegin(); it != n->next.rend(); ++it)
-      if (it->fn && !seen.count(it->fn.get())) stack.push_back(it->fn.get());
+      if (it->fn && !was_seen(it->fn.get())) stack.push_back(it->fn.get());
   }
   return order;
 }
@@ -1378,16 +1389,11 @@ NodeSnapshot Interpreter::snapshot(const autograd::Node& n) const {
   s.released = n.released;
   s.released_at = n.released_at;
   // CopySlices shows the saved values of the node it wraps (they are part of this graph).
-  std::vector<const autograd::SavedEntry*> entries;
-  entries.reserve(n.saved.size() + (n.wrapped ? n.wrapped->saved.size() : 0));
-  for (const auto& e : n.saved) entries.push_back(&e);
-  if (n.wrapped) {
-    s.wraps = n.wrapped->name;
-    for (const auto& e : n.wrapped->saved) entries.push_back(&e);
-  }
-  s.saved.reserve(entries.size());
-  for (const autograd::SavedEntry* ep : entries) {
-    const autograd::SavedEntry& e = *ep;
+  const size_t own = n.saved.size(), count = own + (n.wrapped ? n.wrapped->saved.size() : 0);
+  if (n.wrapped) s.wraps = n.wrapped->name;
+  s.saved.reserve(count);
+  for (size_t i = 0; i < count; ++i) {
+    const autograd::SavedEntry& e = i < own ? n.saved[i] : n.wrapped->saved[i - own];
     SavedSnapshot ss;
     ss.attr = e.name;
     ss.is_tensor = e.is_tensor;
