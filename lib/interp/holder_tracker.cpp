@@ -19,7 +19,7 @@ void sort_unique(std::vector<int64_t>& ids) {
 }  // namespace
 
 bool HolderTracker::Entry::operator<(const Entry& o) const {
-  return std::tie(phase, order, sub, label, category) < std::tie(o.phase, o.order, o.sub, o.label, o.category);
+  return std::tie(phase, order, sub, *label, category) < std::tie(o.phase, o.order, o.sub, *o.label, o.category);
 }
 bool HolderTracker::Entry::operator==(const Entry& o) const {
   return phase == o.phase && order == o.order && sub == o.sub && category == o.category && label == o.label;
@@ -114,18 +114,25 @@ void HolderTracker::remove(const Contribution& c) {
 
 // A node holds the storages of its saved values that are still there (defined, not
 // released; under hooks, what the hooks kept) and, for AccumulateGrad, its leaf's.
-HolderTracker::Contribution HolderTracker::node_contribution(const autograd::Node& n) const {
+const std::string* HolderTracker::saved_label(const std::string& node, const std::string& attr) {
+  for (const SavedLabel& l : saved_labels_)
+    if (l.node == node && l.attr == attr) return l.label;
+  const std::string* label = intern("saved " + node + "._saved_" + attr);
+  if (saved_labels_.size() < 64) saved_labels_.push_back({node, attr, label});  // a bound; programs use a handful
+  return label;
+}
+
+HolderTracker::Contribution HolderTracker::node_contribution(const autograd::Node& n) {
   Contribution c;
   for (size_t i = 0; i < n.saved.size(); ++i) {
     const autograd::SavedEntry& e = n.saved[i];
     if (!e.is_tensor || !e.var.defined || e.var.released) continue;
     if (std::shared_ptr<Storage> st = e.var.held_storage())
-      c.push_back({st->id, Entry{kGraphPhase, n.id, static_cast<int64_t>(i),
-                                 "saved " + n.name + "._saved_" + e.name, kGraphOnly}});
+      c.push_back({st->id, Entry{kGraphPhase, n.id, static_cast<int64_t>(i), saved_label(n.name, e.name), kGraphOnly}});
   }
   if (n.variable && n.variable->storage)
     c.push_back({n.variable->storage->id, Entry{kGraphPhase, n.id, static_cast<int64_t>(n.saved.size()),
-                                                "leaf of AccumulateGrad", kGraphOnly}});
+                                                intern("leaf of AccumulateGrad"), kGraphOnly}});
   return c;
 }
 
@@ -135,7 +142,7 @@ void HolderTracker::name_contribution(Contribution& out, int64_t position, const
   if (v.kind == Value::Kind::Tensor) {
     const Tensor& t = v.t;
     if (!t->storage) return;
-    out.push_back({t->storage->id, Entry{kNamePhase, position, 0, "name " + name, name_category(*t)}});
+    out.push_back({t->storage->id, Entry{kNamePhase, position, 0, intern("name " + name), name_category(*t)}});
   } else if (v.kind == Value::Kind::Tuple || v.kind == Value::Kind::List) {
     for (const Value& item : v.items) name_contribution(out, position, name, item);
   }
@@ -193,7 +200,8 @@ std::vector<HolderChange> HolderTracker::commit(const std::map<std::string, Valu
       dirty(ts->storage_id);
     }
     if (t.grad && t.grad->storage)
-      ts->grad.push_back({t.grad->storage->id, Entry{kGradPhase, t.id, 0, "grad of " + label_of_(t.id), kGrad}});
+      ts->grad.push_back(
+          {t.grad->storage->id, Entry{kGradPhase, t.id, 0, intern("grad of " + label_of_(t.id)), kGrad}});
     add(ts->grad);
     ts->committed = true;
   }
@@ -218,7 +226,7 @@ std::vector<HolderChange> HolderTracker::commit(const std::map<std::string, Valu
     StorageState* stp = at_id(storages_, id);
     if (!stp || !stp->present) continue;
     StorageState& st = *stp;
-    std::vector<std::string> holders;
+    std::vector<const std::string*> holders;
     int category = -1;
     for (const auto& [entry, count] : st.entries) {
       if (std::find(holders.begin(), holders.end(), entry.label) == holders.end()) holders.push_back(entry.label);
@@ -226,13 +234,14 @@ std::vector<HolderChange> HolderTracker::commit(const std::map<std::string, Valu
     }
     // "Unnamed tensor" only for a storage nothing else holds (e.g. inside a tuple).
     if (holders.empty() && st.tensor_refs > 0) {
-      holders.push_back("unnamed tensor");
+      holders.push_back(intern("unnamed tensor"));
       category = kOther;
     }
     if (holders != st.holders || category != st.category) {
       HolderChange c;
       c.storage_id = id;
-      c.holders = holders;
+      c.holders.reserve(holders.size());
+      for (const std::string* h : holders) c.holders.push_back(*h);
       if (category >= 0) c.category = kHolderCategories[category];
       changes.push_back(std::move(c));
       st.holders = std::move(holders);
@@ -249,7 +258,8 @@ HolderScan HolderTracker::state() const {
   for (size_t id = 0; id < storages_.size(); ++id) {
     const StorageState& st = storages_[id];
     if (!st.present || st.category < 0) continue;
-    scan.holders[static_cast<int64_t>(id)] = st.holders;
+    std::vector<std::string>& hs = scan.holders[static_cast<int64_t>(id)];
+    for (const std::string* h : st.holders) hs.push_back(*h);
     scan.category[static_cast<int64_t>(id)] = kHolderCategories[st.category];
   }
   return scan;

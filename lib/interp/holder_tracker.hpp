@@ -21,6 +21,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "account/accountant.hpp"
@@ -74,7 +75,7 @@ class HolderTracker : public ObjectObserver, public EventSink {
     int phase = 0;      // 0 a name, 1 a .grad, 2 a saved value or AccumulateGrad's leaf
     int64_t order = 0;  // name: position in name order; .grad: tensor id; graph: node id
     int64_t sub = 0;    // graph: index of the saved value (the leaf comes after them)
-    std::string label;
+    const std::string* label = nullptr;  // interned (label_pool_): equal labels, equal pointers
     int category = 0;   // a HolderCategory (lower wins)
     bool operator<(const Entry& o) const;
     bool operator==(const Entry& o) const;
@@ -86,7 +87,7 @@ class HolderTracker : public ObjectObserver, public EventSink {
     // (a storage has few holders: a sorted vector, not a map node each).
     std::vector<std::pair<Entry, int>> entries;
     int64_t tensor_refs = 0;       // live tensor objects over this storage
-    std::vector<std::string> holders;  // as of the last commit
+    std::vector<const std::string*> holders;  // as of the last commit (interned labels)
     int category = -1;                 // as of the last commit; -1: nothing held it
   };
   struct TensorState {
@@ -103,8 +104,19 @@ class HolderTracker : public ObjectObserver, public EventSink {
   void add(const Contribution& c);
   void remove(const Contribution& c);
   void dirty(int64_t storage_id) { dirty_storages_.push_back(storage_id); }
-  Contribution node_contribution(const autograd::Node& n) const;
-  static void name_contribution(Contribution& out, int64_t position, const std::string& name, const Value& v);
+  Contribution node_contribution(const autograd::Node& n);
+  void name_contribution(Contribution& out, int64_t position, const std::string& name, const Value& v);
+  // Holder labels are interned (issue #6): entries and holder lists hold pointers, so they
+  // are compared and copied without touching the strings.
+  const std::string* intern(const std::string& label) { return &*label_pool_.insert(label).first; }
+  // "saved <node>._saved_<attr>", remembered for the few (node, attribute) pairs a program has.
+  const std::string* saved_label(const std::string& node, const std::string& attr);
+  std::unordered_set<std::string> label_pool_;
+  struct SavedLabel {
+    std::string node, attr;
+    const std::string* label;
+  };
+  std::vector<SavedLabel> saved_labels_;
   StorageState& storage(int64_t id);
 
   std::function<std::string(int64_t)> label_of_;
