@@ -317,7 +317,7 @@ void Accountant::apply_holder_changes(std::vector<HolderChange>& changes) {
       st.holders_now.clear();
       continue;
     }
-    const int category = category_index(c.category);
+    const int category = c.category_index >= 0 ? c.category_index : category_index(c.category);
     st.holders_now = std::move(c.holders);
     st.category_now = category;
     CategoryTotal& t = category_totals_[category];

@@ -36,6 +36,7 @@ struct HolderChange {
   int64_t storage_id = -1;
   std::vector<std::string> holders;  // in the full scan's order; empty: nothing holds it now
   std::string category;              // empty when nothing holds it
+  int category_index = -1;           // the same as a HolderCategory when the tracker knows it (-1: read `category`)
 };
 
 class Accountant : public EventSink {

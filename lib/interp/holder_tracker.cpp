@@ -226,7 +226,8 @@ std::vector<HolderChange> HolderTracker::commit(const std::map<std::string, Valu
     StorageState* stp = at_id(storages_, id);
     if (!stp || !stp->present) continue;
     StorageState& st = *stp;
-    std::vector<const std::string*> holders;
+    std::vector<const std::string*>& holders = holders_scratch_;  // reused: no allocation per storage
+    holders.clear();
     int category = -1;
     for (const auto& [entry, count] : st.entries) {
       if (std::find(holders.begin(), holders.end(), entry.label) == holders.end()) holders.push_back(entry.label);
@@ -242,9 +243,12 @@ std::vector<HolderChange> HolderTracker::commit(const std::map<std::string, Valu
       c.storage_id = id;
       c.holders.reserve(holders.size());
       for (const std::string* h : holders) c.holders.push_back(*h);
-      if (category >= 0) c.category = kHolderCategories[category];
+      if (category >= 0) {
+        c.category = kHolderCategories[category];
+        c.category_index = category;
+      }
       changes.push_back(std::move(c));
-      st.holders = std::move(holders);
+      st.holders = holders;
       st.category = category;
     }
     if (st.entries.empty() && st.tensor_refs <= 0) st = StorageState{};

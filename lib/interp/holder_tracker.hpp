@@ -131,6 +131,7 @@ class HolderTracker : public ObjectObserver, public EventSink {
   Contribution names_;                                     // what the names contributed
   std::vector<StorageState> storages_;
   std::vector<int64_t> dirty_tensors_, dirty_nodes_, dirty_storages_;
+  std::vector<const std::string*> holders_scratch_;
 };
 
 }  // namespace agtrace
