@@ -2,6 +2,7 @@
 #include "account/save_rules.hpp"  // issue #4: why saved
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdlib>
 #include <functional>
 #include <map>
@@ -231,6 +232,14 @@ class Interpreter : public ops::Runtime {
 
   // Reports.
   std::vector<int64_t> walk_from(const std::shared_ptr<autograd::Node>& root) const;
+  // The last walk computed, by node address and id. A node's edges never change after it
+  // is made and a live root keeps everything it reaches alive, so the walk from that root,
+  // or from any node of its leading single-edge chain (the rest of the walk, as the graph
+  // is acyclic), is known without visiting the graph again (issue #6: `y.sum().backward()`
+  // then the end-of-program walk of y).
+  mutable std::vector<const autograd::Node*> walk_nodes_;
+  mutable std::vector<int64_t> walk_ids_;
+  mutable size_t walk_chain_ = 0;  // walk_nodes_[i] for i < walk_chain_: one edge, to walk_nodes_[i + 1]
   void record_walk(const std::string& key, const std::shared_ptr<autograd::Node>& root);
   void snapshot_nodes(const std::vector<int64_t>& ids);
   NodeSnapshot snapshot(const autograd::Node& n) const;
@@ -1308,7 +1317,11 @@ std::vector<int64_t> Interpreter::walk_from(const std::shared_ptr<autograd::Node
   // Depth-first, next_functions in order, each node once, None skipped (spec: walks);
   // an explicit stack, so a long chain cannot overflow the C++ stack.
   // Seen nodes are marked by id (dense creation-order ids) in a bitmap.
+  for (size_t p = 0; p <= walk_chain_ && p < walk_nodes_.size(); ++p)
+    if (walk_nodes_[p] == root.get() && walk_ids_[p] == root->id)  // the address alone could be reused
+      return std::vector<int64_t>(walk_ids_.begin() + static_cast<std::ptrdiff_t>(p), walk_ids_.end());
   std::vector<int64_t> order;
+  walk_nodes_.clear();
   std::vector<bool> seen(static_cast<size_t>(id_counters().node), false);
   auto mark = [&](const autograd::Node* n) {  // false if already seen
     const size_t id = static_cast<size_t>(n->id);
@@ -1327,8 +1340,21 @@ std::vector<int64_t> Interpreter::walk_from(const std::shared_ptr<autograd::Node
     stack.pop_back();
     if (!mark(n)) continue;
     order.push_back(n->id);
+    walk_nodes_.push_back(n);
     for (auto it = n->next.rbegin(); it != n->next.rend(); ++it)
       if (it->fn && !was_seen(it->fn.get())) stack.push_back(it->fn.get());
+  }
+  walk_ids_ = order;
+  walk_chain_ = 0;
+  while (walk_chain_ + 1 < walk_nodes_.size()) {
+    const autograd::Node* n = walk_nodes_[walk_chain_];
+    size_t edges = 0;
+    for (const autograd::Edge& e : n->next) edges += e.fn ? 1 : 0;
+    if (edges != 1 || std::none_of(n->next.begin(), n->next.end(), [&](const autograd::Edge& e) {
+          return e.fn.get() == walk_nodes_[walk_chain_ + 1];
+        }))
+      break;
+    ++walk_chain_;
   }
   return order;
 }
