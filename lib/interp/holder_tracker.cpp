@@ -57,27 +57,33 @@ T* at_id(std::vector<T>& v, int64_t id) {
 }
 }  // namespace
 
-void HolderTracker::tensor_created(TensorImpl& t) {
-  grow_to(tensors_, t.id).live = &t;
-  dirty_tensors_.push_back(t.id);
+// Each tensor or node is queued once per commit (a flag, not a sort of the repeats).
+HolderTracker::TensorState& HolderTracker::queue_tensor(int64_t id) {
+  TensorState& s = grow_to(tensors_, id);
+  if (!s.queued) {
+    s.queued = true;
+    dirty_tensors_.push_back(id);
+  }
+  return s;
 }
-void HolderTracker::tensor_destroyed(TensorImpl& t) {
-  if (TensorState* s = at_id(tensors_, t.id)) s->live = nullptr;
-  dirty_tensors_.push_back(t.id);
-}
-void HolderTracker::tensor_grad_changed(TensorImpl& t) { dirty_tensors_.push_back(t.id); }
-void HolderTracker::tensor_relabelled(const TensorImpl& t) { dirty_tensors_.push_back(t.id); }
-void HolderTracker::node_created(autograd::Node& n) {
-  grow_to(nodes_, n.id).live = &n;
-  dirty_nodes_.push_back(n.id);
-}
-void HolderTracker::node_destroyed(autograd::Node& n) {
-  if (NodeState* s = at_id(nodes_, n.id)) s->live = nullptr;
-  dirty_nodes_.push_back(n.id);
+HolderTracker::NodeState& HolderTracker::queue_node(int64_t id) {
+  NodeState& s = grow_to(nodes_, id);
+  if (!s.queued) {
+    s.queued = true;
+    dirty_nodes_.push_back(id);
+  }
+  return s;
 }
 
+void HolderTracker::tensor_created(TensorImpl& t) { queue_tensor(t.id).live = &t; }
+void HolderTracker::tensor_destroyed(TensorImpl& t) { queue_tensor(t.id).live = nullptr; }
+void HolderTracker::tensor_grad_changed(TensorImpl& t) { queue_tensor(t.id); }
+void HolderTracker::tensor_relabelled(const TensorImpl& t) { queue_tensor(t.id); }
+void HolderTracker::node_created(autograd::Node& n) { queue_node(n.id).live = &n; }
+void HolderTracker::node_destroyed(autograd::Node& n) { queue_node(n.id).live = nullptr; }
+
 void HolderTracker::on_event(const Event& e) {
-  if (e.node_id >= 0) dirty_nodes_.push_back(e.node_id);
+  if (e.node_id >= 0) queue_node(e.node_id);
   if (downstream_) downstream_->on_event(e);
 }
 
@@ -177,10 +183,11 @@ std::vector<HolderChange> HolderTracker::commit(const std::map<std::string, Valu
     names_ = std::move(now);
   }
 
-  sort_unique(dirty_tensors_);
+  // (The order tensors and nodes are looked at does not matter: only counts change.)
   for (int64_t id : dirty_tensors_) {
     TensorState* ts = at_id(tensors_, id);
     if (!ts) continue;
+    ts->queued = false;
     if (ts->committed) {
       if (ts->storage_id >= 0) {
         StorageState* st = at_id(storages_, ts->storage_id);
@@ -207,10 +214,10 @@ std::vector<HolderChange> HolderTracker::commit(const std::map<std::string, Valu
   }
   dirty_tensors_.clear();
 
-  sort_unique(dirty_nodes_);
   for (int64_t id : dirty_nodes_) {
     NodeState* ns = at_id(nodes_, id);
     if (!ns) continue;
+    ns->queued = false;
     remove(ns->contribution);
     ns->contribution.clear();
     if (!ns->live) continue;

@@ -92,12 +92,14 @@ class HolderTracker : public ObjectObserver, public EventSink {
   };
   struct TensorState {
     TensorImpl* live = nullptr;    // the live tensor of this id (null: none)
+    bool queued = false;           // in dirty_tensors_
     bool committed = false;        // what it contributed at the last commit is below
     int64_t storage_id = -1;
     Contribution grad;
   };
   struct NodeState {
     autograd::Node* live = nullptr;
+    bool queued = false;           // in dirty_nodes_
     Contribution contribution;     // what it contributed at the last commit
   };
 
@@ -118,6 +120,8 @@ class HolderTracker : public ObjectObserver, public EventSink {
   };
   std::vector<SavedLabel> saved_labels_;
   StorageState& storage(int64_t id);
+  TensorState& queue_tensor(int64_t id);
+  NodeState& queue_node(int64_t id);
 
   std::function<std::string(int64_t)> label_of_;
   EventSink* downstream_;
