@@ -57,23 +57,21 @@ T* at_id(std::vector<T>& v, int64_t id) {
 }
 }  // namespace
 
+namespace {
 // Each tensor or node is queued once per commit (a flag, not a sort of the repeats).
-HolderTracker::TensorState& HolderTracker::queue_tensor(int64_t id) {
-  TensorState& s = grow_to(tensors_, id);
+template <typename State>
+State& queue(std::vector<State>& states, std::vector<int64_t>& dirty, int64_t id) {
+  State& s = grow_to(states, id);
   if (!s.queued) {
     s.queued = true;
-    dirty_tensors_.push_back(id);
+    dirty.push_back(id);
   }
   return s;
 }
-HolderTracker::NodeState& HolderTracker::queue_node(int64_t id) {
-  NodeState& s = grow_to(nodes_, id);
-  if (!s.queued) {
-    s.queued = true;
-    dirty_nodes_.push_back(id);
-  }
-  return s;
-}
+}  // namespace
+
+HolderTracker::TensorState& HolderTracker::queue_tensor(int64_t id) { return queue(tensors_, dirty_tensors_, id); }
+HolderTracker::NodeState& HolderTracker::queue_node(int64_t id) { return queue(nodes_, dirty_nodes_, id); }
 
 void HolderTracker::tensor_created(TensorImpl& t) { queue_tensor(t.id).live = &t; }
 void HolderTracker::tensor_destroyed(TensorImpl& t) { queue_tensor(t.id).live = nullptr; }
