@@ -1,56 +1,101 @@
 #include "account/accountant.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace agtrace {
+
+namespace {
+int category_index(const std::string& name) {
+  for (int i = 0; i < kCategoryCount; ++i)
+    if (name == kHolderCategories[i]) return i;
+  throw std::logic_error("unknown holder category '" + name + "'");
+}
+}  // namespace
+
+namespace {
+// The record of id `id` in an id-indexed vector, grown on demand.
+template <typename T>
+T& slot(std::vector<T>& v, int64_t id) {
+  if (static_cast<size_t>(id) >= v.size()) v.resize(static_cast<size_t>(id) + 1);
+  return v[static_cast<size_t>(id)];
+}
+// The record of id `id` if `present` says it holds one, else null.
+template <typename T, typename Present>
+T* find_slot(std::vector<T>& v, int64_t id, Present present) {
+  if (id < 0 || static_cast<size_t>(id) >= v.size() || !present(v[static_cast<size_t>(id)])) return nullptr;
+  return &v[static_cast<size_t>(id)];
+}
+}  // namespace
+
+Accountant::Storage& Accountant::storage_slot(int64_t id) { return slot(storages_, id); }
+Accountant::Storage* Accountant::find_storage(int64_t id) {
+  return find_slot(storages_, id, [](const Storage& s) { return s.allocated; });
+}
+const Accountant::Storage* Accountant::find_storage(int64_t id) const {
+  return const_cast<Accountant*>(this)->find_storage(id);
+}
+Accountant::Saved& Accountant::saved_slot(int64_t id) { return slot(saved_, id); }
+Accountant::Saved* Accountant::find_saved(int64_t id) {
+  return find_slot(saved_, id, [](const Saved& s) { return s.known; });
+}
+const Accountant::Saved* Accountant::find_saved(int64_t id) const {
+  return const_cast<Accountant*>(this)->find_saved(id);
+}
 
 void Accountant::on_event(const Event& e) {
   record_event(e);
   const RunPosition& pos = run_position();
   switch (e.kind) {
     case Event::Kind::Alloc: {
-      Storage& s = storages_[e.storage_id];
+      if (e.storage_id < 0) break;
+      Storage& s = storage_slot(e.storage_id);
+      s.allocated = true;
       s.life.id = e.storage_id;
       s.life.bytes = e.bytes;
       s.life.allocated_at = pos.statement;
       s.life.allocated_by = e.what;
       s.life.in_backward = pos.in_backward;
       live_ += e.bytes;
-      allocated_in_statement_.insert(e.storage_id);
+      s.alloc_serial = statement_serial_;
       if (live_ > statement_peak_) statement_peak_ = live_;
       if (live_ > peak_) {
         peak_ = live_;
         peak_statement_ = pos.statement;
-        peak_at_ = {pos.statement, pos.in_backward, pos.op};
+        peak_at_.statement = pos.statement;
+        peak_at_.in_backward = pos.in_backward;
+        peak_at_.op = pos.op;
       }
-      model_alloc(e.storage_id, e.bytes);
+      model_alloc(s, e.bytes);
       break;
     }
     case Event::Kind::Free: {
-      auto it = storages_.find(e.storage_id);
-      if (it == storages_.end()) break;
-      it->second.life.freed = true;
-      it->second.life.freed_at = pos.statement;
+      Storage* s = find_storage(e.storage_id);
+      if (!s) break;
+      s->life.freed = true;
+      s->life.freed_at = pos.statement;
       live_ -= e.bytes;
-      if (allocated_in_statement_.count(e.storage_id)) statement_temp_ += e.bytes;
-      model_free(e.storage_id);
+      if (s->alloc_serial == statement_serial_) statement_temp_ += e.bytes;
+      model_free(*s);
       break;
     }
     case Event::Kind::Save: {
-      SavedLifetime& s = saved_[e.saved_id];
+      if (e.saved_id < 0) break;
+      Saved& rec = saved_slot(e.saved_id);
+      rec.known = true;
+      SavedLifetime& s = rec.life;
       s.id = e.saved_id;
       s.node_id = e.node_id;
       s.what = e.what;
       s.bytes = e.bytes;
       s.storage_id = e.storage_id;
       s.saved_at = pos.statement;
-      saved_statement_[e.saved_id] = pos.statement;
       saved_in_statement_.push_back(e.saved_id);
       break;
     }
     case Event::Kind::Release: {
-      auto it = saved_.find(e.saved_id);
-      if (it != saved_.end() && it->second.released_at < 0) it->second.released_at = pos.statement;
+      Saved* s = find_saved(e.saved_id);
+      if (s && s->life.released_at < 0) s->life.released_at = pos.statement;
       break;
     }
     case Event::Kind::VersionBump:
@@ -65,10 +110,10 @@ void Accountant::begin_statement(int index) {
   current_ = index;
   statement_peak_ = live_;
   statement_temp_ = 0;
-  allocated_in_statement_.clear();
+  ++statement_serial_;  // storages allocated from now on are this statement's
 }
 
-void Accountant::end_statement(int index, bool raised, const std::vector<HolderChange>& changes) {
+void Accountant::end_statement(int index, bool raised, std::vector<HolderChange> changes) {
   if (raised) raised_statements_.insert(index);
   apply_holder_changes(changes);
   StatementMemory m;
@@ -76,37 +121,45 @@ void Accountant::end_statement(int index, bool raised, const std::vector<HolderC
   m.live_after = live_;
   m.peak_inside = statement_peak_;
   m.temporary_bytes = statement_temp_;
-  for (const auto& [cat, total] : category_totals_)
-    if (total.storages > 0) m.categories[cat] = total.bytes;
-  const int64_t graph_only = m.categories.count("graph_only") ? m.categories.at("graph_only") : 0;
+  for (int c = 0; c < kCategoryCount; ++c)
+    if (category_totals_[c].storages > 0) m.categories.emplace(kHolderCategories[c], category_totals_[c].bytes);
+  const CategoryTotal& go = category_totals_[kGraphOnly];
+  const int64_t graph_only = go.storages > 0 ? go.bytes : 0;
   if (graph_only > graph_only_peak_) {
     graph_only_peak_ = graph_only;
     graph_only_statement_ = index;
   }
-  auto go = category_totals_.find("graph_only");
-  if (go != category_totals_.end()) model_graph_only_peak_ = std::max(model_graph_only_peak_, go->second.block_bytes);
-  last_categories_ = m.categories;
+  model_graph_only_peak_ = std::max(model_graph_only_peak_, go.block_bytes);
   by_statement_.push_back(std::move(m));
 }
 
 void Accountant::finish(RunResult& out) {
-  // Moved out: finish_extras below still reads each lifetime's bytes and freed flag.
+  // Moved out: finish_extras below still reads each lifetime's bytes and freed flag, and
+  // each saved value's storage and statement.
   out.storages.reserve(storages_.size());
-  for (auto& [id, st] : storages_) out.storages.push_back(std::move(st.life));
-  std::set<int64_t> unique_storages;
+  for (Storage& st : storages_)
+    if (st.allocated) out.storages.push_back(std::move(st.life));
+  std::vector<bool> unique_storages(storages_.size(), false);
   int64_t saved_bytes = 0, unique_bytes = 0;
-  for (const auto& [id, s] : saved_) {
+  for (Saved& rec : saved_) {
+    if (!rec.known) continue;
+    const int64_t id = rec.life.id;
     if (recompute_saves_.count(id)) continue;  // a checkpoint recomputation's temporary graph
-    out.saved.push_back(s);
-    if (excluded_from_saved_bytes(id)) continue;
-    auto st = saved_statement_.find(id);
-    if (st != saved_statement_.end() && raised_statements_.count(st->second)) continue;
-    saved_bytes += s.bytes;
-    if (s.storage_id >= 0 && unique_storages.insert(s.storage_id).second) {
-      auto it = storages_.find(s.storage_id);
-      if (it != storages_.end()) unique_bytes += it->second.life.bytes;
+    const SavedLifetime& s = rec.life;
+    if (excluded_from_saved_bytes(id) || in_raised_statement(s)) {
+      out.saved.push_back(std::move(rec.life));
+      continue;
     }
+    saved_bytes += s.bytes;
+    if (const Storage* st = find_storage(s.storage_id)) {
+      if (!unique_storages[static_cast<size_t>(s.storage_id)]) {
+        unique_storages[static_cast<size_t>(s.storage_id)] = true;
+        unique_bytes += st->life.bytes;
+      }
+    }
+    out.saved.push_back(std::move(rec.life));
   }
+  if (!by_statement_.empty()) out.memory.categories_at_end = by_statement_.back().categories;
   out.memory_by_statement = std::move(by_statement_);
   out.memory.peak_bytes = peak_;
   out.memory.peak_statement = peak_statement_;
@@ -114,7 +167,6 @@ void Accountant::finish(RunResult& out) {
   out.memory.saved_unique_bytes = unique_bytes;
   out.memory.graph_only_bytes = graph_only_peak_;
   out.memory.graph_only_statement = graph_only_statement_;
-  out.memory.categories_at_end = last_categories_;
   finish_events(out);
   finish_extras(out);
 }
@@ -153,7 +205,7 @@ std::string hidden_edit_message(const Event& e, int saved_at) {
 
 void Accountant::record_event(const Event& e) {
   const RunPosition& pos = run_position();
-  EventRecord r;
+  EventRecord& r = events_.emplace_back();  // filled in place (no temporary to move)
   r.kind = event_kind_name(e.kind);
   r.statement = pos.statement;
   r.recompute_statement = pos.recompute_statement;
@@ -171,7 +223,6 @@ void Accountant::record_event(const Event& e) {
   r.expected_version = e.kind == Event::Kind::Unpack ? e.expected_version : 0;
   r.packed_bytes = e.packed_bytes;
   r.packed_storage_id = e.packed_storage_id;
-  events_.push_back(std::move(r));
 
   if (e.kind == Event::Kind::Save && !e.hooks.empty()) {
     if (e.hooks == "checkpoint") checkpoint_saves_.insert(e.saved_id);
@@ -192,8 +243,8 @@ void Accountant::record_event(const Event& e) {
     w.hooks = e.hooks;
     w.expected_version = e.expected_version;
     w.found_version = e.version;
-    auto it = saved_.find(e.saved_id);
-    w.saved_at = it != saved_.end() ? it->second.saved_at : -1;
+    const Saved* saved = find_saved(e.saved_id);
+    w.saved_at = saved ? saved->life.saved_at : -1;
     w.message = hidden_edit_message(e, w.saved_at);
     hook_warnings_.push_back(std::move(w));
   }
@@ -203,8 +254,8 @@ void Accountant::finish_events(RunResult& out) {
   out.events = std::move(events_);
   out.hook_warnings = std::move(hook_warnings_);
   for (const auto& [id, h] : hooked_saves_) {
-    auto st = saved_statement_.find(id);
-    if (st != saved_statement_.end() && raised_statements_.count(st->second)) continue;
+    const Saved* saved = find_saved(id);
+    if (saved && in_raised_statement(saved->life)) continue;
     if (h.hooks == "checkpoint") {
       out.memory.checkpoint_avoided_bytes += h.bytes;
     } else if (h.hooks != "checkpoint_recompute") {
@@ -217,9 +268,9 @@ void Accountant::finish_events(RunResult& out) {
 
 // ---- Allocator model, peak location, saved categories (issue #4, accountant) ---------
 
-void Accountant::model_alloc(int64_t storage_id, int64_t bytes) {
+void Accountant::model_alloc(Storage& s, int64_t bytes) {
   const int64_t block = allocator_block_bytes(bytes);
-  model_blocks_[storage_id] = block;
+  s.model_block = block;
   model_live_ += block;
   if (model_live_ > model_.peak_bytes) {
     model_.peak_bytes = model_live_;
@@ -227,66 +278,70 @@ void Accountant::model_alloc(int64_t storage_id, int64_t bytes) {
   }
 }
 
-void Accountant::model_free(int64_t storage_id) {
-  auto it = model_blocks_.find(storage_id);
-  if (it == model_blocks_.end()) return;
-  model_live_ -= it->second;
-  model_blocks_.erase(it);
+void Accountant::model_free(Storage& s) {
+  if (s.model_block < 0) return;
+  model_live_ -= s.model_block;
+  s.model_block = -1;
 }
 
 // A saved value's storage is categorised at every statement end while the value is held,
 // so the last category seen says what kept those bytes alive besides the graph: a saved
 // value whose storage was last seen as graph_only (or other) is "new" to its node. Only
 // storages whose category changed, and values saved during the statement, need a look.
-void Accountant::apply_holder_changes(const std::vector<HolderChange>& changes) {
-  auto note_saved = [&](int64_t saved_id, const std::string& category) {
-    auto s = saved_.find(saved_id);
-    if (s == saved_.end() || s->second.released_at >= 0 || recompute_saves_.count(saved_id)) return false;
-    saved_category_[saved_id] = category;
+void Accountant::apply_holder_changes(std::vector<HolderChange>& changes) {
+  auto note_saved = [&](int64_t saved_id, int category) {
+    Saved* s = find_saved(saved_id);
+    if (!s || s->life.released_at >= 0 || recompute_saves_.count(saved_id)) return false;
+    s->category = category;
     return true;
   };
-  for (const HolderChange& c : changes) {
-    auto known = storages_.find(c.storage_id);
-    if (known != storages_.end())
+  for (HolderChange& c : changes) {
+    if (c.storage_id < 0) continue;  // the tracker names real storages only
+    Storage& st = storage_slot(c.storage_id);
+    Storage* known = st.allocated ? &st : nullptr;
+    if (known)
       for (const std::string& h : c.holders)
-        if (known->second.holder_set.insert(h).second) known->second.life.holders.push_back(h);
-    const int64_t bytes = known != storages_.end() ? known->second.life.bytes : 0;
-    auto before = category_now_.find(c.storage_id);
-    if (before != category_now_.end()) {
-      if (known != storages_.end()) {
-        CategoryTotal& t = category_totals_[before->second];
+        if (std::find(st.life.holders.begin(), st.life.holders.end(), h) == st.life.holders.end())
+          st.life.holders.push_back(h);
+    const int64_t bytes = known ? st.life.bytes : 0;
+    if (st.category_now >= 0) {
+      CategoryTotal& t = category_totals_[st.category_now];
+      if (known) {
         --t.storages;
         t.bytes -= bytes;
       }
-      category_totals_[before->second].block_bytes -= allocator_block_bytes(bytes);
-      category_now_.erase(before);
+      t.block_bytes -= allocator_block_bytes(bytes);
+      st.category_now = -1;
     }
     if (c.category.empty()) {
-      holders_now_.erase(c.storage_id);
+      st.holders_now.clear();
       continue;
     }
-    holders_now_[c.storage_id] = c.holders;
-    category_now_[c.storage_id] = c.category;
-    if (known != storages_.end()) {
-      CategoryTotal& t = category_totals_[c.category];
+    const int category = c.category_index >= 0 ? c.category_index : category_index(c.category);
+    st.holders_now = std::move(c.holders);
+    st.category_now = category;
+    CategoryTotal& t = category_totals_[category];
+    if (known) {
       ++t.storages;
       t.bytes += bytes;
     }
-    category_totals_[c.category].block_bytes += allocator_block_bytes(bytes);
-    auto waiting = unreleased_by_storage_.find(c.storage_id);
-    if (waiting == unreleased_by_storage_.end()) continue;
-    std::vector<int64_t>& ids = waiting->second;
-    ids.erase(std::remove_if(ids.begin(), ids.end(), [&](int64_t id) { return !note_saved(id, c.category); }),
+    t.block_bytes += allocator_block_bytes(bytes);
+    std::vector<int64_t>& ids = st.unreleased;
+    if (ids.empty()) continue;
+    ids.erase(std::remove_if(ids.begin(), ids.end(), [&](int64_t id) { return !note_saved(id, category); }),
               ids.end());
-    if (ids.empty()) unreleased_by_storage_.erase(waiting);
+    if (ids.empty()) ids.shrink_to_fit();
   }
   for (int64_t saved_id : saved_in_statement_) {
-    auto s = saved_.find(saved_id);
-    if (s == saved_.end()) continue;
-    auto cat = category_now_.find(s->second.storage_id);
-    if (cat != category_now_.end() && !note_saved(saved_id, cat->second)) continue;
-    if (s->second.released_at < 0 && !recompute_saves_.count(saved_id))
-      unreleased_by_storage_[s->second.storage_id].push_back(saved_id);
+    Saved* s = find_saved(saved_id);
+    if (!s) continue;
+    const int64_t storage_id = s->life.storage_id;
+    const bool categorised = storage_id >= 0 && static_cast<size_t>(storage_id) < storages_.size() &&
+                             storages_[static_cast<size_t>(storage_id)].category_now >= 0;
+    if (categorised && !note_saved(saved_id, storages_[static_cast<size_t>(storage_id)].category_now)) continue;
+    // (A value whose hooks keep nothing, storage -1, is never looked up again.)
+    if (s->life.released_at < 0 && !recompute_saves_.count(saved_id) && storage_id >= 0)
+      storage_slot(storage_id).unreleased.push_back(saved_id);
   }
   saved_in_statement_.clear();
 }
@@ -296,19 +351,27 @@ void Accountant::finish_extras(RunResult& out) const {
   x.model = model_;
   x.model.live_at_end = model_live_;
   x.model.graph_only_bytes = model_graph_only_peak_;
-  std::set<int64_t> seen;
-  for (const auto& [id, s] : saved_) {
-    if (recompute_saves_.count(id) || excluded_from_saved_bytes(id) || s.storage_id < 0) continue;
-    auto st = saved_statement_.find(id);
-    if (st != saved_statement_.end() && raised_statements_.count(st->second)) continue;
-    auto it = storages_.find(s.storage_id);
-    if (it != storages_.end() && seen.insert(s.storage_id).second)
-      x.model.saved_unique_bytes += allocator_block_bytes(it->second.life.bytes);
+  std::vector<bool> seen(storages_.size(), false);
+  for (const Saved& rec : saved_) {
+    if (!rec.known) continue;
+    const SavedLifetime& s = rec.life;
+    if (recompute_saves_.count(s.id) || excluded_from_saved_bytes(s.id) || s.storage_id < 0) continue;
+    if (in_raised_statement(s)) continue;
+    const Storage* st = find_storage(s.storage_id);
+    if (st && !seen[static_cast<size_t>(s.storage_id)]) {
+      seen[static_cast<size_t>(s.storage_id)] = true;
+      x.model.saved_unique_bytes += allocator_block_bytes(st->life.bytes);
+    }
   }
   x.peak = peak_at_;
-  x.saved_category = saved_category_;
-  for (const auto& [id, hs] : holders_now_)
-    if (storages_.count(id) && !storages_.at(id).life.freed) x.holders_at_end[id] = hs;
+  for (const Saved& rec : saved_)
+    if (rec.known && rec.category >= 0)
+      x.saved_category.emplace_hint(x.saved_category.end(), rec.life.id, kHolderCategories[rec.category]);
+  for (size_t id = 0; id < storages_.size(); ++id) {
+    const Storage& st = storages_[id];
+    if (st.category_now >= 0 && st.allocated && !st.life.freed)
+      x.holders_at_end.emplace_hint(x.holders_at_end.end(), static_cast<int64_t>(id), st.holders_now);
+  }
 }
 
 }  // namespace agtrace

@@ -3,6 +3,7 @@
 // What holds each storage at a statement end is told to it by the interpreter (which
 // knows the names), as a HolderScan.
 #pragma once
+#include <cstdint>
 #include <map>
 #include <set>
 #include <string>
@@ -28,12 +29,14 @@ struct HolderScan {
 enum HolderCategory : int { kGrad, kLeafParam, kLeafInput, kNamed, kGraphOnly, kOther };
 inline constexpr const char* kHolderCategories[] = {"grad", "leaf_param", "leaf_input",
                                                     "named", "graph_only", "other"};
+inline constexpr int kCategoryCount = 6;
 // A storage whose holders or category changed since the previous statement end
 // (HolderTracker::commit, lib/interp/holder_tracker.hpp).
 struct HolderChange {
   int64_t storage_id = -1;
   std::vector<std::string> holders;  // in the full scan's order; empty: nothing holds it now
   std::string category;              // empty when nothing holds it
+  int category_index = -1;           // the same as a HolderCategory when the tracker knows it (-1: read `category`)
 };
 
 class Accountant : public EventSink {
@@ -42,20 +45,40 @@ class Accountant : public EventSink {
   void begin_statement(int index);
   // raised: the statement raised, so its saves do not count in saved_bytes (spec).
   // changes: the storages whose holders or category changed during the statement.
-  void end_statement(int index, bool raised, const std::vector<HolderChange>& changes);
+  // (Taken by value: the holder lists are moved into the accountant's records.)
+  void end_statement(int index, bool raised, std::vector<HolderChange> changes);
   // Hands the figures to `out`, moving the large records (timeline, lifetimes) rather
   // than copying them: call once, at the end of the run.
   void finish(RunResult& out);
   int64_t live_bytes() const { return live_; }
 
  private:
+  // Storage and saved-value ids are dense creation-order counters (events.hpp), so the
+  // records live in vectors indexed by id rather than in ordered maps (issue #6: a map
+  // node per storage and per saved value, and their lookups, were a large part of a long
+  // chain's per-op cost). Iterating a vector in index order is the ordered map's order.
   struct Storage {
-    StorageLifetime life;
-    std::set<std::string> holder_set;
+    StorageLifetime life;       // life.holders: every holder seen, first-seen order
+    bool allocated = false;     // an Alloc was seen (the map this replaced held only those)
+    uint64_t alloc_serial = 0;  // statement serial of the Alloc (temporaries: freed in the same one)
+    int64_t model_block = -1;   // allocator model: rounded block while live; -1: none
+    int category_now = -1;      // category at the last statement end (a HolderCategory); -1: none
+    std::vector<std::string> holders_now;  // holders at the last statement end (with category_now)
+    std::vector<int64_t> unreleased;       // saved values not yet released that hold it
   };
-  std::map<int64_t, Storage> storages_;
-  std::map<int64_t, SavedLifetime> saved_;
-  std::map<int64_t, int> saved_statement_;  // saved id -> statement
+  struct Saved {
+    SavedLifetime life;
+    bool known = false;         // a Save was seen
+    int category = -1;          // category of its storage at the last statement end while held
+  };
+  Storage& storage_slot(int64_t id);
+  Storage* find_storage(int64_t id);
+  const Storage* find_storage(int64_t id) const;
+  Saved& saved_slot(int64_t id);
+  Saved* find_saved(int64_t id);
+  const Saved* find_saved(int64_t id) const;
+  std::vector<Storage> storages_;
+  std::vector<Saved> saved_;
   std::set<int> raised_statements_;
   int64_t live_ = 0;
   int64_t peak_ = 0;
@@ -63,34 +86,27 @@ class Accountant : public EventSink {
   int current_ = -1;
   int64_t statement_peak_ = 0;
   int64_t statement_temp_ = 0;
-  std::set<int64_t> allocated_in_statement_;
+  uint64_t statement_serial_ = 0;  // begin_statement calls so far
   std::vector<StatementMemory> by_statement_;
   int64_t graph_only_peak_ = 0;
   int graph_only_statement_ = -1;
-  std::map<std::string, int64_t> last_categories_;
 
   // ---- Allocator model, peak location, saved categories (issue #4, accountant) -------
-  void model_alloc(int64_t storage_id, int64_t bytes);
-  void model_free(int64_t storage_id);
-  void apply_holder_changes(const std::vector<HolderChange>& changes);
+  void model_alloc(Storage& s, int64_t bytes);
+  void model_free(Storage& s);
+  void apply_holder_changes(std::vector<HolderChange>& changes);
   void finish_extras(RunResult& out) const;
-  std::map<int64_t, int64_t> model_blocks_;  // live storage id -> rounded block bytes
   int64_t model_live_ = 0;
   AllocatorModel model_;
   int64_t model_graph_only_peak_ = 0;
   PeakLocation peak_at_;
-  std::map<int64_t, std::string> saved_category_;
-  // What holds each storage and its category as of the last statement end, kept from the
-  // changes alone (issue #6): per-category totals instead of a sum over every storage.
-  std::map<int64_t, std::vector<std::string>> holders_now_;
-  std::map<int64_t, std::string> category_now_;
+  // Per-category totals kept from the holder changes alone (issue #6), by HolderCategory.
   struct CategoryTotal {
     int64_t storages = 0, bytes = 0, block_bytes = 0;
   };
-  std::map<std::string, CategoryTotal> category_totals_;
-  // Saved values not yet released, by the storage they hold, and those saved during the
-  // statement in progress: the only ones whose category can change at a statement end.
-  std::map<int64_t, std::vector<int64_t>> unreleased_by_storage_;
+  CategoryTotal category_totals_[kCategoryCount];
+  // Values saved during the statement in progress: with the storages whose category
+  // changed, the only ones whose category can change at a statement end.
   std::vector<int64_t> saved_in_statement_;
 
   // ---- Events timeline, saved-tensor hooks, checkpoint packs (issue #4) -------------
@@ -99,6 +115,7 @@ class Accountant : public EventSink {
   // Saves the saved_bytes total leaves out: values handed to a checkpoint block's hooks
   // (PyTorch's outer hooks see 0 packs) and those of its recomputation.
   bool excluded_from_saved_bytes(int64_t saved_id) const { return checkpoint_saves_.count(saved_id) > 0; }
+  bool in_raised_statement(const SavedLifetime& s) const { return raised_statements_.count(s.saved_at) > 0; }
   void finish_events(RunResult& out);
   std::vector<EventRecord> events_;
   std::vector<HookWarning> hook_warnings_;

@@ -3,6 +3,7 @@
 #include <map>
 #include <queue>
 #include <set>
+#include <unordered_map>
 
 #include "autograd/grad_mode.hpp"
 #include "errors.hpp"
@@ -166,21 +167,24 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
   }
 
   // Dependencies: how many edges point at each node from the reachable graph (iterative DFS).
-  std::map<Node*, int> deps;
+  // Hash maps keyed by node (PyTorch's GraphTask uses unordered_maps too): nothing here
+  // iterates them in an order that reaches the output.
+  // A node has an entry once discovered (the roots with 0), so the map is the seen set too.
+  std::unordered_map<Node*, int> deps;
   std::vector<Node*> order;  // discovery order
   {
-    std::set<Node*> seen;
     std::vector<Node*> stack;
     for (auto& [edge, g] : root_edges)
-      if (edge.fn && seen.insert(edge.fn.get()).second) stack.push_back(edge.fn.get());
+      if (edge.fn && deps.try_emplace(edge.fn.get(), 0).second) stack.push_back(edge.fn.get());
     while (!stack.empty()) {
       Node* n = stack.back();
       stack.pop_back();
       order.push_back(n);
       for (const Edge& e : n->next) {
         if (!e.fn) continue;
-        deps[e.fn.get()]++;
-        if (seen.insert(e.fn.get()).second) stack.push_back(e.fn.get());
+        auto [it, discovered] = deps.try_emplace(e.fn.get(), 0);
+        ++it->second;
+        if (discovered) stack.push_back(e.fn.get());
       }
     }
   }
@@ -211,7 +215,7 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
     }
   }
 
-  std::map<Node*, InputBuffer> buffers;
+  std::unordered_map<Node*, InputBuffer> buffers;
   std::priority_queue<Node*, std::vector<Node*>, ReadyOrder> ready;
   std::vector<Tensor> captured(req.inputs.size());
   std::vector<bool> reached(req.inputs.size(), false);
@@ -313,12 +317,15 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
     // parents were never executed: torch 1.13 ends the pass with "RuntimeError: could not
     // compute gradients for some functions" (measured: two in-place edits of views of one
     // base, the older one's operand reaching a leaf the newer one also edits with).
+    // The oldest such node (creation order: deterministic, unlike the hash map's order).
+    Node* stuck = nullptr;
     for (auto& [node, pending] : buffers)
-      if (needed.count(node) && deps[node] > 0)
-        throw ScenarioError("unsupported",
-                            "torch 1.13 raises RuntimeError: could not compute gradients for some functions here ("
-                            "CopySlices made " + node->name + " needed after one of its inputs was skipped); "
-                            "agtrace does not reproduce that error yet");
+      if (needed.count(node) && deps[node] > 0 && (!stuck || node->id < stuck->id)) stuck = node;
+    if (Node* node = stuck)
+      throw ScenarioError("unsupported",
+                          "torch 1.13 raises RuntimeError: could not compute gradients for some functions here ("
+                          "CopySlices made " + node->name + " needed after one of its inputs was skipped); "
+                          "agtrace does not reproduce that error yet");
     for (size_t i = 0; i < req.inputs.size(); ++i)
       if (!reached[i] && !req.allow_unused) {
         ScenarioError e("unused_input",

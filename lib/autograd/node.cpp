@@ -76,13 +76,12 @@ Node::~Node() {
   // The children this node alone owns are handed to the outermost ~Node, which destroys
   // them in the order the recursive destruction would (next[0]'s subtree first).
   static std::vector<std::shared_ptr<Node>>* pending = nullptr;
+  // Inside the outermost ~Node they go straight to its list (no vector per node, issue #6).
   std::vector<std::shared_ptr<Node>> owned;
+  std::vector<std::shared_ptr<Node>>& out = pending ? *pending : owned;
   for (auto e = next.rbegin(); e != next.rend(); ++e)
-    if (e->fn && e->fn.use_count() == 1) owned.push_back(std::move(e->fn));
-  if (pending) {
-    for (auto& n : owned) pending->push_back(std::move(n));
-    return;
-  }
+    if (e->fn && e->fn.use_count() == 1) out.push_back(std::move(e->fn));
+  if (pending) return;
   pending = &owned;
   while (!owned.empty()) {
     std::shared_ptr<Node> n = std::move(owned.back());
@@ -499,6 +498,8 @@ std::shared_ptr<Node> make_node(const std::string& name, BackwardFn fn, const st
   auto node = std::make_shared<Node>();
   node->name = name;
   node->backward = fn;
+  node->next.reserve(inputs.size());
+  node->input_meta.reserve(inputs.size());
   for (const Tensor& t : inputs) {
     node->next.push_back(gradient_edge(t));
     node->input_meta.push_back(t ? OutputMeta{t->sizes, t->dtype(), t->is_meta(), t->storage->on_device()} : OutputMeta{});

@@ -1,6 +1,7 @@
 #include "interp/holder_tracker.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <tuple>
 
 #include "autograd/node.hpp"
@@ -11,13 +12,14 @@ namespace {
 constexpr int kNamePhase = 0, kGradPhase = 1, kGraphPhase = 2;
 
 void sort_unique(std::vector<int64_t>& ids) {
+  if (ids.size() < 2) return;
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
 }
 }  // namespace
 
 bool HolderTracker::Entry::operator<(const Entry& o) const {
-  return std::tie(phase, order, sub, label, category) < std::tie(o.phase, o.order, o.sub, o.label, o.category);
+  return std::tie(phase, order, sub, *label, category) < std::tie(o.phase, o.order, o.sub, *o.label, o.category);
 }
 bool HolderTracker::Entry::operator==(const Entry& o) const {
   return phase == o.phase && order == o.order && sub == o.sub && category == o.category && label == o.label;
@@ -43,138 +45,194 @@ void HolderTracker::detach() {
 
 HolderTracker::~HolderTracker() { detach(); }
 
-void HolderTracker::tensor_created(TensorImpl& t) {
-  tensors_[t.id] = &t;
-  dirty_tensors_.push_back(t.id);
+namespace {
+template <typename T>
+T& grow_to(std::vector<T>& v, int64_t id) {
+  if (static_cast<size_t>(id) >= v.size()) v.resize(static_cast<size_t>(id) + 1);
+  return v[static_cast<size_t>(id)];
 }
-void HolderTracker::tensor_destroyed(TensorImpl& t) {
-  tensors_.erase(t.id);
-  dirty_tensors_.push_back(t.id);
+template <typename T>
+T* at_id(std::vector<T>& v, int64_t id) {
+  return id >= 0 && static_cast<size_t>(id) < v.size() ? &v[static_cast<size_t>(id)] : nullptr;
 }
-void HolderTracker::tensor_grad_changed(TensorImpl& t) { dirty_tensors_.push_back(t.id); }
-void HolderTracker::tensor_relabelled(const TensorImpl& t) { dirty_tensors_.push_back(t.id); }
-void HolderTracker::node_created(autograd::Node& n) {
-  nodes_[n.id] = &n;
-  dirty_nodes_.push_back(n.id);
+}  // namespace
+
+namespace {
+// Each tensor or node is queued once per commit (a flag, not a sort of the repeats).
+template <typename State>
+State& queue(std::vector<State>& states, std::vector<int64_t>& dirty, int64_t id) {
+  State& s = grow_to(states, id);
+  if (!s.queued) {
+    s.queued = true;
+    dirty.push_back(id);
+  }
+  return s;
 }
-void HolderTracker::node_destroyed(autograd::Node& n) {
-  nodes_.erase(n.id);
-  dirty_nodes_.push_back(n.id);
-}
+}  // namespace
+
+HolderTracker::TensorState& HolderTracker::queue_tensor(int64_t id) { return queue(tensors_, dirty_tensors_, id); }
+HolderTracker::NodeState& HolderTracker::queue_node(int64_t id) { return queue(nodes_, dirty_nodes_, id); }
+
+void HolderTracker::tensor_created(TensorImpl& t) { queue_tensor(t.id).live = &t; }
+void HolderTracker::tensor_destroyed(TensorImpl& t) { queue_tensor(t.id).live = nullptr; }
+void HolderTracker::tensor_grad_changed(TensorImpl& t) { queue_tensor(t.id); }
+void HolderTracker::tensor_relabelled(const TensorImpl& t) { queue_tensor(t.id); }
+void HolderTracker::node_created(autograd::Node& n) { queue_node(n.id).live = &n; }
+void HolderTracker::node_destroyed(autograd::Node& n) { queue_node(n.id).live = nullptr; }
 
 void HolderTracker::on_event(const Event& e) {
-  if (e.node_id >= 0) dirty_nodes_.push_back(e.node_id);
+  if (e.node_id >= 0) queue_node(e.node_id);
   if (downstream_) downstream_->on_event(e);
+}
+
+HolderTracker::StorageState& HolderTracker::storage(int64_t id) {
+  StorageState& st = grow_to(storages_, id);
+  st.present = true;
+  return st;
 }
 
 void HolderTracker::add(const Contribution& c) {
   for (const auto& [storage_id, entry] : c) {
-    ++storages_[storage_id].entries[entry];
+    auto& entries = storage(storage_id).entries;
+    auto it = std::lower_bound(entries.begin(), entries.end(), entry,
+                               [](const std::pair<Entry, int>& a, const Entry& b) { return a.first < b; });
+    if (it != entries.end() && it->first == entry)
+      ++it->second;
+    else
+      entries.insert(it, {entry, 1});
     dirty(storage_id);
   }
 }
 
 void HolderTracker::remove(const Contribution& c) {
   for (const auto& [storage_id, entry] : c) {
-    auto st = storages_.find(storage_id);
-    if (st == storages_.end()) continue;
-    auto it = st->second.entries.find(entry);
-    if (it != st->second.entries.end() && --it->second == 0) st->second.entries.erase(it);
+    StorageState* st = at_id(storages_, storage_id);
+    if (!st || !st->present) continue;
+    auto& entries = st->entries;
+    auto it = std::lower_bound(entries.begin(), entries.end(), entry,
+                               [](const std::pair<Entry, int>& a, const Entry& b) { return a.first < b; });
+    if (it != entries.end() && it->first == entry && --it->second == 0) entries.erase(it);
     dirty(storage_id);
   }
 }
 
 // A node holds the storages of its saved values that are still there (defined, not
 // released; under hooks, what the hooks kept) and, for AccumulateGrad, its leaf's.
-HolderTracker::Contribution HolderTracker::node_contribution(const autograd::Node& n) const {
+const std::string* HolderTracker::saved_label(const std::string& node, const std::string& attr) {
+  for (const SavedLabel& l : saved_labels_)
+    if (l.node == node && l.attr == attr) return l.label;
+  const std::string* label = intern("saved " + node + "._saved_" + attr);
+  if (saved_labels_.size() < 64) saved_labels_.push_back({node, attr, label});  // a bound; programs use a handful
+  return label;
+}
+
+HolderTracker::Contribution HolderTracker::node_contribution(const autograd::Node& n) {
   Contribution c;
   for (size_t i = 0; i < n.saved.size(); ++i) {
     const autograd::SavedEntry& e = n.saved[i];
     if (!e.is_tensor || !e.var.defined || e.var.released) continue;
     if (std::shared_ptr<Storage> st = e.var.held_storage())
-      c.push_back({st->id, Entry{kGraphPhase, n.id, static_cast<int64_t>(i),
-                                 "saved " + n.name + "._saved_" + e.name, kGraphOnly}});
+      c.push_back({st->id, Entry{kGraphPhase, n.id, static_cast<int64_t>(i), saved_label(n.name, e.name), kGraphOnly}});
   }
   if (n.variable && n.variable->storage)
     c.push_back({n.variable->storage->id, Entry{kGraphPhase, n.id, static_cast<int64_t>(n.saved.size()),
-                                                "leaf of AccumulateGrad", kGraphOnly}});
+                                                intern("leaf of AccumulateGrad"), kGraphOnly}});
   return c;
+}
+
+// What the name at `position` (bound to `v`) holds: its tensor's storage, or those of the
+// tensors inside a tuple or list.
+void HolderTracker::name_contribution(Contribution& out, int64_t position, const std::string& name, const Value& v) {
+  if (v.kind == Value::Kind::Tensor) {
+    const Tensor& t = v.t;
+    if (!t->storage) return;
+    out.push_back({t->storage->id, Entry{kNamePhase, position, 0, intern("name " + name), name_category(*t)}});
+  } else if (v.kind == Value::Kind::Tuple || v.kind == Value::Kind::List) {
+    for (const Value& item : v.items) name_contribution(out, position, name, item);
+  }
 }
 
 std::vector<HolderChange> HolderTracker::commit(const std::map<std::string, Value>& names) {
   // Names: a scope holds few, so they are looked at every time (a name's category also
   // follows its tensor's autograd state, which requires_grad_ or an in-place op can change).
   Contribution now;
+  now.reserve(names_.size());
   int64_t position = 0;
-  std::function<void(const std::string&, const Value&)> visit = [&](const std::string& name, const Value& v) {
-    if (v.kind == Value::Kind::Tensor) {
-      const Tensor& t = v.t;
-      if (!t->storage) return;
-      now.push_back({t->storage->id, Entry{kNamePhase, position, 0, "name " + name, name_category(*t)}});
-    } else if (v.kind == Value::Kind::Tuple || v.kind == Value::Kind::List) {
-      for (const Value& item : v.items) visit(name, item);
-    }
-  };
   for (const auto& [name, v] : names) {
-    visit(name, v);
+    name_contribution(now, position, name, v);
     ++position;
   }
   if (now != names_) {
-    remove(names_);
-    add(now);
+    // Only what changed: a name still bound to the same tensor leaves its storage alone
+    // (removing and re-adding it made every statement recompute that storage's holders).
+    // Both lists are in name order, so position by position is enough; an entry that only
+    // moved is removed and added again, which leaves its count as it was.
+    Contribution gone, came;
+    const size_t common = std::min(names_.size(), now.size());
+    for (size_t i = 0; i < common; ++i)
+      if (!(names_[i] == now[i])) {
+        gone.push_back(names_[i]);
+        came.push_back(now[i]);
+      }
+    gone.insert(gone.end(), names_.begin() + static_cast<std::ptrdiff_t>(common), names_.end());
+    came.insert(came.end(), now.begin() + static_cast<std::ptrdiff_t>(common), now.end());
+    remove(gone);
+    add(came);
     names_ = std::move(now);
   }
 
-  sort_unique(dirty_tensors_);
+  // (The order tensors and nodes are looked at does not matter: only counts change.)
   for (int64_t id : dirty_tensors_) {
-    auto old = tensor_state_.find(id);
-    if (old != tensor_state_.end()) {
-      if (old->second.storage_id >= 0) {
-        auto st = storages_.find(old->second.storage_id);
-        if (st != storages_.end()) --st->second.tensor_refs;
-        dirty(old->second.storage_id);
+    TensorState* ts = at_id(tensors_, id);
+    if (!ts) continue;
+    ts->queued = false;
+    if (ts->committed) {
+      if (ts->storage_id >= 0) {
+        StorageState* st = at_id(storages_, ts->storage_id);
+        if (st && st->present) --st->tensor_refs;
+        dirty(ts->storage_id);
       }
-      remove(old->second.grad);
-      tensor_state_.erase(old);
+      remove(ts->grad);
+      ts->grad.clear();
+      ts->storage_id = -1;
+      ts->committed = false;
     }
-    auto live = tensors_.find(id);
-    if (live == tensors_.end()) continue;
-    const TensorImpl& t = *live->second;
-    TensorState s;
+    if (!ts->live) continue;
+    const TensorImpl& t = *ts->live;
     if (t.storage) {
-      s.storage_id = t.storage->id;
-      ++storages_[s.storage_id].tensor_refs;
-      dirty(s.storage_id);
+      ts->storage_id = t.storage->id;
+      ++storage(ts->storage_id).tensor_refs;
+      dirty(ts->storage_id);
     }
     if (t.grad && t.grad->storage)
-      s.grad.push_back({t.grad->storage->id, Entry{kGradPhase, t.id, 0, "grad of " + label_of_(t.id), kGrad}});
-    add(s.grad);
-    tensor_state_.emplace(id, std::move(s));
+      ts->grad.push_back(
+          {t.grad->storage->id, Entry{kGradPhase, t.id, 0, intern("grad of " + label_of_(t.id)), kGrad}});
+    add(ts->grad);
+    ts->committed = true;
   }
   dirty_tensors_.clear();
 
-  sort_unique(dirty_nodes_);
   for (int64_t id : dirty_nodes_) {
-    auto old = node_state_.find(id);
-    if (old != node_state_.end()) {
-      remove(old->second);
-      node_state_.erase(old);
-    }
-    auto live = nodes_.find(id);
-    if (live == nodes_.end()) continue;
-    Contribution c = node_contribution(*live->second);
-    add(c);
-    if (!c.empty()) node_state_.emplace(id, std::move(c));
+    NodeState* ns = at_id(nodes_, id);
+    if (!ns) continue;
+    ns->queued = false;
+    remove(ns->contribution);
+    ns->contribution.clear();
+    if (!ns->live) continue;
+    ns->contribution = node_contribution(*ns->live);
+    add(ns->contribution);
   }
   dirty_nodes_.clear();
 
   std::vector<HolderChange> changes;
   sort_unique(dirty_storages_);
+  changes.reserve(dirty_storages_.size());
   for (int64_t id : dirty_storages_) {
-    auto it = storages_.find(id);
-    if (it == storages_.end()) continue;
-    StorageState& st = it->second;
-    std::vector<std::string> holders;
+    StorageState* stp = at_id(storages_, id);
+    if (!stp || !stp->present) continue;
+    StorageState& st = *stp;
+    std::vector<const std::string*>& holders = holders_scratch_;  // reused: no allocation per storage
+    holders.clear();
     int category = -1;
     for (const auto& [entry, count] : st.entries) {
       if (std::find(holders.begin(), holders.end(), entry.label) == holders.end()) holders.push_back(entry.label);
@@ -182,19 +240,23 @@ std::vector<HolderChange> HolderTracker::commit(const std::map<std::string, Valu
     }
     // "Unnamed tensor" only for a storage nothing else holds (e.g. inside a tuple).
     if (holders.empty() && st.tensor_refs > 0) {
-      holders.push_back("unnamed tensor");
+      holders.push_back(intern("unnamed tensor"));
       category = kOther;
     }
     if (holders != st.holders || category != st.category) {
       HolderChange c;
       c.storage_id = id;
-      c.holders = holders;
-      if (category >= 0) c.category = kHolderCategories[category];
+      c.holders.reserve(holders.size());
+      for (const std::string* h : holders) c.holders.push_back(*h);
+      if (category >= 0) {
+        c.category = kHolderCategories[category];
+        c.category_index = category;
+      }
       changes.push_back(std::move(c));
-      st.holders = std::move(holders);
+      st.holders = holders;
       st.category = category;
     }
-    if (st.entries.empty() && st.tensor_refs <= 0) storages_.erase(it);
+    if (st.entries.empty() && st.tensor_refs <= 0) st = StorageState{};
   }
   dirty_storages_.clear();
   return changes;
@@ -202,10 +264,12 @@ std::vector<HolderChange> HolderTracker::commit(const std::map<std::string, Valu
 
 HolderScan HolderTracker::state() const {
   HolderScan scan;
-  for (const auto& [id, st] : storages_) {
-    if (st.category < 0) continue;
-    scan.holders[id] = st.holders;
-    scan.category[id] = kHolderCategories[st.category];
+  for (size_t id = 0; id < storages_.size(); ++id) {
+    const StorageState& st = storages_[id];
+    if (!st.present || st.category < 0) continue;
+    std::vector<std::string>& hs = scan.holders[static_cast<int64_t>(id)];
+    for (const std::string* h : st.holders) hs.push_back(*h);
+    scan.category[static_cast<int64_t>(id)] = kHolderCategories[st.category];
   }
   return scan;
 }

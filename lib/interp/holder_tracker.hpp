@@ -21,7 +21,7 @@
 #include <functional>
 #include <map>
 #include <string>
-#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "account/accountant.hpp"
@@ -75,40 +75,67 @@ class HolderTracker : public ObjectObserver, public EventSink {
     int phase = 0;      // 0 a name, 1 a .grad, 2 a saved value or AccumulateGrad's leaf
     int64_t order = 0;  // name: position in name order; .grad: tensor id; graph: node id
     int64_t sub = 0;    // graph: index of the saved value (the leaf comes after them)
-    std::string label;
+    const std::string* label = nullptr;  // interned (label_pool_): equal labels, equal pointers
     int category = 0;   // a HolderCategory (lower wins)
     bool operator<(const Entry& o) const;
     bool operator==(const Entry& o) const;
   };
   using Contribution = std::vector<std::pair<int64_t, Entry>>;  // (storage id, holder)
   struct StorageState {
-    std::map<Entry, int> entries;  // holder -> how many contributions name it
+    bool present = false;  // something contributes to it, or it had holders at the last commit
+    // holder -> how many contributions name it, sorted as the full scan lists holders
+    // (a storage has few holders: a sorted vector, not a map node each).
+    std::vector<std::pair<Entry, int>> entries;
     int64_t tensor_refs = 0;       // live tensor objects over this storage
-    std::vector<std::string> holders;  // as of the last commit
+    std::vector<const std::string*> holders;  // as of the last commit (interned labels)
     int category = -1;                 // as of the last commit; -1: nothing held it
   };
   struct TensorState {
+    TensorImpl* live = nullptr;    // the live tensor of this id (null: none)
+    bool queued = false;           // in dirty_tensors_
+    bool committed = false;        // what it contributed at the last commit is below
     int64_t storage_id = -1;
     Contribution grad;
+  };
+  struct NodeState {
+    autograd::Node* live = nullptr;
+    bool queued = false;           // in dirty_nodes_
+    Contribution contribution;     // what it contributed at the last commit
   };
 
   void add(const Contribution& c);
   void remove(const Contribution& c);
   void dirty(int64_t storage_id) { dirty_storages_.push_back(storage_id); }
-  Contribution node_contribution(const autograd::Node& n) const;
+  Contribution node_contribution(const autograd::Node& n);
+  void name_contribution(Contribution& out, int64_t position, const std::string& name, const Value& v);
+  // Holder labels are interned (issue #6): entries and holder lists hold pointers, so they
+  // are compared and copied without touching the strings.
+  const std::string* intern(const std::string& label) { return &*label_pool_.insert(label).first; }
+  // "saved <node>._saved_<attr>", remembered for the few (node, attribute) pairs a program has.
+  const std::string* saved_label(const std::string& node, const std::string& attr);
+  std::unordered_set<std::string> label_pool_;
+  struct SavedLabel {
+    std::string node, attr;
+    const std::string* label;
+  };
+  std::vector<SavedLabel> saved_labels_;
+  StorageState& storage(int64_t id);
+  TensorState& queue_tensor(int64_t id);
+  NodeState& queue_node(int64_t id);
 
   std::function<std::string(int64_t)> label_of_;
   EventSink* downstream_;
   bool attached_ = false;
   ObjectObserver* previous_observer_ = nullptr;
 
-  std::unordered_map<int64_t, TensorImpl*> tensors_;       // live tensors by id
-  std::unordered_map<int64_t, autograd::Node*> nodes_;     // live nodes by id
-  std::unordered_map<int64_t, TensorState> tensor_state_;  // what each tensor contributed
-  std::unordered_map<int64_t, Contribution> node_state_;   // what each node contributed
+  // Indexed by id: tensor, node and storage ids are dense creation-order counters
+  // (events.hpp), so vectors replace hash maps (issue #6).
+  std::vector<TensorState> tensors_;
+  std::vector<NodeState> nodes_;
   Contribution names_;                                     // what the names contributed
-  std::unordered_map<int64_t, StorageState> storages_;
+  std::vector<StorageState> storages_;
   std::vector<int64_t> dirty_tensors_, dirty_nodes_, dirty_storages_;
+  std::vector<const std::string*> holders_scratch_;
 };
 
 }  // namespace agtrace

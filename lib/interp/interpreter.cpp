@@ -2,12 +2,14 @@
 #include "account/save_rules.hpp"  // issue #4: why saved
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdlib>
 #include <functional>
 #include <map>
 #include <optional>
 #include <set>
 #include <stdexcept>
+#include <unordered_map>
 
 #include "account/accountant.hpp"
 #include "autograd/engine.hpp"
@@ -216,8 +218,18 @@ class Interpreter : public ops::Runtime {
   Accountant acc_;
   std::vector<Stmt> parsed_;
   std::map<std::string, Value> env_;
-  std::map<int64_t, std::string> tensor_label_;                 // object id -> latest name bound
-  std::map<int64_t, std::vector<std::string>> storage_labels_;  // storage id -> names bound to tensors on it
+  // Looked up per saved value of every snapshot, never iterated: hash maps (issue #6).
+  std::unordered_map<int64_t, std::string> tensor_label_;                 // object id -> latest name bound
+  std::unordered_map<int64_t, std::vector<std::string>> storage_labels_;  // storage id -> names bound to tensors on it
+  // why_saved() answers for the few (node, attribute, inputs) a program has, so a snapshot
+  // of a long graph does not rebuild the same sentence per node.
+  struct WhyEntry {
+    std::string node, attr;
+    size_t inputs = 0;
+    std::string why;
+  };
+  mutable std::vector<WhyEntry> why_cache_;
+  const std::string& why_saved_cached(const autograd::Node& n, const std::string& attr) const;
   std::vector<Tensor> leaves_;                                  // the scenario's leaves, in file order
   // What holds each storage, kept from changes; it forwards every event to acc_.
   HolderTracker tracker_{[this](int64_t id) { return label_of(id); }, &acc_};
@@ -264,9 +276,18 @@ class Interpreter : public ops::Runtime {
 
   // Reports.
   std::vector<int64_t> walk_from(const std::shared_ptr<autograd::Node>& root) const;
+  // The last walk computed, by node address and id. A node's edges never change after it
+  // is made and a live root keeps everything it reaches alive, so the walk from that root,
+  // or from any node of its leading single-edge chain (the rest of the walk, as the graph
+  // is acyclic), is known without visiting the graph again (issue #6: `y.sum().backward()`
+  // then the end-of-program walk of y).
+  mutable std::vector<const autograd::Node*> walk_nodes_;
+  mutable std::vector<int64_t> walk_ids_;
+  mutable size_t walk_chain_ = 0;  // walk_nodes_[i] for i < walk_chain_: one edge, to walk_nodes_[i + 1]
   void record_walk(const std::string& key, const std::shared_ptr<autograd::Node>& root);
   void snapshot_nodes(const std::vector<int64_t>& ids);
   NodeSnapshot snapshot(const autograd::Node& n) const;
+  bool snapshot_current(const NodeSnapshot& s, const autograd::Node& n) const;
   std::string label_of(int64_t tensor_id) const;
   void finish();
 };
@@ -332,16 +353,17 @@ void Interpreter::create_leaves() {
 }
 
 void Interpreter::bind(const std::string& name, const Value& v) {
-  std::function<void(const Value&)> label = [&](const Value& x) {
-    if (x.kind == Value::Kind::Tensor) {
-      tensor_label_[x.t->id] = name;
-      tracker_.tensor_relabelled(*x.t);
-      auto& names = storage_labels_[x.t->storage->id];
-      if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
-    }
-  };
-  label(v);
-  env_[name] = v;
+  if (v.kind == Value::Kind::Tensor) {
+    tensor_label_[v.t->id] = name;
+    tracker_.tensor_relabelled(*v.t);
+    auto& names = storage_labels_[v.t->storage->id];
+    if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+  }
+  auto it = env_.find(name);
+  if (it != env_.end())
+    it->second = v;
+  else
+    env_.emplace(name, v);
 }
 
 // ------------------------------------------------------------------ statements
@@ -385,8 +407,12 @@ RunResult Interpreter::run() {
     m.device = backend->description();
     m.stats = backend->stats();
   }
-  // Drop every tensor and node while the accountant still listens, so frees at the end
-  // are not reported against a dead sink; the figures are already in result_.
+  // The figures are in result_ now: nobody needs the frees and releases of the teardown
+  // below, so the tracker and the accountant stop listening first (issue #6: on a long
+  // chain they spent a tenth of the run recording events and dirty ids nothing would read).
+  // The device backend stays until the run's guard ends: the teardown gives its buffers back.
+  set_event_sink(nullptr);
+  tracker_.detach();
   // A .grad made with create_graph=True can hold a graph that saves its own leaf (the
   // reference cycle PyTorch warns about): drop the grads first to break such cycles.
   std::vector<Tensor> grads;
@@ -1352,16 +1378,45 @@ Value Interpreter::backward(const std::vector<Tensor>& roots, const std::vector<
 std::vector<int64_t> Interpreter::walk_from(const std::shared_ptr<autograd::Node>& root) const {
   // Depth-first, next_functions in order, each node once, None skipped (spec: walks);
   // an explicit stack, so a long chain cannot overflow the C++ stack.
+  // Seen nodes are marked by id (dense creation-order ids) in a bitmap.
+  for (size_t p = 0; p <= walk_chain_ && p < walk_nodes_.size(); ++p)
+    if (walk_nodes_[p] == root.get() && walk_ids_[p] == root->id)  // the address alone could be reused
+      return std::vector<int64_t>(walk_ids_.begin() + static_cast<std::ptrdiff_t>(p), walk_ids_.end());
   std::vector<int64_t> order;
-  std::set<const autograd::Node*> seen;
+  walk_nodes_.clear();
+  std::vector<bool> seen(static_cast<size_t>(id_counters().node), false);
+  auto mark = [&](const autograd::Node* n) {  // false if already seen
+    const size_t id = static_cast<size_t>(n->id);
+    if (id >= seen.size()) seen.resize(id + 1, false);
+    if (seen[id]) return false;
+    seen[id] = true;
+    return true;
+  };
+  auto was_seen = [&](const autograd::Node* n) {
+    const size_t id = static_cast<size_t>(n->id);
+    return id < seen.size() && seen[id];
+  };
   std::vector<const autograd::Node*> stack{root.get()};
   while (!stack.empty()) {
     const autograd::Node* n = stack.back();
     stack.pop_back();
-    if (!seen.insert(n).second) continue;
+    if (!mark(n)) continue;
     order.push_back(n->id);
+    walk_nodes_.push_back(n);
     for (auto it = n->next.rbegin(); it != n->next.rend(); ++it)
-      if (it->fn && !seen.count(it->fn.get())) stack.push_back(it->fn.get());
+      if (it->fn && !was_seen(it->fn.get())) stack.push_back(it->fn.get());
+  }
+  walk_ids_ = order;
+  walk_chain_ = 0;
+  while (walk_chain_ + 1 < walk_nodes_.size()) {
+    const autograd::Node* n = walk_nodes_[walk_chain_];
+    size_t edges = 0;
+    for (const autograd::Edge& e : n->next) edges += e.fn ? 1 : 0;
+    if (edges != 1 || std::none_of(n->next.begin(), n->next.end(), [&](const autograd::Edge& e) {
+          return e.fn.get() == walk_nodes_[walk_chain_ + 1];
+        }))
+      break;
+    ++walk_chain_;
   }
   return order;
 }
@@ -1376,10 +1431,20 @@ void Interpreter::record_walk(const std::string& key, const std::shared_ptr<auto
   result_.walks.push_back(std::move(w));
 }
 
+// Wanted ids are marked in a bitmap (node ids are dense). A node whose latest snapshot
+// still describes it (nothing it shows changed since: typically the whole graph again at
+// the end of a program whose last statement was backward) keeps that snapshot instead of
+// being rebuilt (issue #6).
 void Interpreter::snapshot_nodes(const std::vector<int64_t>& ids) {
-  std::set<int64_t> wanted(ids.begin(), ids.end());
-  for (autograd::Node* n : autograd::live_nodes())
-    if (wanted.count(n->id)) result_.nodes[n->id] = snapshot(*n);
+  if (ids.empty()) return;
+  std::vector<bool> wanted(static_cast<size_t>(*std::max_element(ids.begin(), ids.end())) + 1, false);
+  for (int64_t id : ids)
+    if (id >= 0) wanted[static_cast<size_t>(id)] = true;
+  for (autograd::Node* n : autograd::live_nodes()) {
+    if (n->id < 0 || static_cast<size_t>(n->id) >= wanted.size() || !wanted[static_cast<size_t>(n->id)]) continue;
+    auto [it, inserted] = result_.nodes.try_emplace(n->id);
+    if (inserted || !snapshot_current(it->second, *n)) it->second = snapshot(*n);
+  }
 }
 
 std::string Interpreter::label_of(int64_t tensor_id) const {
@@ -1389,8 +1454,12 @@ std::string Interpreter::label_of(int64_t tensor_id) const {
 
 // Which gradient needs a saved value: derived from the op table's save rules
 // (lib/account/save_rules.cpp; issue #4 accountant).
-std::string why_saved(const autograd::Node& n, const std::string& attr) {
-  return agtrace::why_saved(n.name, attr, 0, n.next.size(), 0).why;
+const std::string& Interpreter::why_saved_cached(const autograd::Node& n, const std::string& attr) const {
+  for (const WhyEntry& w : why_cache_)
+    if (w.inputs == n.next.size() && w.node == n.name && w.attr == attr) return w.why;
+  if (why_cache_.size() >= 64) why_cache_.clear();  // a bound; programs use a handful
+  why_cache_.push_back({n.name, attr, n.next.size(), agtrace::why_saved(n.name, attr, 0, n.next.size(), 0).why});
+  return why_cache_.back().why;
 }
 
 NodeSnapshot Interpreter::snapshot(const autograd::Node& n) const {
@@ -1398,6 +1467,8 @@ NodeSnapshot Interpreter::snapshot(const autograd::Node& n) const {
   s.id = n.id;
   s.name = n.name;
   s.created_at = n.created_at;
+  s.next.reserve(n.next.size());
+  s.next_input_nr.reserve(n.next.size());
   for (const auto& e : n.next) {
     s.next.push_back(e.fn ? e.fn->id : -1);
     s.next_input_nr.push_back(e.fn ? e.input_nr : 0);
@@ -1409,14 +1480,11 @@ NodeSnapshot Interpreter::snapshot(const autograd::Node& n) const {
   s.released = n.released;
   s.released_at = n.released_at;
   // CopySlices shows the saved values of the node it wraps (they are part of this graph).
-  std::vector<const autograd::SavedEntry*> entries;
-  for (const auto& e : n.saved) entries.push_back(&e);
-  if (n.wrapped) {
-    s.wraps = n.wrapped->name;
-    for (const auto& e : n.wrapped->saved) entries.push_back(&e);
-  }
-  for (const autograd::SavedEntry* ep : entries) {
-    const autograd::SavedEntry& e = *ep;
+  const size_t own = n.saved.size(), count = own + (n.wrapped ? n.wrapped->saved.size() : 0);
+  if (n.wrapped) s.wraps = n.wrapped->name;
+  s.saved.reserve(count);
+  for (size_t i = 0; i < count; ++i) {
+    const autograd::SavedEntry& e = i < own ? n.saved[i] : n.wrapped->saved[i - own];
     SavedSnapshot ss;
     ss.attr = e.name;
     ss.is_tensor = e.is_tensor;
@@ -1447,12 +1515,63 @@ NodeSnapshot Interpreter::snapshot(const autograd::Node& n) const {
       ss.saved_at = v.saved_at;
       ss.released = v.released;
       ss.released_at = v.released_at;
-      ss.why = why_saved(n.wrapped ? *n.wrapped : n, e.name);
+      ss.why = why_saved_cached(n.wrapped ? *n.wrapped : n, e.name);
       s.saved_bytes += ss.bytes;
     }
-    s.saved.push_back(ss);
+    s.saved.push_back(std::move(ss));
   }
   return s;
+}
+
+// Whether `s`, an earlier snapshot of `n`, still describes it: the same comparisons as
+// snapshot() builds, without building anything (no strings allocated). `why` follows from
+// the node's and the wrapped node's names, the attribute and the edge count, all compared.
+bool Interpreter::snapshot_current(const NodeSnapshot& s, const autograd::Node& n) const {
+  if (s.id != n.id || s.name != n.name || s.created_at != n.created_at || s.released != n.released ||
+      s.released_at != n.released_at || s.next.size() != n.next.size())
+    return false;
+  for (size_t i = 0; i < n.next.size(); ++i) {
+    const autograd::Edge& e = n.next[i];
+    if (s.next[i] != (e.fn ? e.fn->id : -1) || s.next_input_nr[i] != (e.fn ? e.input_nr : 0)) return false;
+  }
+  if (n.variable) {
+    if (s.variable_tensor_id != n.variable->id) return false;
+    auto it = tensor_label_.find(n.variable->id);
+    if (it == tensor_label_.end() ? s.variable != label_of(n.variable->id) : s.variable != it->second) return false;
+  } else if (s.variable_tensor_id != -1 || !s.variable.empty()) {
+    return false;
+  }
+  if (n.wrapped ? s.wraps != n.wrapped->name : !s.wraps.empty()) return false;
+  const size_t count = n.saved.size() + (n.wrapped ? n.wrapped->saved.size() : 0);
+  if (s.saved.size() != count) return false;
+  for (size_t i = 0; i < count; ++i) {
+    const autograd::SavedEntry& e = i < n.saved.size() ? n.saved[i] : n.wrapped->saved[i - n.saved.size()];
+    const SavedSnapshot& ss = s.saved[i];
+    if (ss.attr != e.name || ss.is_tensor != e.is_tensor) return false;
+    if (!e.is_tensor) {
+      if (ss.value != autograd::attr_repr(e.attr)) return false;
+      continue;
+    }
+    if (ss.defined != e.var.defined) return false;
+    if (!e.var.defined) continue;
+    const auto& v = e.var;
+    if (ss.is_output != v.is_output || ss.tensor_id != v.tensor_id || ss.from_python_number != v.from_python_number ||
+        ss.packed_bytes != v.packed_bytes() || ss.packed_storage_id != (v.packed ? v.packed->storage->id : -1) ||
+        ss.shape != v.shape || ss.dtype != v.dtype || ss.bytes != v.nbytes() || ss.storage_id != v.storage_id ||
+        ss.storage_bytes != v.storage_bytes || ss.saved_version != v.saved_version || ss.saved_at != v.saved_at ||
+        ss.released != v.released || ss.released_at != v.released_at)
+      return false;
+    if (v.hooks ? ss.hooks != v.hooks->kind() : !ss.hooks.empty()) return false;
+    const std::string* same = nullptr;
+    if (!v.is_output && !v.from_python_number && !v.hooks) {
+      auto it = tensor_label_.find(v.tensor_id);
+      if (it != tensor_label_.end()) same = &it->second;
+    }
+    if (same ? ss.same_object_as != *same : !ss.same_object_as.empty()) return false;
+    auto st = storage_labels_.find(v.storage_id);
+    if (st != storage_labels_.end() ? ss.shares_with != st->second : !ss.shares_with.empty()) return false;
+  }
+  return true;
 }
 
 void Interpreter::finish() {

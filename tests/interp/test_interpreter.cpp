@@ -1,6 +1,8 @@
 // The interpreter: statements, blocks, Python values, errors at the right statement.
 #include <catch2/catch.hpp>
 
+#include <map>
+
 #include "errors.hpp"
 #include "interp/run_helpers.hpp"
 
@@ -153,6 +155,31 @@ TEST_CASE("walks are keyed by the root's name or by statement", "[interp]") {
   std::vector<std::string> keys;
   for (const auto& w : r.walks) keys.push_back(w.key);
   CHECK(keys == std::vector<std::string>{"statement 0", "statement 2", "y", "z"});
+}
+
+// The walk of a node on the leading single-edge chain of the previous walk is that walk's
+// rest (issue #6 reuses it); a walk from past the chain (ExpBackward0, after AddBackward0's
+// two edges) is walked afresh: the rest of the earlier walk holds SinBackward0, which
+// ExpBackward0 does not reach. Walks at the end go in name order: a1, a2, a25, a3.
+TEST_CASE("walks from inside an earlier walk list the same nodes as a fresh walk", "[interp]") {
+  auto r = run_text(scenario(R"JSON([
+    "a3 = x * 2",
+    "a25 = a3.exp()",
+    "a2 = a25 + x.sin()",
+    "a1 = a2.tanh()",
+    "a1.sum().backward()"
+  ])JSON"));
+  std::map<std::string, std::vector<std::string>> walks;
+  for (const auto& w : r.walks)
+    for (int64_t id : w.nodes) walks[w.key].push_back(r.nodes.at(id).name);
+  using V = std::vector<std::string>;
+  CHECK(walks["statement 4"] == V{"SumBackward0", "TanhBackward0", "AddBackward0", "ExpBackward0", "MulBackward0",
+                                  "AccumulateGrad", "SinBackward0"});
+  CHECK(walks["a1"] == V{"TanhBackward0", "AddBackward0", "ExpBackward0", "MulBackward0", "AccumulateGrad",
+                         "SinBackward0"});
+  CHECK(walks["a2"] == V{"AddBackward0", "ExpBackward0", "MulBackward0", "AccumulateGrad", "SinBackward0"});
+  CHECK(walks["a25"] == V{"ExpBackward0", "MulBackward0", "AccumulateGrad"});
+  CHECK(walks["a3"] == V{"MulBackward0", "AccumulateGrad"});
 }
 
 TEST_CASE("errors carry the facts PyTorch's message holds", "[interp]") {
