@@ -94,6 +94,8 @@ void store(const Tensor& t, const std::vector<double>& values) {
 }
 
 Tensor fresh(const Shape& sizes, DType d, bool meta) { return empty_tensor(sizes, d, meta); }
+// For a result every element of which the op writes (layer_norm's): no zero-fill first.
+Tensor written(const Shape& sizes, DType d, bool meta) { return uninitialized_tensor(sizes, d, meta); }
 
 // An in-place edit inside an op (bernoulli_, div_ and zero_ on dropout's own mask):
 // PyTorch bumps the tensor's version as for any in-place op, so the saved mask reads
@@ -246,9 +248,10 @@ std::vector<Tensor> layer_norm_backward(Node& n, const std::vector<Tensor>& g) {
   Tensor w = n.unpack("weight");
   n.unpack("bias");  // not used by the formula; unpacked for its version check, as PyTorch does
   const bool meta = x->is_meta();
-  Tensor gx = wants(n, 0) ? fresh(x->sizes, x->dtype(), meta) : nullptr;
-  Tensor gw = wants(n, 1) ? grad_like(n, 1, meta) : nullptr;
-  Tensor gb = wants(n, 2) ? grad_like(n, 2, meta) : nullptr;
+  auto grad_of = [&](size_t edge) { return written(n.input_meta[edge].sizes, n.input_meta[edge].dtype, meta); };
+  Tensor gx = wants(n, 0) ? written(x->sizes, x->dtype(), meta) : nullptr;
+  Tensor gw = wants(n, 1) ? grad_of(1) : nullptr;
+  Tensor gb = wants(n, 2) ? grad_of(2) : nullptr;
   if (meta) return {gx, gw, gb};
 
   const RowSplit s = split_rows(x->sizes, n.attr("normalized_shape").list.size());
@@ -1066,12 +1069,12 @@ Tensor layer_norm(const Tensor& x, const std::vector<int64_t>& normalized_shape,
   // layer_norm_cpu reads X through expect_contiguous(): a strided input is copied first
   // (a temporary PyTorch allocates too).
   Tensor xc = x->is_contiguous() ? x : kernels::copy(x);
-  Tensor out = fresh(x->sizes, dt, meta);
+  Tensor out = written(x->sizes, dt, meta);
   // float16 / bfloat16 input (meta only, see require_kernel_dtype): mean and rstd are
   // float32 (measured: _saved_result1.dtype is torch.float32 on meta).
   const DType stat_dt = dt == DType::Float16 || dt == DType::BFloat16 ? DType::Float32 : dt;
-  Tensor mean = fresh(stat_shape, stat_dt, meta);  // result1
-  Tensor rstd = fresh(stat_shape, stat_dt, meta);  // result2
+  Tensor mean = written(stat_shape, stat_dt, meta);  // result1
+  Tensor rstd = written(stat_shape, stat_dt, meta);  // result2
   if (!meta && !layer_norm_forward_f32(s, xc, weight, bias, eps, out, mean, rstd)) {
     const std::vector<double> xv = to_values(xc);
     const std::vector<double> wv = weight ? to_values(weight) : std::vector<double>{};

@@ -226,7 +226,7 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim, s
       kept_shape.push_back(a->sizes[d]);
     }
   }
-  Tensor r = empty_tensor(out_shape, od, a->is_meta());
+  Tensor r = uninitialized_tensor(out_shape, od, a->is_meta());  // both paths below write every element
   if (r->is_meta()) return r;
   Shape kstr = contiguous_strides(kept_shape);
   for (size_t d = 0; d < kstr.size(); ++d)

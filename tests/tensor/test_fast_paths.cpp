@@ -188,6 +188,44 @@ TEST_CASE("fast paths: layer_norm forward and backward give the general path's b
                  [](const std::vector<Tensor>& x) { return ops::layer_norm(x[0], {4, 5}, x[1], nullptr, 1e-5); }, 10);
 }
 
+TEST_CASE("fast paths: gelu forward and backward give the general path's bits", "[fast_paths]") {
+  uint64_t seed = 60;
+  for (const char* approximate : {"none", "tanh"}) {
+    for (const Shape& s : kShapes) {
+      INFO("shape " << agtrace::shape_str(s) << " approximate " << approximate);
+      same_both_ways([&] { return std::vector<Tensor>{leaf(s, seed, 6.0)}; },
+                     [approximate](const std::vector<Tensor>& x) { return ops::gelu(x[0], approximate); }, seed + 1);
+      seed += 2;
+    }
+  }
+}
+
+TEST_CASE("fast paths: contiguous copies of strided views and sums give the general path's bits", "[fast_paths]") {
+  // A permuted 3-d view (reshape copies it), a transposed matrix, a sliced row (stride 2).
+  auto permuted = [](const std::vector<Tensor>& x) {
+    return ops::reshape(ops::transpose(ops::view(x[0], {2, 3, 4, 5}), 1, 2), {2, 60});
+  };
+  same_both_ways([] { return std::vector<Tensor>{leaf({120}, 70)}; }, permuted, 71);
+  same_both_ways([] { return std::vector<Tensor>{leaf({7, 9}, 72)}; },
+                 [](const std::vector<Tensor>& x) { return ops::contiguous(ops::transpose(x[0], 0, 1)); }, 73);
+  same_both_ways([] { return std::vector<Tensor>{leaf({5, 8}, 74)}; },
+                 [](const std::vector<Tensor>& x) { return ops::contiguous(ops::slice(x[0], 1, 1, 8, 2)); }, 75);
+  // Sums over leading dims (a bias gradient), trailing dims (a row sum), all and middle dims.
+  const std::vector<std::vector<int64_t>> dims = {{0}, {0, 1}, {2}, {1, 2}, {1}, {0, 1, 2}};
+  uint64_t seed = 80;
+  for (const auto& d : dims) {
+    for (bool keepdim : {false, true}) {
+      INFO("dims " << d.size() << " first " << d[0] << " keepdim " << keepdim);
+      same_both_ways([&] { return std::vector<Tensor>{leaf({3, 17, 33}, seed, 4.0, false)}; },
+                     [&](const std::vector<Tensor>& x) { return ops::sum(x[0], d, keepdim); }, seed + 1);
+      seed += 2;
+    }
+  }
+  // Broadcast adds reduce their gradient with sum_to (the bias of a linear layer).
+  same_both_ways([] { return std::vector<Tensor>{leaf({64, 37}, 90, 2.0, false), leaf({37}, 91, 2.0, false)}; },
+                 [](const std::vector<Tensor>& x) { return ops::add(x[0], x[1], Value::integer(1)); }, 92);
+}
+
 TEST_CASE("fast paths: relu's float kernels match the double formula on awkward values", "[fast_paths]") {
   const float inf = std::numeric_limits<float>::infinity();
   const std::vector<float> v = {0.0f, -0.0f, inf, -inf, std::nanf(""), 1e-40f, -1e-40f, 2.5f, -2.5f, 3.0f, -7.0f};
@@ -227,15 +265,28 @@ TEST_CASE("fast paths: parallel_for covers every index once, whatever the thread
 }
 
 TEST_CASE("fast paths: results do not depend on the thread count", "[fast_paths]") {
-  // 3 * 40000 elements: more than one chunk of kGrain, split over the threads.
-  const Shape s = {3, 40000};
-  auto run = [&](int threads) {
-    kernels::set_threads(threads);
-    Bits b = forward_backward([](const std::vector<Tensor>& x) { return ops::relu(x[0]); }, {leaf(s, 11)}, 12);
-    kernels::set_threads(1);
-    return b;
+  // 300 * 400 elements: several chunks of kGrain (and of rows), split over the threads.
+  const Shape s = {300, 400};
+  using F = std::function<Tensor(const std::vector<Tensor>&)>;
+  const std::vector<std::pair<const char*, F>> cases = {
+      {"relu", [](const std::vector<Tensor>& x) { return ops::relu(x[0]); }},
+      {"gelu", [](const std::vector<Tensor>& x) { return ops::gelu(x[0], "none"); }},
+      {"softmax", [](const std::vector<Tensor>& x) { return ops::softmax(x[0], -1); }},
+      {"log_softmax", [](const std::vector<Tensor>& x) { return ops::log_softmax(x[0], -1); }},
+      {"layer_norm", [](const std::vector<Tensor>& x) { return ops::layer_norm(x[0], {400}, x[1], x[2], 1e-5); }},
+      {"sum", [](const std::vector<Tensor>& x) { return ops::sum(x[0], std::vector<int64_t>{0}, false); }},
+      {"copy", [](const std::vector<Tensor>& x) { return ops::contiguous(ops::transpose(x[0], 0, 1)); }},
   };
-  const Bits one = run(1);
-  CHECK(run(2) == one);
-  CHECK(run(3) == one);
+  for (const auto& [name, f] : cases) {
+    INFO(name);
+    auto run = [&, f = f](int threads) {
+      kernels::set_threads(threads);
+      Bits b = forward_backward(f, {leaf(s, 11, 3.0, false), leaf({400}, 12, 1.0, false), leaf({400}, 13, 1.0, false)}, 14);
+      kernels::set_threads(1);
+      return b;
+    };
+    const Bits one = run(1);
+    CHECK(run(2) == one);
+    CHECK(run(3) == one);
+  }
 }
