@@ -5,6 +5,7 @@
 #include "ops/common.hpp"
 #include "ops/double_backward.hpp"
 #include "ops/ops.hpp"
+#include "tensor/fast_paths.hpp"
 
 namespace agtrace::ops {
 
@@ -225,10 +226,19 @@ std::vector<Tensor> reciprocal_dbackward(Node& n, const std::vector<Tensor>& g) 
 
 }  // namespace detail
 
+namespace {
+// binary_forward whose float32 loop may be split between threads (add, sub, mul: pure
+// formulas; each element computed as in the general loop, so results do not change).
+template <typename F>
+Tensor split_forward(const Tensor& a, const Tensor& b, const std::string& op, F&& f) {
+  return kernels::binary_split(a, b, kernels::result_type(a, b), f, op);
+}
+}  // namespace
+
 Tensor add(const Tensor& a, const Tensor& b, const Value& alpha) {
   OpScope scope("add");
   const double al = alpha.number();
-  Tensor r = binary_forward(a, b, "add", [al](double x, double y) { return x + al * y; });
+  Tensor r = split_forward(a, b, "add", [al](double x, double y) { return x + al * y; });
   if (needs_grad({&a, &b})) {
     auto node = make_node("AddBackward0", add_sub_backward, {a, b});
     node->differentiable_backward = add_sub_dbackward;
@@ -241,7 +251,7 @@ Tensor add(const Tensor& a, const Tensor& b, const Value& alpha) {
 Tensor sub(const Tensor& a, const Tensor& b, const Value& alpha) {
   OpScope scope("sub");
   const double al = alpha.number();
-  Tensor r = binary_forward(a, b, "sub", [al](double x, double y) { return x - al * y; });
+  Tensor r = split_forward(a, b, "sub", [al](double x, double y) { return x - al * y; });
   if (needs_grad({&a, &b})) {
     auto node = make_node("SubBackward0", add_sub_backward, {a, b});
     node->differentiable_backward = add_sub_dbackward;
@@ -268,7 +278,7 @@ Tensor rsub(const Tensor& a, const Value& scalar, const Value& alpha) {
 
 Tensor mul(const Tensor& a, const Tensor& b) {
   OpScope scope("mul");
-  Tensor r = binary_forward(a, b, "mul", [](double x, double y) { return x * y; });
+  Tensor r = split_forward(a, b, "mul", [](double x, double y) { return x * y; });
   if (needs_grad({&a, &b})) {
     auto node = make_node("MulBackward0", mul_backward, {a, b});
     node->differentiable_backward = mul_dbackward;

@@ -11,6 +11,7 @@
 // Every helper returns null when its fast path does not apply (another dtype, a strided or
 // meta operand, fast paths switched off by a test): the caller then takes the general path.
 #pragma once
+#include <algorithm>
 #include <string>
 
 #include "tensor/kernels.hpp"
@@ -61,16 +62,39 @@ Tensor unary_split(const Tensor& a, DType out, F&& f) {
   });
   return r;
 }
+// Operands: same shape, or `b` a contiguous block repeated along a's leading dims (a bias),
+// or `b` one element of any dtype (a Python number): read as double, as the general
+// double path reads it.
 template <typename F>
 Tensor binary_split(const Tensor& a, const Tensor& b, DType out, F&& f, const std::string& op) {
-  const float* x = out == DType::Float32 && a->sizes == b->sizes ? contiguous_f32(a) : nullptr;
-  const float* y = x ? contiguous_f32(b) : nullptr;
-  if (!y) return binary(a, b, out, f, op);
+  const float* x = out == DType::Float32 ? contiguous_f32(a) : nullptr;
+  const int64_t n = a->numel(), inner = b->numel();
+  const bool same = a->sizes == b->sizes;
+  const bool scalar = !same && inner == 1 && b->dim() <= a->dim() && !b->is_meta();
+  const bool bias = !same && !scalar && inner > 0 && b->dim() <= a->dim() && detail::is_trailing_shape(b->sizes, a->sizes);
+  const float* y = x && (same || bias) ? contiguous_f32(b) : nullptr;
+  if (!x || !(y || (scalar && fast_paths())) || n == 0) return binary(a, b, out, f, op);
   Tensor r = uninitialized_tensor(a->sizes, DType::Float32, false);
   float* o = r->storage->f32();
-  parallel_for(r->numel(), kGrain, [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i) o[i] = static_cast<float>(f(static_cast<double>(x[i]), static_cast<double>(y[i])));
-  });
+  if (scalar) {
+    const double yv = b->storage->get(b->offset);
+    parallel_for(n, kGrain, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) o[i] = static_cast<float>(f(static_cast<double>(x[i]), yv));
+    });
+  } else if (same) {
+    parallel_for(n, kGrain, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) o[i] = static_cast<float>(f(static_cast<double>(x[i]), static_cast<double>(y[i])));
+    });
+  } else {
+    parallel_for(n / inner, std::max<int64_t>(1, kGrain / inner), [&](int64_t r0, int64_t r1) {
+      for (int64_t row = r0; row < r1; ++row) {
+        const float* xr = x + row * inner;
+        float* orow = o + row * inner;
+        for (int64_t j = 0; j < inner; ++j)
+          orow[j] = static_cast<float>(f(static_cast<double>(xr[j]), static_cast<double>(y[j])));
+      }
+    });
+  }
   return r;
 }
 

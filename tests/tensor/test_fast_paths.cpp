@@ -226,6 +226,34 @@ TEST_CASE("fast paths: contiguous copies of strided views and sums give the gene
                  [](const std::vector<Tensor>& x) { return ops::add(x[0], x[1], Value::integer(1)); }, 92);
 }
 
+TEST_CASE("fast paths: add, sub and mul (same shape, bias, Python number) give the general path's bits", "[fast_paths]") {
+  using F = std::function<Tensor(const std::vector<Tensor>&)>;
+  const std::vector<std::pair<const char*, F>> ops_list = {
+      {"add", [](const std::vector<Tensor>& x) { return ops::add(x[0], x[1], Value::integer(1)); }},
+      {"add alpha", [](const std::vector<Tensor>& x) { return ops::add(x[0], x[1], Value::real(0.3)); }},
+      {"sub", [](const std::vector<Tensor>& x) { return ops::sub(x[0], x[1], Value::real(-1.7)); }},
+      {"mul", [](const std::vector<Tensor>& x) { return ops::mul(x[0], x[1]); }},
+  };
+  const std::vector<std::pair<Shape, Shape>> shapes = {
+      {{5, 7}, {5, 7}}, {{3, 4, 9}, {9}}, {{3, 4, 9}, {1, 9}}, {{3, 4, 9}, {4, 9}}, {{6, 1}, {1}}, {{2, 3}, {}}, {{1}, {1}}};
+  uint64_t seed = 100;
+  for (const auto& [name, f] : ops_list) {
+    for (const auto& [sa, sb] : shapes) {
+      INFO(name << " " << agtrace::shape_str(sa) << " with " << agtrace::shape_str(sb));
+      same_both_ways([&, sa = sa, sb = sb] { return std::vector<Tensor>{leaf(sa, seed), leaf(sb, seed + 1)}; }, f, seed + 2);
+      seed += 3;
+    }
+    // A Python number (a wrapped 0-d float64 or int64 tensor) and a strided tensor.
+    for (const Value& v : {Value::real(0.125), Value::integer(3)}) {
+      same_both_ways([&] { return std::vector<Tensor>{leaf({9, 11}, seed)}; },
+                     [&, f = f](const std::vector<Tensor>& x) { return f({x[0], ops::wrap_number(v)}); }, seed + 1);
+      seed += 2;
+    }
+    same_both_ways([&] { return std::vector<Tensor>{strided_leaf(4, 6, seed), leaf({4, 6}, seed + 1)}; }, f, seed + 2);
+    seed += 3;
+  }
+}
+
 TEST_CASE("fast paths: relu's float kernels match the double formula on awkward values", "[fast_paths]") {
   const float inf = std::numeric_limits<float>::infinity();
   const std::vector<float> v = {0.0f, -0.0f, inf, -inf, std::nanf(""), 1e-40f, -1e-40f, 2.5f, -2.5f, 3.0f, -7.0f};
@@ -276,6 +304,8 @@ TEST_CASE("fast paths: results do not depend on the thread count", "[fast_paths]
       {"layer_norm", [](const std::vector<Tensor>& x) { return ops::layer_norm(x[0], {400}, x[1], x[2], 1e-5); }},
       {"sum", [](const std::vector<Tensor>& x) { return ops::sum(x[0], std::vector<int64_t>{0}, false); }},
       {"copy", [](const std::vector<Tensor>& x) { return ops::contiguous(ops::transpose(x[0], 0, 1)); }},
+      {"bias add", [](const std::vector<Tensor>& x) { return ops::add(x[0], x[1], Value::integer(1)); }},
+      {"mul", [](const std::vector<Tensor>& x) { return ops::mul(x[0], ops::wrap_number(Value::real(0.125))); }},
   };
   for (const auto& [name, f] : cases) {
     INFO(name);
