@@ -247,7 +247,9 @@ TEST_CASE("fast paths: add, sub and mul (same shape, bias, Python number) give t
     for (const Value& v : {Value::real(0.125), Value::integer(3)}) {
       same_both_ways([&] { return std::vector<Tensor>{leaf({9, 11}, seed)}; },
                      [&, f = f](const std::vector<Tensor>& x) { return f({x[0], ops::wrap_number(v)}); }, seed + 1);
-      seed += 2;
+      same_both_ways([&] { return std::vector<Tensor>{leaf({9, 11}, seed + 2)}; },
+                     [&, f = f](const std::vector<Tensor>& x) { return f({ops::wrap_number(v), x[0]}); }, seed + 3);
+      seed += 4;
     }
     same_both_ways([&] { return std::vector<Tensor>{strided_leaf(4, 6, seed), leaf({4, 6}, seed + 1)}; }, f, seed + 2);
     seed += 3;
