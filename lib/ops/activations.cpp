@@ -17,6 +17,7 @@
 #include "ops/double_backward.hpp"
 #include "ops/ops.hpp"
 #include "ops/shapes.hpp"
+#include "tensor/fast_paths.hpp"
 
 namespace agtrace::ops {
 
@@ -112,7 +113,7 @@ std::vector<Tensor> grad_times(Node& n, const std::vector<Tensor>& g, const char
   Tensor s = n.unpack(attr);
   const DType dt = n.input_meta[0].dtype;
   const DType factor_dt = round_factor ? dt : DType::Float32;
-  return {kernels::binary(g[0], s, dt,
+  return {kernels::binary_split(g[0], s, dt,
                           [&f, factor_dt](double gv, double sv) {
                             return gv * (factor_dt == DType::Float64 ? f(sv) : round_to_dtype(f(sv), factor_dt));
                           },
@@ -216,10 +217,10 @@ constexpr double kInvSqrt2Pi = 0.39894228040143267794;  // 1 / sqrt(2 pi)
 constexpr double kSqrt2OverPi = 0.79788456080286535588;  // sqrt(2 / pi)
 constexpr double kGeluC = 0.044715;
 
-double gelu_none(double x) { return 0.5 * x * (1.0 + std::erf(x / kSqrt2)); }
+inline double gelu_none(double x) { return 0.5 * x * (1.0 + std::erf(x / kSqrt2)); }
 // d/dx x*Phi(x) = Phi(x) + x*phi(x). The CPU kernel computes it in float, even for
 // bfloat16 (measured: bitwise equal with one final rounding).
-double gelu_none_grad(double x) { return 0.5 * (1.0 + std::erf(x / kSqrt2)) + x * kInvSqrt2Pi * std::exp(-0.5 * x * x); }
+inline double gelu_none_grad(double x) { return 0.5 * (1.0 + std::erf(x / kSqrt2)) + x * kInvSqrt2Pi * std::exp(-0.5 * x * x); }
 
 // The tanh approximation as GeluKernelImpl / GeluBackwardKernelImpl compute it: every
 // step and both constants in the input's dtype (scalar_t), in this order. Measured
@@ -257,7 +258,17 @@ std::vector<Tensor> gelu_backward(Node& n, const std::vector<Tensor>& g) {
   if (attr_of(n, "approximate").s == "tanh") {
     Tensor self = n.unpack("self");
     const GeluTanh gt{dt};
-    return {kernels::binary(g[0], self, dt, [gt](double dy, double x) { return gt.backward(dy, x); }, "backward")};
+    return {kernels::binary_split(g[0], self, dt, [gt](double dy, double x) { return gt.backward(dy, x); }, "backward")};
+  }
+  if (dt == DType::Float32) {
+    // grad_times's formula for float32 (the factor rounded to float), with the factor's
+    // function inlined into the loop (a call per element cost ~1.5 ns, issue #6).
+    Tensor self = n.unpack("self");
+    return {kernels::binary_split(g[0], self, dt,
+                                  [](double gv, double sv) {
+                                    return gv * static_cast<double>(static_cast<float>(gelu_none_grad(sv)));
+                                  },
+                                  "backward")};
   }
   return grad_times(n, g, "self", gelu_none_grad, dt == DType::Float64);
 }
@@ -302,6 +313,85 @@ std::vector<double> softmax_values(const Tensor& a, int64_t wrapped_dim, bool lo
   return out;
 }
 
+// Fast paths for softmax / log_softmax over the last dim of contiguous float32 tensors
+// (issue #6): the same double arithmetic as softmax_values and the backward formulas below,
+// in the same order (a row's elements are its group's elements in row-major order), read
+// from and written to the float storages directly, rows split between threads (each row
+// computed alone, so the split does not change a bit). Null when they do not apply.
+struct LastDimRows {
+  int64_t rows = 0, cols = 0;
+};
+bool last_dim_rows(const Shape& sizes, int64_t wrapped_dim, LastDimRows& out) {
+  if (sizes.empty() || wrapped_dim != static_cast<int64_t>(sizes.size()) - 1) return false;
+  out.cols = sizes.back();
+  out.rows = out.cols > 0 ? shape_numel(sizes) / out.cols : 0;
+  return out.cols > 0;
+}
+int64_t row_grain(int64_t cols) { return std::max<int64_t>(1, kernels::kGrain / std::max<int64_t>(cols, 1)); }
+
+Tensor softmax_fast(const Tensor& a, int64_t wrapped_dim, bool log) {
+  LastDimRows p;
+  const float* x = kernels::contiguous_f32(a);
+  if (!x || !last_dim_rows(a->sizes, wrapped_dim, p)) return nullptr;
+  Tensor r = uninitialized_tensor(a->sizes, DType::Float32, false);
+  float* out = r->storage->f32();
+  kernels::parallel_for(p.rows, row_grain(p.cols), [&](int64_t r0, int64_t r1) {
+    std::vector<double> e(static_cast<size_t>(p.cols));
+    for (int64_t row = r0; row < r1; ++row) {
+      const float* xr = x + row * p.cols;
+      float* o = out + row * p.cols;
+      double mx = -std::numeric_limits<double>::infinity();
+      for (int64_t c = 0; c < p.cols; ++c) mx = std::max(mx, static_cast<double>(xr[c]));
+      double sum = 0.0;
+      for (int64_t c = 0; c < p.cols; ++c) {
+        e[static_cast<size_t>(c)] = std::exp(static_cast<double>(xr[c]) - mx);
+        sum += e[static_cast<size_t>(c)];
+      }
+      if (log) {
+        const double ls = std::log(sum);
+        for (int64_t c = 0; c < p.cols; ++c) o[c] = static_cast<float>(static_cast<double>(xr[c]) - mx - ls);
+      } else {
+        for (int64_t c = 0; c < p.cols; ++c) o[c] = static_cast<float>(e[static_cast<size_t>(c)] / sum);
+      }
+    }
+  });
+  return r;
+}
+
+// _softmax_backward_data / _log_softmax_backward_data over the last dim (the last-dim
+// kernel: the row's reduction rounded to float32 before use, as in the general path).
+Tensor softmax_backward_fast(const Node& n, const Tensor& g, const Tensor& res, int64_t wrapped_dim, bool log) {
+  LastDimRows p;
+  const auto& m = n.input_meta[0];
+  const float* gv = kernels::contiguous_f32(g);
+  const float* rv = kernels::contiguous_f32(res);
+  if (!gv || !rv || m.dtype != DType::Float32 || m.sizes != g->sizes || res->sizes != g->sizes ||
+      !last_dim_rows(g->sizes, wrapped_dim, p))
+    return nullptr;
+  Tensor r = uninitialized_tensor(m.sizes, DType::Float32, false);
+  float* out = r->storage->f32();
+  kernels::parallel_for(p.rows, row_grain(p.cols), [&](int64_t r0, int64_t r1) {
+    for (int64_t row = r0; row < r1; ++row) {
+      const float* gr = gv + row * p.cols;
+      const float* rr = rv + row * p.cols;
+      float* o = out + row * p.cols;
+      double acc = 0.0;
+      if (log) {
+        for (int64_t c = 0; c < p.cols; ++c) acc += static_cast<double>(gr[c]);
+        acc = static_cast<double>(static_cast<float>(acc));
+        for (int64_t c = 0; c < p.cols; ++c)
+          o[c] = static_cast<float>(static_cast<double>(gr[c]) - std::exp(static_cast<double>(rr[c])) * acc);
+      } else {
+        for (int64_t c = 0; c < p.cols; ++c) acc += static_cast<double>(gr[c]) * static_cast<double>(rr[c]);
+        acc = static_cast<double>(static_cast<float>(acc));
+        for (int64_t c = 0; c < p.cols; ++c)
+          o[c] = static_cast<float>(static_cast<double>(rr[c]) * (static_cast<double>(gr[c]) - acc));
+      }
+    }
+  });
+  return r;
+}
+
 int64_t wrapped_attr_dim(const Node& n) {
   return kernels::wrap_dim(attr_of(n, "dim").i, static_cast<int64_t>(n.input_meta[0].sizes.size()));
 }
@@ -314,6 +404,7 @@ bool is_last_dim(const Node& n) {
 std::vector<Tensor> softmax_backward(Node& n, const std::vector<Tensor>& g) {
   Tensor r = n.unpack("result");
   if (g[0]->is_meta()) return {input_grad(n, 0, true, {})};
+  if (Tensor fast = softmax_backward_fast(n, g[0], r, wrapped_attr_dim(n), false)) return {fast};
   const ReducePlan p = plan_reduce(n.input_meta[0].sizes, {wrapped_attr_dim(n)}, true);
   std::vector<double> gv = to_values(g[0]), rv = to_values(r);
   // The last-dim kernel holds the reduction in scalar_t, the other computes in float
@@ -333,6 +424,7 @@ std::vector<Tensor> softmax_backward(Node& n, const std::vector<Tensor>& g) {
 std::vector<Tensor> log_softmax_backward(Node& n, const std::vector<Tensor>& g) {
   Tensor r = n.unpack("result");
   if (g[0]->is_meta()) return {input_grad(n, 0, true, {})};
+  if (Tensor fast = softmax_backward_fast(n, g[0], r, wrapped_attr_dim(n), true)) return {fast};
   const ReducePlan p = plan_reduce(n.input_meta[0].sizes, {wrapped_attr_dim(n)}, true);
   std::vector<double> gv = to_values(g[0]), rv = to_values(r);
   // As for softmax: the last-dim kernel rounds the sum to scalar_t (measured in bfloat16).
@@ -351,7 +443,8 @@ Tensor softmax_impl(const Tensor& a, int64_t dim, bool log) {
   OpScope scope(log ? "log_softmax" : "softmax");
   const int64_t wd = kernels::wrap_dim(dim, a->dim());
   softmax_dtype_check(a, wd, log);
-  Tensor r = make_out(a->sizes, a->dtype(), a->is_meta(), a->is_meta() ? std::vector<double>{} : softmax_values(a, wd, log));
+  Tensor r = softmax_fast(a, wd, log);
+  if (!r) r = make_out(a->sizes, a->dtype(), a->is_meta(), a->is_meta() ? std::vector<double>{} : softmax_values(a, wd, log));
   if (needs_grad({&a})) {
     auto node = make_node(log ? "LogSoftmaxBackward0" : "SoftmaxBackward0", log ? log_softmax_backward : softmax_backward,
                           {a});
@@ -1074,8 +1167,9 @@ Tensor gelu(const Tensor& a, const std::string& approximate) {
     throw ScenarioError("type_error", "approximate argument must be either none or tanh.");
   require_kernel_dtype(a, "GeluKernelImpl", false);
   const GeluTanh gt{a->dtype()};
-  Tensor r = approximate == "tanh" ? kernels::unary(a, a->dtype(), [gt](double x) { return gt.forward(x); })
-                                   : kernels::unary(a, a->dtype(), gelu_none);
+  // Split between threads for large inputs (erf per element; results unchanged).
+  Tensor r = approximate == "tanh" ? kernels::unary_split(a, a->dtype(), [gt](double x) { return gt.forward(x); })
+                                   : kernels::unary_split(a, a->dtype(), [](double x) { return gelu_none(x); });
   if (needs_grad({&a})) {
     // GeluBackward0: approximate ('none' or 'tanh'), self (SUMMARY gelu_none / gelu_tanh).
     auto node = make_node("GeluBackward0", gelu_backward, {a});

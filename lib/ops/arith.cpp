@@ -6,6 +6,7 @@
 #include "ops/double_backward.hpp"
 #include "ops/ops.hpp"
 #include "tensor/device_backend.hpp"
+#include "tensor/fast_paths.hpp"
 
 namespace agtrace::ops {
 
@@ -251,11 +252,23 @@ std::vector<Tensor> reciprocal_dbackward(Node& n, const std::vector<Tensor>& g) 
 
 }  // namespace detail
 
+namespace {
+// binary_forward whose float32 loop may be split between threads (add, sub, mul: pure
+// formulas; each element computed as in the general loop, so results do not change).
+// `device_op`/`s0`: the formula as lib/cuda's op code, for operands on cuda.
+template <typename F>
+Tensor split_forward(const Tensor& a, const Tensor& b, const std::string& op, F&& f, cuda::pw::BinaryOp device_op,
+                     double s0 = 1) {
+  if (kernels::device::any_on_device({&a, &b}))
+    return kernels::device::binary(device_op, a, b, kernels::result_type(a, b), op, s0);
+  return kernels::binary_split(a, b, kernels::result_type(a, b), f, op);
+}
+}  // namespace
+
 Tensor add(const Tensor& a, const Tensor& b, const Value& alpha) {
   OpScope scope("add");
   const double al = alpha.number();
-  Tensor r = binary_forward(a, b, "add", [al](double x, double y) { return x + al * y; },
-                            cuda::pw::BinaryOp::Add, al);
+  Tensor r = split_forward(a, b, "add", [al](double x, double y) { return x + al * y; }, cuda::pw::BinaryOp::Add, al);
   if (needs_grad({&a, &b})) {
     auto node = make_node("AddBackward0", add_sub_backward, {a, b});
     node->differentiable_backward = add_sub_dbackward;
@@ -268,8 +281,7 @@ Tensor add(const Tensor& a, const Tensor& b, const Value& alpha) {
 Tensor sub(const Tensor& a, const Tensor& b, const Value& alpha) {
   OpScope scope("sub");
   const double al = alpha.number();
-  Tensor r = binary_forward(a, b, "sub", [al](double x, double y) { return x - al * y; },
-                            cuda::pw::BinaryOp::Sub, al);
+  Tensor r = split_forward(a, b, "sub", [al](double x, double y) { return x - al * y; }, cuda::pw::BinaryOp::Sub, al);
   if (needs_grad({&a, &b})) {
     auto node = make_node("SubBackward0", add_sub_backward, {a, b});
     node->differentiable_backward = add_sub_dbackward;
@@ -297,7 +309,7 @@ Tensor rsub(const Tensor& a, const Value& scalar, const Value& alpha) {
 
 Tensor mul(const Tensor& a, const Tensor& b) {
   OpScope scope("mul");
-  Tensor r = binary_forward(a, b, "mul", [](double x, double y) { return x * y; }, cuda::pw::BinaryOp::Mul);
+  Tensor r = split_forward(a, b, "mul", [](double x, double y) { return x * y; }, cuda::pw::BinaryOp::Mul);
   if (needs_grad({&a, &b})) {
     auto node = make_node("MulBackward0", mul_backward, {a, b});
     node->differentiable_backward = mul_dbackward;

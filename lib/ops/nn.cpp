@@ -29,6 +29,7 @@
 #include "ops/common.hpp"
 #include "ops/ops.hpp"
 #include "ops/shapes.hpp"
+#include "tensor/fast_paths.hpp"
 
 namespace agtrace::ops {
 
@@ -93,6 +94,8 @@ void store(const Tensor& t, const std::vector<double>& values) {
 }
 
 Tensor fresh(const Shape& sizes, DType d, bool meta) { return empty_tensor(sizes, d, meta); }
+// For a result every element of which the op writes (layer_norm's): no zero-fill first.
+Tensor written(const Shape& sizes, DType d, bool meta) { return uninitialized_tensor(sizes, d, meta); }
 
 // An in-place edit inside an op (bernoulli_, div_ and zero_ on dropout's own mask):
 // PyTorch bumps the tensor's version as for any in-place op, so the saved mask reads
@@ -135,6 +138,108 @@ RowSplit split_rows(const Shape& sizes, size_t normalized_ndim) {
   return s;
 }
 
+// Fast paths for contiguous float32 layer_norm (issue #6): the general paths' double
+// arithmetic, term for term and in the same order, read from and written to the float
+// storages directly (no gather to double vectors and scatter back). Rows are split
+// between threads for the per-row results; the weight and bias gradients (sums over rows)
+// are split by columns, each column still summed over the rows in order, so no result
+// depends on the thread count. They return false where they do not apply.
+bool layer_norm_forward_f32(const RowSplit& s, const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                            const Tensor& out, const Tensor& mean, const Tensor& rstd) {
+  const float* xf = kernels::contiguous_f32(x);
+  const float* wf = weight ? kernels::contiguous_f32(weight) : nullptr;
+  const float* bf = bias ? kernels::contiguous_f32(bias) : nullptr;
+  if (!xf || (weight && !wf) || (bias && !bf) || out->dtype() != DType::Float32 || mean->dtype() != DType::Float32)
+    return false;
+  float* of = out->storage->f32();
+  float* mf = mean->storage->f32();
+  float* rf = rstd->storage->f32();
+  const int64_t cols = s.cols;
+  kernels::parallel_for(s.rows, std::max<int64_t>(1, kernels::kGrain / std::max<int64_t>(cols, 1)), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* xr = xf + r * cols;
+      double sum = 0.0;
+      for (int64_t c = 0; c < cols; ++c) sum += static_cast<double>(xr[c]);
+      const double m = cols > 0 ? sum / static_cast<double>(cols) : 0.0;
+      double sq = 0.0;
+      for (int64_t c = 0; c < cols; ++c) {
+        const double d = static_cast<double>(xr[c]) - m;
+        sq += d * d;
+      }
+      const double var = cols > 0 ? sq / static_cast<double>(cols) : 0.0;
+      const float mr = static_cast<float>(m), kr = static_cast<float>(1.0 / std::sqrt(var + eps));
+      mf[r] = mr;
+      rf[r] = kr;
+      const double md = mr, kd = kr;
+      float* o = of + r * cols;
+      for (int64_t c = 0; c < cols; ++c)
+        o[c] = static_cast<float>((static_cast<double>(xr[c]) - md) * kd * (wf ? static_cast<double>(wf[c]) : 1.0) +
+                                  (bf ? static_cast<double>(bf[c]) : 0.0));
+    }
+  });
+  return true;
+}
+
+bool layer_norm_backward_f32(const RowSplit& s, const Tensor& x, const Tensor& g, const Tensor& mean,
+                             const Tensor& rstd, const Tensor& w, const Tensor& gx, const Tensor& gw,
+                             const Tensor& gb) {
+  const float* xf = kernels::contiguous_f32(x);
+  const float* gf = kernels::contiguous_f32(g);
+  const float* mf = kernels::contiguous_f32(mean);
+  const float* kf = kernels::contiguous_f32(rstd);
+  const float* wf = w ? kernels::contiguous_f32(w) : nullptr;
+  if (!xf || !gf || !mf || !kf || (w && !wf) || g->sizes != x->sizes) return false;
+  for (const Tensor* t : {&gx, &gw, &gb})
+    if (*t && (*t)->dtype() != DType::Float32) return false;
+  const int64_t cols = s.cols;
+  const double inv_cols = cols > 0 ? 1.0 / static_cast<double>(cols) : 0.0;
+  if (gx) {
+    float* dx = gx->storage->f32();
+    kernels::parallel_for(s.rows, std::max<int64_t>(1, kernels::kGrain / std::max<int64_t>(cols, 1)), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const double m = mf[r], k = kf[r];
+        const float* xr = xf + r * cols;
+        const float* gr = gf + r * cols;
+        double sum_gw = 0.0, sum_gw_xhat = 0.0;
+        for (int64_t c = 0; c < cols; ++c) {
+          const double xhat = (static_cast<double>(xr[c]) - m) * k;
+          const double gwi = static_cast<double>(gr[c]) * (wf ? static_cast<double>(wf[c]) : 1.0);
+          sum_gw += gwi;
+          sum_gw_xhat += gwi * xhat;
+        }
+        float* o = dx + r * cols;
+        for (int64_t c = 0; c < cols; ++c) {
+          const double xhat = (static_cast<double>(xr[c]) - m) * k;
+          const double gwi = static_cast<double>(gr[c]) * (wf ? static_cast<double>(wf[c]) : 1.0);
+          o[c] = static_cast<float>(k * (gwi - sum_gw * inv_cols - xhat * sum_gw_xhat * inv_cols));
+        }
+      }
+    });
+  }
+  if (gw || gb) {
+    float* dw = gw ? gw->storage->f32() : nullptr;
+    float* db = gb ? gb->storage->f32() : nullptr;
+    kernels::parallel_for(cols, std::max<int64_t>(1, kernels::kGrain / std::max<int64_t>(s.rows, 1)), [&](int64_t c0, int64_t c1) {
+      std::vector<double> aw(static_cast<size_t>(c1 - c0), 0.0), ab(aw.size(), 0.0);
+      for (int64_t r = 0; r < s.rows; ++r) {
+        const double m = mf[r], k = kf[r];
+        const float* xr = xf + r * cols;
+        const float* gr = gf + r * cols;
+        for (int64_t c = c0; c < c1; ++c) {
+          const double gv = gr[c];
+          aw[static_cast<size_t>(c - c0)] += gv * ((static_cast<double>(xr[c]) - m) * k);
+          ab[static_cast<size_t>(c - c0)] += gv;
+        }
+      }
+      for (int64_t c = c0; c < c1; ++c) {
+        if (dw) dw[c] = static_cast<float>(aw[static_cast<size_t>(c - c0)]);
+        if (db) db[c] = static_cast<float>(ab[static_cast<size_t>(c - c0)]);
+      }
+    });
+  }
+  return true;
+}
+
 // native_layer_norm_backward, with xhat = (x - mean) * rstd and gw = grad * weight:
 //   d_input  = rstd * (gw - mean_row(gw) - xhat * mean_row(gw * xhat))
 //   d_weight = sum over rows of grad * xhat;  d_bias = sum over rows of grad
@@ -143,12 +248,14 @@ std::vector<Tensor> layer_norm_backward(Node& n, const std::vector<Tensor>& g) {
   Tensor w = n.unpack("weight");
   n.unpack("bias");  // not used by the formula; unpacked for its version check, as PyTorch does
   const bool meta = x->is_meta();
-  Tensor gx = wants(n, 0) ? fresh(x->sizes, x->dtype(), meta) : nullptr;
-  Tensor gw = wants(n, 1) ? grad_like(n, 1, meta) : nullptr;
-  Tensor gb = wants(n, 2) ? grad_like(n, 2, meta) : nullptr;
+  auto grad_of = [&](size_t edge) { return written(n.input_meta[edge].sizes, n.input_meta[edge].dtype, meta); };
+  Tensor gx = wants(n, 0) ? written(x->sizes, x->dtype(), meta) : nullptr;
+  Tensor gw = wants(n, 1) ? grad_of(1) : nullptr;
+  Tensor gb = wants(n, 2) ? grad_of(2) : nullptr;
   if (meta) return {gx, gw, gb};
 
   const RowSplit s = split_rows(x->sizes, n.attr("normalized_shape").list.size());
+  if (layer_norm_backward_f32(s, x, g[0], mean, rstd, w, gx, gw, gb)) return {gx, gw, gb};
   const std::vector<double> xv = to_values(x), gv = to_values(g[0]), mv = to_values(mean), rv = to_values(rstd);
   const std::vector<double> wv = w ? to_values(w) : std::vector<double>{};
   std::vector<double> dx(xv.size()), dw(static_cast<size_t>(s.cols), 0.0), db(static_cast<size_t>(s.cols), 0.0);
@@ -962,13 +1069,13 @@ Tensor layer_norm(const Tensor& x, const std::vector<int64_t>& normalized_shape,
   // layer_norm_cpu reads X through expect_contiguous(): a strided input is copied first
   // (a temporary PyTorch allocates too).
   Tensor xc = x->is_contiguous() ? x : kernels::copy(x);
-  Tensor out = fresh(x->sizes, dt, meta);
+  Tensor out = written(x->sizes, dt, meta);
   // float16 / bfloat16 input (meta only, see require_kernel_dtype): mean and rstd are
   // float32 (measured: _saved_result1.dtype is torch.float32 on meta).
   const DType stat_dt = dt == DType::Float16 || dt == DType::BFloat16 ? DType::Float32 : dt;
-  Tensor mean = fresh(stat_shape, stat_dt, meta);  // result1
-  Tensor rstd = fresh(stat_shape, stat_dt, meta);  // result2
-  if (!meta) {
+  Tensor mean = written(stat_shape, stat_dt, meta);  // result1
+  Tensor rstd = written(stat_shape, stat_dt, meta);  // result2
+  if (!meta && !layer_norm_forward_f32(s, xc, weight, bias, eps, out, mean, rstd)) {
     const std::vector<double> xv = to_values(xc);
     const std::vector<double> wv = weight ? to_values(weight) : std::vector<double>{};
     const std::vector<double> bv = bias ? to_values(bias) : std::vector<double>{};

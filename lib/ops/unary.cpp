@@ -1,11 +1,14 @@
 // Pointwise functions. Those whose derivative is cheapest from the output save the
 // output (exp, sqrt, tanh, sigmoid, relu: "result"); log saves its input ("self").
 #include <cmath>
+#include <cstddef>
+#include <type_traits>
 
 #include "ops/common.hpp"
 #include "ops/double_backward.hpp"
 #include "ops/ops.hpp"
 #include "tensor/device_backend.hpp"
+#include "tensor/fast_paths.hpp"
 
 namespace agtrace::ops {
 
@@ -24,13 +27,16 @@ cuda::pw::BinaryOp device_backward_of(const std::string& node_name);
 // in one pass (one new storage, as PyTorch's fused backward kernels allocate).
 // On cuda, the node's op code (find_pointwise_node) computes the same product.
 template <typename F>
-std::vector<Tensor> times_saved(Node& n, const std::vector<Tensor>& g, const char* attr, F f) {
-  Tensor s = n.unpack(attr);
+std::vector<Tensor> times_saved(const Tensor& s, const std::vector<Tensor>& g, const Node& n, F f) {
   const DType common = kernels::promote(g[0]->dtype(), s->dtype());
   Tensor r = kernels::device::any_on_device({&g[0], &s})
                  ? kernels::device::binary(device_backward_of(n.name), g[0], s, common, "backward")
                  : kernels::binary(g[0], s, common, [f](double gv, double sv) { return gv * f(sv); }, "backward");
   return {as_dtype(r, n.input_meta[0].dtype)};
+}
+template <typename F>
+std::vector<Tensor> times_saved(Node& n, const std::vector<Tensor>& g, const char* attr, F f) {
+  return times_saved(n.unpack(attr), g, n, f);
 }
 
 std::vector<Tensor> exp_backward(Node& n, const std::vector<Tensor>& g) {
@@ -50,7 +56,16 @@ std::vector<Tensor> sigmoid_backward(Node& n, const std::vector<Tensor>& g) {
 }
 // threshold_backward(grad, result, 0): result <= 0 ? 0 : grad, so the gradient passes
 // where the output is positive or NaN (measured: relu at NaN has gradient 1).
+// In float32 the product grad * (0 or 1) is exact either way, so a float loop (branch-free,
+// vectorised) gives the same bits; it was 7.5 % of bench/scenarios/mlp_step.json as a
+// branch per element in double (issue #6).
 std::vector<Tensor> relu_backward(Node& n, const std::vector<Tensor>& g) {
+  if (n.input_meta[0].dtype == DType::Float32) {
+    Tensor s = n.unpack("result");
+    Tensor r = kernels::binary_exact_f32(g[0], s, kernels::relu_backward_f32);
+    if (r) return {r};
+    return times_saved(s, g, n, [](double rv) { return rv <= 0.0 ? 0.0 : 1.0; });
+  }
   return times_saved(n, g, "result", [](double r) { return r <= 0.0 ? 0.0 : 1.0; });
 }
 
@@ -116,13 +131,20 @@ const PointwiseOp kRelu{"relu", "ReluBackward0", relu_f, relu_backward, true, fa
                         BinaryOp::ReluBackward};
 
 // f: op.f, passed as a functor so the loop inlines it.
-template <typename F>
-Tensor pointwise(const Tensor& a, const PointwiseOp& op, F f) {
+// exact_float: the same formula as a float32 block loop (o[0..n) from x[0..n)), for an op
+// whose float result is always the general path's bits (tensor/fast_paths.hpp); nullptr
+// when there is none.
+template <typename F, typename FF = std::nullptr_t>
+Tensor pointwise(const Tensor& a, const PointwiseOp& op, F f, FF exact_float = nullptr) {
   OpScope scope(op.op);
   DType out = a->dtype();
   if (op.float_only && !is_floating(out)) out = DType::Float32;
   if (!op.float_only && out == DType::Bool) require_floating(a, op.op);
-  Tensor r = kernels::device::on_device(a) ? kernels::device::unary(op.device_op, a, out) : kernels::unary(a, out, f);
+  Tensor r;
+  if (kernels::device::on_device(a)) r = kernels::device::unary(op.device_op, a, out);
+  if constexpr (!std::is_same_v<FF, std::nullptr_t>)
+    if (!r && out == DType::Float32) r = kernels::unary_exact_f32(a, exact_float);
+  if (!r) r = kernels::unary(a, out, f);
   if (needs_grad({&a})) {
     auto node = make_node(op.node, op.backward, {a});
     node->differentiable_backward = differentiable_for(op);
@@ -148,7 +170,10 @@ Tensor log(const Tensor& a) { return pointwise(a, kLog, [](double x) { return lo
 Tensor sqrt(const Tensor& a) { return pointwise(a, kSqrt, [](double x) { return sqrt_f(x); }); }
 Tensor tanh(const Tensor& a) { return pointwise(a, kTanh, [](double x) { return tanh_f(x); }); }
 Tensor sigmoid(const Tensor& a) { return pointwise(a, kSigmoid, [](double x) { return sigmoid_f(x); }); }
-Tensor relu(const Tensor& a) { return pointwise(a, kRelu, [](double x) { return relu_f(x); }); }
+// relu in float is a selection: exact.
+Tensor relu(const Tensor& a) {
+  return pointwise(a, kRelu, [](double x) { return relu_f(x); }, kernels::relu_f32);
+}
 
 namespace detail {
 const PointwiseOp* find_pointwise(const std::string& name) {

@@ -11,6 +11,7 @@
 namespace agtrace::kernels {
 
 Shape broadcast_shapes(const Shape& a, const Shape& b, const std::string& op);
+bool fast_paths();  // tensor/kernels.hpp
 
 namespace detail {
 // Strides of `t` seen through a broadcast to `out` (stride 0 on broadcast dims).
@@ -169,6 +170,23 @@ Tensor binary(const Tensor& a, const Tensor& b, DType out, F&& f, const std::str
   Tensor r = uninitialized_tensor(shape, out, detail::any_meta({&a, &b}));
   if (r->is_meta()) return r;
   const int64_t n = r->numel();
+  // A contiguous float32 tensor with a one-element operand of another dtype (a Python
+  // number: grad * 0.125 in a backward) into float32: read in place, the number as the
+  // double the general path below reads, instead of copying the tensor to double first.
+  if (out == DType::Float32 && fast_paths()) {
+    const bool a_scalar = a->numel() == 1 && b->dtype() == DType::Float32 && b->sizes == shape && b->is_contiguous();
+    const bool b_scalar = b->numel() == 1 && a->dtype() == DType::Float32 && a->sizes == shape && a->is_contiguous();
+    if (a_scalar != b_scalar && (a_scalar ? a : b)->dtype() != DType::Float32) {
+      const Tensor& t = a_scalar ? b : a;
+      const float* x = t->storage->f32() + t->offset;
+      const double y = (a_scalar ? a : b)->storage->get((a_scalar ? a : b)->offset);
+      if (a_scalar)
+        detail::store_rounded(r->storage->f32(), n, out, [&](int64_t i) { return f(y, static_cast<double>(x[i])); });
+      else
+        detail::store_rounded(r->storage->f32(), n, out, [&](int64_t i) { return f(static_cast<double>(x[i]), y); });
+      return r;
+    }
+  }
   if (detail::all_float32(out, {&a, &b})) {
     detail::binary_loop(detail::float_operand(a), detail::float_operand(b), shape, n, r->storage->f32(), out, f);
     return r;

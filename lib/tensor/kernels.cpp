@@ -3,6 +3,9 @@
 #include <malloc.h>
 
 #include <algorithm>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 
 #include "errors.hpp"
 #include "tensor/device_backend.hpp"
@@ -15,6 +18,8 @@
 namespace agtrace::kernels {
 
 namespace {
+
+bool g_fast_paths = true;  // see fast_paths()
 
 int category(DType d) {
   if (d == DType::Bool) return 0;
@@ -173,8 +178,41 @@ Tensor full(const Shape& sizes, double v, DType dtype, bool meta) {
   return r;
 }
 
+namespace {
+// A float32 tensor's elements copied in row-major order: the innermost dim as a strided
+// run, the outer rows split between threads (a copy is exact, so the split changes
+// nothing). The copies of attention's reshapes and transposes were 4 % of
+// bench/scenarios/transformer_block.json element by element through for_each_offset.
+void copy_f32(const Tensor& a, float* dst) {
+  const float* src = a->storage->f32();
+  const size_t nd = a->sizes.size();
+  const int64_t inner = nd ? a->sizes.back() : 1, step = nd ? a->strides.back() : 1;
+  const int64_t rows = inner > 0 ? a->numel() / inner : 0;
+  parallel_for(rows, std::max<int64_t>(1, 32768 / std::max<int64_t>(inner, 1)), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      int64_t off = a->offset, rem = r;
+      for (size_t d = nd - 1; d-- > 0;) {
+        off += (rem % a->sizes[d]) * a->strides[d];
+        rem /= a->sizes[d];
+      }
+      const float* s = src + off;
+      float* o = dst + r * inner;
+      if (step == 1)
+        std::copy(s, s + inner, o);
+      else
+        for (int64_t j = 0; j < inner; ++j) o[j] = s[j * step];
+    }
+  });
+}
+}  // namespace
+
 Tensor copy(const Tensor& a) {
   if (device::on_device(a)) return device::copy(a, a->dtype());
+  if (g_fast_paths && a->dtype() == DType::Float32 && !a->is_meta() && a->dim() > 0) {
+    Tensor r = uninitialized_tensor(a->sizes, DType::Float32, false);
+    copy_f32(a, r->storage->f32());
+    return r;
+  }
   return unary(a, a->dtype(), [](double v) { return v; });
 }
 
@@ -199,13 +237,11 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim, s
       kept_shape.push_back(a->sizes[d]);
     }
   }
-  Tensor r = empty_tensor(out_shape, od, a->is_meta());
+  Tensor r = uninitialized_tensor(out_shape, od, a->is_meta());  // both paths below write every element
   if (r->is_meta()) return r;
   Shape kstr = contiguous_strides(kept_shape);
   for (size_t d = 0; d < kstr.size(); ++d)
     if (reduce[d]) kstr[d] = 0;
-  std::vector<double> acc(static_cast<size_t>(r->numel()), 0.0);
-  std::vector<double> av = to_values(a);
   // The reduced dims are a leading block or a trailing block (a bias gradient, a row sum):
   // plain loops in the same order of additions as the general walk below.
   size_t first = 0, last = reduce.size();
@@ -214,6 +250,34 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim, s
   bool block = true;
   for (size_t d = first; d < last; ++d) block = block && reduce[d];
   const bool leading = block && first == 0, trailing = block && last == reduce.size();
+  const float* xf = od == DType::Float32 ? contiguous_f32(a) : nullptr;
+  if (xf && (leading || trailing) && a->numel() > 0) {
+    // Contiguous float32: the same double sums read from the storage in place, columns
+    // (leading) or rows (trailing) split between threads, each sum still in its order.
+    const int64_t n = a->numel();
+    const int64_t outer = leading ? shape_numel(Shape(a->sizes.begin(), a->sizes.begin() + last)) : r->numel();
+    const int64_t inner = n / std::max<int64_t>(outer, 1);
+    float* o = r->storage->f32();
+    if (leading) {
+      parallel_for(inner, std::max<int64_t>(1, 32768 / std::max<int64_t>(outer, 1)), [&](int64_t j0, int64_t j1) {
+        std::vector<double> acc(static_cast<size_t>(j1 - j0), 0.0);
+        for (int64_t q = 0; q < outer; ++q)
+          for (int64_t j = j0; j < j1; ++j) acc[static_cast<size_t>(j - j0)] += static_cast<double>(xf[q * inner + j]);
+        for (int64_t j = j0; j < j1; ++j) o[j] = static_cast<float>(acc[static_cast<size_t>(j - j0)]);
+      });
+    } else {
+      parallel_for(outer, std::max<int64_t>(1, 32768 / std::max<int64_t>(inner, 1)), [&](int64_t q0, int64_t q1) {
+        for (int64_t q = q0; q < q1; ++q) {
+          double sum = 0.0;
+          for (int64_t j = 0; j < inner; ++j) sum += static_cast<double>(xf[q * inner + j]);
+          o[q] = static_cast<float>(sum);
+        }
+      });
+    }
+    return r;
+  }
+  std::vector<double> acc(static_cast<size_t>(r->numel()), 0.0);
+  std::vector<double> av = to_values(a);
   if ((leading || trailing) && !av.empty()) {
     const int64_t outer = leading ? shape_numel(Shape(a->sizes.begin(), a->sizes.begin() + last)) : r->numel();
     const int64_t inner = static_cast<int64_t>(av.size()) / std::max<int64_t>(outer, 1);
@@ -349,6 +413,93 @@ void set_threads(int n) {
 }
 
 int threads() { return g_threads; }
+
+namespace {
+
+// Worker threads for parallel_for, started on first use: one fewer than threads(), waiting
+// on a condition variable between jobs (no spinning). A job is cut into `parts` chunks;
+// the caller runs chunk 0 and each worker takes the next untaken chunk.
+class WorkerPool {
+ public:
+  ~WorkerPool() {
+    {
+      std::lock_guard<std::mutex> lk(m_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    for (std::thread& t : workers_) t.join();
+  }
+  void run(int parts, int64_t n, const std::function<void(int64_t, int64_t)>& f) {
+    while (static_cast<int>(workers_.size()) < parts - 1) workers_.emplace_back([this] { work(); });
+    {
+      std::lock_guard<std::mutex> lk(m_);
+      job_ = &f;
+      n_ = n;
+      parts_ = parts;
+      next_ = 1;
+      pending_ = parts - 1;
+      ++generation_;
+    }
+    wake_.notify_all();
+    f(0, bound(1));
+    std::unique_lock<std::mutex> lk(m_);
+    done_.wait(lk, [this] { return pending_ == 0; });
+    job_ = nullptr;
+  }
+
+ private:
+  int64_t bound(int part) const { return n_ * part / parts_; }  // chunk `part` is [bound(part), bound(part + 1))
+  void work() {
+    uint64_t seen = 0;
+    std::unique_lock<std::mutex> lk(m_);
+    for (;;) {
+      wake_.wait(lk, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
+      while (next_ < parts_) {
+        const int part = next_++;
+        const int64_t b = bound(part), e = bound(part + 1);
+        const std::function<void(int64_t, int64_t)>* job = job_;
+        lk.unlock();
+        (*job)(b, e);
+        lk.lock();
+        if (--pending_ == 0) done_.notify_one();
+      }
+    }
+  }
+  std::mutex m_;
+  std::condition_variable wake_, done_;
+  std::vector<std::thread> workers_;
+  const std::function<void(int64_t, int64_t)>* job_ = nullptr;
+  int64_t n_ = 0;
+  int parts_ = 0, next_ = 0, pending_ = 0;
+  uint64_t generation_ = 0;
+  bool stop_ = false;
+};
+}  // namespace
+
+bool fast_paths() { return g_fast_paths; }
+void set_fast_paths(bool on) { g_fast_paths = on; }
+
+const float* contiguous_f32(const Tensor& t) {
+  // A cuda tensor has no host elements: its ops take the device route (device_kernels.hpp).
+  if (!g_fast_paths || !t || t->dtype() != DType::Float32 || t->is_meta() || t->storage->on_device() ||
+      !t->is_contiguous())
+    return nullptr;
+  return t->storage->f32() + t->offset;
+}
+
+void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& f) {
+  if (n <= 0) return;
+  const int64_t by_size = grain > 0 ? (n + grain - 1) / grain : n;
+  const int parts = static_cast<int>(std::min<int64_t>(g_threads, by_size));
+  if (parts <= 1) {
+    f(0, n);
+    return;
+  }
+  static WorkerPool pool;
+  pool.run(parts, n, f);
+}
 
 void keep_freed_buffers() {
   mallopt(M_MMAP_THRESHOLD, 1 << 30);

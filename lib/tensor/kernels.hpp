@@ -65,6 +65,21 @@ void gemm_storage(DType dtype, const StorageMatrix& a, const StorageMatrix& b, i
 void set_threads(int n);
 int threads();
 
+// Direct float32 loops (lib/tensor/fast_paths.hpp and the ops' fast paths, issue #6) are
+// taken only where they give exactly the general path's bits; tests switch them off to
+// compare both paths bit for bit. On by default.
+bool fast_paths();
+void set_fast_paths(bool on);
+// The tensor's first float32 element when it is a float32 tensor with data (not meta),
+// contiguous, and fast paths are on; else null.
+const float* contiguous_f32(const Tensor& t);
+// Runs f(begin, end) over [0, n) in chunks of at least `grain`, on up to threads() threads
+// (the calling thread takes the first chunk). Only for loops whose every element (or row)
+// is computed by the same arithmetic whatever the split, so results never depend on the
+// thread count; PyTorch's at::parallel_for splits elementwise work the same way (grain
+// 32768 elements).
+void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& f);
+
 // Lets glibc keep freed element buffers for reuse instead of unmapping each one: every op
 // result is a fresh allocation, and above 128 KiB each was an mmap, page faults on first
 // touch and a munmap (measured: -30% CPU time on bench/scenarios/mlp_step.json). The
