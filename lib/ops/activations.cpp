@@ -45,8 +45,10 @@ void not_implemented(const std::string& kernel, DType d) {
 void require_kernel_dtype(const Tensor& t, const std::string& kernel, bool half_on_cpu_ok) {
   const DType d = t->dtype();
   if (!is_floating(d)) not_implemented(kernel, d);
-  // The CPU kernels of 1.13 lack Half for most of these ops (measured); meta has no kernels.
-  if (d == DType::Float16 && !half_on_cpu_ok && !t->is_meta()) not_implemented(kernel, d);
+  // The CPU kernels of 1.13 lack Half for most of these ops (measured); meta has no kernels,
+  // and the CUDA kernels have Half (AT_DISPATCH_FLOATING_TYPES_AND2(Half, BFloat16) in
+  // ATen/native/cuda), so a cuda tensor passes.
+  if (d == DType::Float16 && !half_on_cpu_ok && !t->is_meta() && !t->storage->on_device()) not_implemented(kernel, d);
 }
 
 Tensor make_out(const Shape& shape, DType dtype, bool meta, const std::vector<double>& values) {
@@ -107,11 +109,15 @@ Tensor input_grad(const Node& n, size_t i, bool meta, const std::vector<double>&
 // written in terms of one saved tensor: self or result). f(saved) is a tensor of the
 // input's dtype in PyTorch's formula (grad * self.cos()), so it is rounded to that dtype
 // before the product, unless the kernel keeps it in float (gelu's, measured in bfloat16).
+// On cuda, `device_op` (lib/cuda's backward op code on (grad, saved), slope s0) computes
+// the same product in one kernel: one new storage, as here.
 template <typename F>
-std::vector<Tensor> grad_times(Node& n, const std::vector<Tensor>& g, const char* attr, F&& f,
-                               bool round_factor = true) {
+std::vector<Tensor> grad_times(Node& n, const std::vector<Tensor>& g, const char* attr, cuda::pw::BinaryOp device_op,
+                               F&& f, bool round_factor = true, double s0 = 1) {
   Tensor s = n.unpack(attr);
   const DType dt = n.input_meta[0].dtype;
+  if (kernels::device::any_on_device({&g[0], &s}))
+    return {kernels::device::binary(device_op, g[0], s, dt, "backward", s0)};
   const DType factor_dt = round_factor ? dt : DType::Float32;
   return {kernels::binary_split(g[0], s, dt,
                           [&f, factor_dt](double gv, double sv) {
@@ -124,21 +130,23 @@ std::vector<Tensor> grad_times(Node& n, const std::vector<Tensor>& g, const char
 
 // derivatives.yaml: abs: grad * self.sgn()   (sgn(0) = 0, measured: abs'(0) = 0)
 std::vector<Tensor> abs_backward(Node& n, const std::vector<Tensor>& g) {
-  return grad_times(n, g, "self", [](double s) { return s > 0 ? 1.0 : (s < 0 ? -1.0 : 0.0); });
+  return grad_times(n, g, "self", cuda::pw::BinaryOp::AbsBackward,
+                    [](double s) { return s > 0 ? 1.0 : (s < 0 ? -1.0 : 0.0); });
 }
 // sin: grad * self.cos().conj()
 std::vector<Tensor> sin_backward(Node& n, const std::vector<Tensor>& g) {
-  return grad_times(n, g, "self", [](double s) { return std::cos(s); });
+  return grad_times(n, g, "self", cuda::pw::BinaryOp::SinBackward, [](double s) { return std::cos(s); });
 }
 // cos: grad * -self.sin().conj()
 std::vector<Tensor> cos_backward(Node& n, const std::vector<Tensor>& g) {
-  return grad_times(n, g, "self", [](double s) { return -std::sin(s); });
+  return grad_times(n, g, "self", cuda::pw::BinaryOp::CosBackward, [](double s) { return -std::sin(s); });
 }
 // rsqrt: -0.5 * grad * result.pow(3).conj(); pow(3) multiplies in the dtype, r * r then
 // * r (measured in bfloat16: 2.234375 ** 3 gives 11.1875, not the nearest 11.125).
 std::vector<Tensor> rsqrt_backward(Node& n, const std::vector<Tensor>& g) {
   const DType dt = n.input_meta[0].dtype;
-  return grad_times(n, g, "result", [dt](double r) { return -0.5 * round_to_dtype(round_to_dtype(r * r, dt) * r, dt); });
+  return grad_times(n, g, "result", cuda::pw::BinaryOp::RsqrtBackward,
+                    [dt](double r) { return -0.5 * round_to_dtype(round_to_dtype(r * r, dt) * r, dt); });
 }
 
 struct UnaryOp {
@@ -150,6 +158,7 @@ struct UnaryOp {
   bool saves_result;       // else saves self (SUMMARY: abs/sin/cos self, rsqrt result)
   bool int_to_float;       // integer and bool inputs give float32 (sin, cos, rsqrt)
   bool half_on_cpu;        // the CPU kernel has Half (abs; not sin, cos, rsqrt: measured)
+  cuda::pw::UnaryOp device_op;
 };
 
 Tensor unary_op(const Tensor& a, const UnaryOp& op) {
@@ -159,8 +168,10 @@ Tensor unary_op(const Tensor& a, const UnaryOp& op) {
     if (op.int_to_float) out = DType::Float32;
     else if (out == DType::Bool) not_implemented(op.kernel, out);  // "abs_cpu" not implemented for 'Bool'
   }
-  if (out == DType::Float16 && !op.half_on_cpu && !a->is_meta()) not_implemented(op.kernel, out);
-  Tensor r = kernels::unary(a, out, op.f);
+  const bool on_device = kernels::device::on_device(a);
+  // The CUDA kernels have Half (the CPU's sin/cos/rsqrt lack it).
+  if (out == DType::Float16 && !op.half_on_cpu && !a->is_meta() && !on_device) not_implemented(op.kernel, out);
+  Tensor r = on_device ? kernels::device::unary(op.device_op, a, out) : kernels::unary(a, out, op.f);
   if (needs_grad({&a})) {
     auto node = make_node(op.node, op.backward, {a});
     node->differentiable_backward = unary_dbackward_for(op.node);
@@ -174,13 +185,13 @@ Tensor unary_op(const Tensor& a, const UnaryOp& op) {
 }
 
 const UnaryOp kAbs{"abs", "AbsBackward0", "abs_cpu", [](double x) { return std::fabs(x); }, abs_backward, false, false,
-                   true};
+                   true, cuda::pw::UnaryOp::Abs};
 const UnaryOp kSin{"sin", "SinBackward0", "sin_vml_cpu", [](double x) { return std::sin(x); }, sin_backward, false,
-                   true, false};
+                   true, false, cuda::pw::UnaryOp::Sin};
 const UnaryOp kCos{"cos", "CosBackward0", "cos_vml_cpu", [](double x) { return std::cos(x); }, cos_backward, false,
-                   true, false};
+                   true, false, cuda::pw::UnaryOp::Cos};
 const UnaryOp kRsqrt{"rsqrt", "RsqrtBackward0", "rsqrt_cpu", [](double x) { return 1.0 / std::sqrt(x); },
-                     rsqrt_backward, true, true, false};
+                     rsqrt_backward, true, true, false, cuda::pw::UnaryOp::Rsqrt};
 
 // ================================================================ clamp
 
@@ -196,6 +207,12 @@ std::vector<Tensor> clamp_backward(Node& n, const std::vector<Tensor>& g) {
   const double lo = has_min ? attr_number(mn) : 0.0, hi = has_max ? attr_number(mx) : 0.0;
   // where(mask, grad, 0): a selection, so an inf or NaN gradient outside the range is 0.
   Tensor self = n.unpack("self");
+  if (kernels::device::any_on_device({&g[0], &self})) {
+    // ClampBackward with a missing bound as -inf / +inf (every value but NaN passes it).
+    const double inf = std::numeric_limits<double>::infinity();
+    return {kernels::device::ternary(cuda::pw::TernaryOp::ClampBackward, g[0], self, self, n.input_meta[0].dtype,
+                                     "backward", has_min ? lo : -inf, has_max ? hi : inf)};
+  }
   return {kernels::binary(g[0], self, n.input_meta[0].dtype,
                           [=](double gv, double s) {
                             const bool pass = (!has_min || s >= lo) && (!has_max || s <= hi);
@@ -209,7 +226,8 @@ std::vector<Tensor> clamp_backward(Node& n, const std::vector<Tensor>& g) {
 // leaky_relu_backward(grad, self, negative_slope, false): self > 0 ? grad : grad * slope.
 std::vector<Tensor> leaky_relu_backward(Node& n, const std::vector<Tensor>& g) {
   const double slope = attr_number(attr_of(n, "negative_slope"));
-  return grad_times(n, g, "self", [slope](double s) { return s > 0 ? 1.0 : slope; });
+  return grad_times(n, g, "self", cuda::pw::BinaryOp::LeakyReluBackward,
+                    [slope](double s) { return s > 0 ? 1.0 : slope; }, true, slope);
 }
 
 constexpr double kSqrt2 = 1.41421356237309504880;
@@ -257,6 +275,8 @@ std::vector<Tensor> gelu_backward(Node& n, const std::vector<Tensor>& g) {
   const DType dt = n.input_meta[0].dtype;
   if (attr_of(n, "approximate").s == "tanh") {
     Tensor self = n.unpack("self");
+    if (kernels::device::any_on_device({&g[0], &self}))
+      return {kernels::device::binary(cuda::pw::BinaryOp::GeluTanhBackward, g[0], self, dt, "backward")};
     const GeluTanh gt{dt};
     return {kernels::binary_split(g[0], self, dt, [gt](double dy, double x) { return gt.backward(dy, x); }, "backward")};
   }
@@ -264,13 +284,15 @@ std::vector<Tensor> gelu_backward(Node& n, const std::vector<Tensor>& g) {
     // grad_times's formula for float32 (the factor rounded to float), with the factor's
     // function inlined into the loop (a call per element cost ~1.5 ns, issue #6).
     Tensor self = n.unpack("self");
+    if (kernels::device::any_on_device({&g[0], &self}))
+      return {kernels::device::binary(cuda::pw::BinaryOp::GeluBackward, g[0], self, dt, "backward")};
     return {kernels::binary_split(g[0], self, dt,
                                   [](double gv, double sv) {
                                     return gv * static_cast<double>(static_cast<float>(gelu_none_grad(sv)));
                                   },
                                   "backward")};
   }
-  return grad_times(n, g, "self", gelu_none_grad, dt == DType::Float64);
+  return grad_times(n, g, "self", cuda::pw::BinaryOp::GeluBackward, gelu_none_grad, dt == DType::Float64);
 }
 
 // silu_backward(grad, self): grad * s * (1 + self * (1 - s)), s = sigmoid(self), each
@@ -278,6 +300,8 @@ std::vector<Tensor> gelu_backward(Node& n, const std::vector<Tensor>& g) {
 std::vector<Tensor> silu_backward(Node& n, const std::vector<Tensor>& g) {
   Tensor self = n.unpack("self");
   const DType dt = n.input_meta[0].dtype;
+  if (kernels::device::any_on_device({&g[0], &self}))
+    return {kernels::device::binary(cuda::pw::BinaryOp::SiluBackward, g[0], self, dt, "backward")};
   auto r = [dt](double v) { return round_to_dtype(v, dt); };
   return {kernels::binary(g[0], self, dt,
                           [r](double dy, double x) {
@@ -1108,15 +1132,19 @@ Tensor clamp(const Tensor& a, const Value& min, const Value& max) {
     if (v->kind == Value::Kind::Float && !is_floating(out)) out = DType::Float32;
     if (v->kind == Value::Kind::Int && out == DType::Bool) out = DType::Int64;
   }
-  if (out == DType::Float16 && !a->is_meta()) not_implemented("clamp_scalar_cpu", out);
+  const bool on_device = kernels::device::on_device(a);
+  if (out == DType::Float16 && !a->is_meta() && !on_device) not_implemented("clamp_scalar_cpu", out);
   const double lo = has_min ? min.number() : 0.0, hi = has_max ? max.number() : 0.0;
   // min(max(x, min), max): NaN stays NaN; with min > max every element becomes max.
-  Tensor r = kernels::unary(a, out, [=](double x) {
-    if (std::isnan(x)) return x;
-    if (has_min && x < lo) x = lo;
-    if (has_max && x > hi) x = hi;
-    return x;
-  });
+  const double inf = std::numeric_limits<double>::infinity();
+  Tensor r = on_device ? kernels::device::unary(cuda::pw::UnaryOp::Clamp, a, out, has_min ? lo : -inf,
+                                                has_max ? hi : inf)
+                       : kernels::unary(a, out, [=](double x) {
+                           if (std::isnan(x)) return x;
+                           if (has_min && x < lo) x = lo;
+                           if (has_max && x > hi) x = hi;
+                           return x;
+                         });
   if (needs_grad({&a})) {
     // ClampBackward1 (clamp.Scalar-overload): max, min (None when absent), self
     // (SUMMARY rows clamp and clamp_min: x.clamp(min=0.0) is ClampBackward1 with max None).
@@ -1133,8 +1161,11 @@ Tensor clamp(const Tensor& a, const Value& min, const Value& max) {
 Tensor leaky_relu_backward_op(const Tensor& grad_output, const Tensor& self, const Value& negative_slope) {
   OpScope scope("leaky_relu_backward");
   const double slope = negative_slope.number();
-  Tensor r = kernels::binary(grad_output, self, kernels::result_type(grad_output, self),
-                             [slope](double g, double x) { return x > 0 ? g : g * slope; }, "leaky_relu_backward");
+  Tensor r = kernels::device::any_on_device({&grad_output, &self})
+                 ? kernels::device::binary(cuda::pw::BinaryOp::LeakyReluBackward, grad_output, self,
+                                           kernels::result_type(grad_output, self), "leaky_relu_backward", slope)
+                 : kernels::binary(grad_output, self, kernels::result_type(grad_output, self),
+                                   [slope](double g, double x) { return x > 0 ? g : g * slope; }, "leaky_relu_backward");
   if (needs_grad({&grad_output, &self})) {
     auto node = make_node("LeakyReluBackwardBackward0", leaky_bb_backward, {grad_output, self});
     node->differentiable_backward = leaky_bb_backward;
@@ -1149,7 +1180,9 @@ Tensor leaky_relu(const Tensor& a, const Value& negative_slope) {
   OpScope scope("leaky_relu");
   require_kernel_dtype(a, "leaky_relu_cpu", false);
   const double slope = negative_slope.number();
-  Tensor r = kernels::unary(a, a->dtype(), [slope](double x) { return x > 0 ? x : x * slope; });
+  Tensor r = kernels::device::on_device(a)
+                 ? kernels::device::unary(cuda::pw::UnaryOp::LeakyRelu, a, a->dtype(), slope)
+                 : kernels::unary(a, a->dtype(), [slope](double x) { return x > 0 ? x : x * slope; });
   if (needs_grad({&a})) {
     // LeakyReluBackward0: negative_slope (as written: an int reads back as an int), self.
     auto node = make_node("LeakyReluBackward0", leaky_relu_backward, {a});
@@ -1168,8 +1201,11 @@ Tensor gelu(const Tensor& a, const std::string& approximate) {
   require_kernel_dtype(a, "GeluKernelImpl", false);
   const GeluTanh gt{a->dtype()};
   // Split between threads for large inputs (erf per element; results unchanged).
-  Tensor r = approximate == "tanh" ? kernels::unary_split(a, a->dtype(), [gt](double x) { return gt.forward(x); })
-                                   : kernels::unary_split(a, a->dtype(), [](double x) { return gelu_none(x); });
+  Tensor r = kernels::device::on_device(a)
+                 ? kernels::device::unary(approximate == "tanh" ? cuda::pw::UnaryOp::GeluTanh : cuda::pw::UnaryOp::Gelu,
+                                          a, a->dtype())
+             : approximate == "tanh" ? kernels::unary_split(a, a->dtype(), [gt](double x) { return gt.forward(x); })
+                                     : kernels::unary_split(a, a->dtype(), [](double x) { return gelu_none(x); });
   if (needs_grad({&a})) {
     // GeluBackward0: approximate ('none' or 'tanh'), self (SUMMARY gelu_none / gelu_tanh).
     auto node = make_node("GeluBackward0", gelu_backward, {a});
@@ -1186,9 +1222,10 @@ Tensor silu(const Tensor& a) {
   require_kernel_dtype(a, "silu_cpu", false);
   // x / (1 + exp(-x)), each step in the dtype as silu_kernel computes it (measured in bfloat16).
   const DType dt = a->dtype();
-  Tensor r = kernels::unary(a, dt, [dt](double x) {
-    return x / round_to_dtype(1.0 + round_to_dtype(std::exp(-x), dt), dt);
-  });
+  Tensor r = kernels::device::on_device(a) ? kernels::device::unary(cuda::pw::UnaryOp::Silu, a, dt)
+                                           : kernels::unary(a, dt, [dt](double x) {
+                                               return x / round_to_dtype(1.0 + round_to_dtype(std::exp(-x), dt), dt);
+                                             });
   if (needs_grad({&a})) {
     auto node = make_node("SiluBackward0", silu_backward, {a});  // saves self (SUMMARY silu)
     node->differentiable_backward = silu_dbackward;

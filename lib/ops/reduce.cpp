@@ -113,7 +113,12 @@ Tensor reduce(const Tensor& a, const std::optional<std::vector<int64_t>>& dims_i
       count = a->numel();
     else
       for (int64_t d : dims) count *= a->sizes[static_cast<size_t>(d)];
-    Tensor m = kernels::unary(r, r->dtype(), [count](double v) { return v / static_cast<double>(count); });
+    // On cuda the same two storages (the sum, then the quotient), so the accountant sees
+    // the CPU's allocations; DivScalar is x * (1 / count) in the compute type, as PyTorch's
+    // CUDA div by a scalar.
+    Tensor m = kernels::device::on_device(r)
+                   ? kernels::device::unary(cuda::pw::UnaryOp::DivScalar, r, r->dtype(), static_cast<double>(count))
+                   : kernels::unary(r, r->dtype(), [count](double v) { return v / static_cast<double>(count); });
     r = m;
   }
   if (needs_grad({&a})) {
