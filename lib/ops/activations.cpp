@@ -428,6 +428,8 @@ bool is_last_dim(const Node& n) {
 std::vector<Tensor> softmax_backward(Node& n, const std::vector<Tensor>& g) {
   Tensor r = n.unpack("result");
   if (g[0]->is_meta()) return {input_grad(n, 0, true, {})};
+  if (kernels::device::any_on_device({&g[0], &r}))  // cuda/softmax.cuh's backward, one new storage
+    return {kernels::device::softmax_backward(g[0], r, wrapped_attr_dim(n), false, n.input_meta[0].dtype)};
   if (Tensor fast = softmax_backward_fast(n, g[0], r, wrapped_attr_dim(n), false)) return {fast};
   const ReducePlan p = plan_reduce(n.input_meta[0].sizes, {wrapped_attr_dim(n)}, true);
   std::vector<double> gv = to_values(g[0]), rv = to_values(r);
@@ -448,6 +450,8 @@ std::vector<Tensor> softmax_backward(Node& n, const std::vector<Tensor>& g) {
 std::vector<Tensor> log_softmax_backward(Node& n, const std::vector<Tensor>& g) {
   Tensor r = n.unpack("result");
   if (g[0]->is_meta()) return {input_grad(n, 0, true, {})};
+  if (kernels::device::any_on_device({&g[0], &r}))
+    return {kernels::device::softmax_backward(g[0], r, wrapped_attr_dim(n), true, n.input_meta[0].dtype)};
   if (Tensor fast = softmax_backward_fast(n, g[0], r, wrapped_attr_dim(n), true)) return {fast};
   const ReducePlan p = plan_reduce(n.input_meta[0].sizes, {wrapped_attr_dim(n)}, true);
   std::vector<double> gv = to_values(g[0]), rv = to_values(r);
@@ -467,7 +471,7 @@ Tensor softmax_impl(const Tensor& a, int64_t dim, bool log) {
   OpScope scope(log ? "log_softmax" : "softmax");
   const int64_t wd = kernels::wrap_dim(dim, a->dim());
   softmax_dtype_check(a, wd, log);
-  Tensor r = softmax_fast(a, wd, log);
+  Tensor r = kernels::device::on_device(a) ? kernels::device::softmax(a, wd, log) : softmax_fast(a, wd, log);
   if (!r) r = make_out(a->sizes, a->dtype(), a->is_meta(), a->is_meta() ? std::vector<double>{} : softmax_values(a, wd, log));
   if (needs_grad({&a})) {
     auto node = make_node(log ? "LogSoftmaxBackward0" : "SoftmaxBackward0", log ? log_softmax_backward : softmax_backward,
@@ -1250,14 +1254,17 @@ Tensor max_all(const Tensor& a) {
                         "max(): Expected reduction dim to be specified for input.numel() == 0. Specify the "
                         "reduction dim with the 'dim' argument.");
   std::vector<double> v;
-  if (!a->is_meta()) {
+  const bool on_device = kernels::device::on_device(a);
+  if (!a->is_meta() && !on_device) {
     std::vector<double> x = to_values(a);
     double best = x[0];
     for (double e : x)
       if (!std::isnan(best) && nan_aware_greater(e, best)) best = e;
     v = {best};
   }
-  Tensor r = make_out({}, a->dtype(), a->is_meta(), v);
+  // On cuda: amax over every dim (NaN propagates, as PyTorch's max_all_cuda).
+  Tensor r = on_device ? kernels::device::reduce(cuda::ReduceOp::Amax, a, {}, false)
+                       : make_out({}, a->dtype(), a->is_meta(), v);
   if (needs_grad({&a})) {
     // MaxBackward1: result (new object on the output's storage), self (SUMMARY max_all).
     auto node = make_node("MaxBackward1", max_all_backward, {a});
@@ -1275,6 +1282,19 @@ std::pair<Tensor, Tensor> max_dim(const Tensor& a, int64_t dim, bool keepdim) {
   if (a->dim() > 0 && a->sizes[static_cast<size_t>(wd)] == 0)
     throw ScenarioError("index_out_of_range", "max(): Expected reduction dim " + std::to_string(wd) +
                                                   " to have non-zero size.");
+  if (kernels::device::on_device(a)) {
+    auto [values, indices] = kernels::device::max_dim(a, wd, keepdim);
+    if (needs_grad({&a})) {
+      auto node = make_node("MaxBackward0", max_dim_backward, {a});
+      node->differentiable_backward = max_dim_dbackward;
+      set_history(values, node);
+      node->save_attr("dim", AttrValue::integer(dim, true));
+      node->save_input("indices", indices);
+      node->save_attr("keepdim", AttrValue::boolean(keepdim));
+      node->save_attr("self_sizes", AttrValue::ints(a->sizes));
+    }
+    return {values, indices};
+  }
   const ReducePlan p = plan_reduce(a->sizes, {wd}, keepdim);
   std::vector<double> vals, idx;
   if (!a->is_meta()) {
@@ -1325,7 +1345,8 @@ Tensor amax(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
   }
   const ReducePlan p = plan_reduce(a->sizes, wd, keepdim);
   std::vector<double> vals;
-  if (!a->is_meta()) {
+  const bool on_device = kernels::device::on_device(a);
+  if (!a->is_meta() && !on_device) {
     std::vector<double> x = to_values(a);
     vals.assign(static_cast<size_t>(p.groups), -std::numeric_limits<double>::infinity());
     std::vector<bool> seen(static_cast<size_t>(p.groups), false);
@@ -1337,7 +1358,8 @@ Tensor amax(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
       }
     }
   }
-  Tensor r = make_out(p.out_shape, a->dtype(), a->is_meta(), vals);
+  Tensor r = on_device ? kernels::device::reduce(cuda::ReduceOp::Amax, a, wd, keepdim)
+                       : make_out(p.out_shape, a->dtype(), a->is_meta(), vals);
   if (needs_grad({&a})) {
     // AmaxBackward0: dim (as written; () for all), keepdim, result, self (SUMMARY amax).
     auto node = make_node("AmaxBackward0", amax_backward, {a});

@@ -58,6 +58,30 @@ class DeviceBackend {
                       const std::vector<int64_t>& dims, bool keepdim) = 0;
   virtual void matmul(const cuda::DeviceTensorRef& out, const cuda::DeviceTensorRef& a,
                       const cuda::DeviceTensorRef& b) = 0;
+  // cuda/reduce.cuh's max_dim: values (in's dtype) and int64 indices along `dim`.
+  virtual void max_dim(const cuda::DeviceTensorRef& values, const cuda::DeviceTensorRef& indices,
+                       const cuda::DeviceTensorRef& in, int64_t dim, bool keepdim, bool is_min) = 0;
+  // cuda/softmax.cuh: softmax / log_softmax along `dim` (float accumulation for float32),
+  // and the backward from the forward's output.
+  virtual void softmax(const cuda::DeviceTensorRef& out, const cuda::DeviceTensorRef& in, int64_t dim, bool log) = 0;
+  virtual void softmax_backward(const cuda::DeviceTensorRef& grad_in, const cuda::DeviceTensorRef& grad_out,
+                                const cuda::DeviceTensorRef& output, int64_t dim, bool log) = 0;
+  // cuda/layer_norm.cuh: over the last `normalized_ndim` dims; weight/bias and each
+  // gradient may be null.
+  virtual void layer_norm(const cuda::DeviceTensorRef& out, const cuda::DeviceTensorRef& mean,
+                          const cuda::DeviceTensorRef& rstd, const cuda::DeviceTensorRef& in,
+                          const cuda::DeviceTensorRef* weight, const cuda::DeviceTensorRef* bias,
+                          int64_t normalized_ndim, double eps) = 0;
+  virtual void layer_norm_backward(const cuda::DeviceTensorRef* grad_in, const cuda::DeviceTensorRef* grad_weight,
+                                   const cuda::DeviceTensorRef* grad_bias, const cuda::DeviceTensorRef& grad_out,
+                                   const cuda::DeviceTensorRef& in, const cuda::DeviceTensorRef& mean,
+                                   const cuda::DeviceTensorRef& rstd, const cuda::DeviceTensorRef* weight,
+                                   int64_t normalized_ndim) = 0;
+  // cuda/indexing.cuh: out = in.index_select(dim, index); out.index_add_(dim, index, src).
+  virtual void index_select(const cuda::DeviceTensorRef& out, const cuda::DeviceTensorRef& in, int64_t dim,
+                            const cuda::DeviceTensorRef& index) = 0;
+  virtual void index_add(const cuda::DeviceTensorRef& out, int64_t dim, const cuda::DeviceTensorRef& index,
+                         const cuda::DeviceTensorRef& src) = 0;
 };
 
 // The backend that "cuda" storages of the run in progress use; null: none (a cuda storage

@@ -134,17 +134,118 @@ Tensor copy(const Tensor& a, DType out) {
   return r;
 }
 
-Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim, DType out) {
-  std::vector<bool> reduced(a->sizes.size(), dims.empty());
+namespace {
+Shape reduced_shape(const Shape& sizes, const std::vector<int64_t>& dims, bool keepdim) {
+  std::vector<bool> reduced(sizes.size(), dims.empty());
   for (int64_t d : dims) reduced[static_cast<size_t>(d)] = true;
   Shape shape;
-  for (size_t d = 0; d < a->sizes.size(); ++d) {
-    if (!reduced[d]) shape.push_back(a->sizes[d]);
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (!reduced[d]) shape.push_back(sizes[d]);
     else if (keepdim) shape.push_back(1);
   }
-  Tensor r = device_result(shape, out);
+  return shape;
+}
+}  // namespace
+
+Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim, DType out) {
+  Tensor r = device_result(reduced_shape(a->sizes, dims, keepdim), out);
   launch([&](DeviceBackend& b) { b.reduce(cuda::ReduceOp::Sum, device_ref(r), device_ref(a), dims, keepdim); });
   return r;
+}
+
+Tensor reduce(cuda::ReduceOp op, const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
+  Tensor r = device_result(reduced_shape(a->sizes, dims, keepdim), a->dtype());
+  launch([&](DeviceBackend& b) { b.reduce(op, device_ref(r), device_ref(a), dims, keepdim); });
+  return r;
+}
+
+std::pair<Tensor, Tensor> max_dim(const Tensor& a, int64_t dim, bool keepdim, bool is_min) {
+  const std::vector<int64_t> dims = a->dim() == 0 ? std::vector<int64_t>{} : std::vector<int64_t>{dim};
+  const Shape shape = a->dim() == 0 ? Shape{} : reduced_shape(a->sizes, dims, keepdim);
+  Tensor values = device_result(shape, a->dtype());
+  Tensor indices = device_result(shape, DType::Int64);
+  launch([&](DeviceBackend& b) {
+    b.max_dim(device_ref(values), device_ref(indices), device_ref(a), dim, keepdim, is_min);
+  });
+  return {values, indices};
+}
+
+Tensor softmax(const Tensor& a, int64_t dim, bool log) {
+  Tensor r = device_result(a->sizes, a->dtype());
+  launch([&](DeviceBackend& b) { b.softmax(device_ref(r), device_ref(a), dim, log); });
+  return r;
+}
+
+Tensor softmax_backward(const Tensor& grad, const Tensor& output, int64_t dim, bool log, DType out) {
+  if (!on_device(grad) || !on_device(output))
+    throw ScenarioError("device_mismatch",
+                        "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!");
+  Tensor r = device_result(output->sizes, out);
+  launch([&](DeviceBackend& b) { b.softmax_backward(device_ref(r), device_ref(grad), device_ref(output), dim, log); });
+  return r;
+}
+
+namespace {
+// Every operand of a kernel that takes no CPU scalars: on cuda (null ones skipped).
+void require_on_device(std::initializer_list<const Tensor*> ts) {
+  for (const Tensor* t : ts)
+    if (*t && !on_device(*t))
+      throw ScenarioError("device_mismatch",
+                          "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!");
+}
+}  // namespace
+
+LayerNormResult layer_norm(const Tensor& a, const Tensor& weight, const Tensor& bias, int64_t normalized_ndim,
+                           double eps, const Shape& stats_shape, DType stats_dtype) {
+  require_on_device({&a, &weight, &bias});
+  LayerNormResult r;
+  r.out = device_result(a->sizes, a->dtype());
+  r.mean = device_result(stats_shape, stats_dtype);
+  r.rstd = device_result(stats_shape, stats_dtype);
+  std::optional<cuda::DeviceTensorRef> w, bi;
+  if (weight) w = device_ref(weight);
+  if (bias) bi = device_ref(bias);
+  launch([&](DeviceBackend& b) {
+    b.layer_norm(device_ref(r.out), device_ref(r.mean), device_ref(r.rstd), device_ref(a), w ? &*w : nullptr,
+                 bi ? &*bi : nullptr, normalized_ndim, eps);
+  });
+  return r;
+}
+
+LayerNormGrads layer_norm_backward(const Tensor& grad_out, const Tensor& a, const Tensor& mean, const Tensor& rstd,
+                                   const Tensor& weight, int64_t normalized_ndim, bool want_input,
+                                   bool want_weight, bool want_bias) {
+  require_on_device({&grad_out, &a, &mean, &rstd, &weight});
+  LayerNormGrads g;
+  const Shape wshape(a->sizes.end() - normalized_ndim, a->sizes.end());
+  const DType wdtype = weight ? weight->dtype() : a->dtype();
+  if (want_input) g.input = device_result(a->sizes, a->dtype());
+  if (want_weight) g.weight = device_result(wshape, wdtype);
+  if (want_bias) g.bias = device_result(wshape, wdtype);
+  std::optional<cuda::DeviceTensorRef> gi, gw, gb, w;
+  if (g.input) gi = device_ref(g.input);
+  if (g.weight) gw = device_ref(g.weight);
+  if (g.bias) gb = device_ref(g.bias);
+  if (weight) w = device_ref(weight);
+  launch([&](DeviceBackend& b) {
+    b.layer_norm_backward(gi ? &*gi : nullptr, gw ? &*gw : nullptr, gb ? &*gb : nullptr, device_ref(grad_out),
+                          device_ref(a), device_ref(mean), device_ref(rstd), w ? &*w : nullptr, normalized_ndim);
+  });
+  return g;
+}
+
+Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
+  require_on_device({&a, &index});
+  Shape shape = a->sizes;
+  if (!shape.empty()) shape[static_cast<size_t>(dim)] = index->numel();
+  Tensor r = device_result(shape, a->dtype());
+  launch([&](DeviceBackend& b) { b.index_select(device_ref(r), device_ref(a), dim, device_ref(index)); });
+  return r;
+}
+
+void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) {
+  require_on_device({&out, &index, &src});
+  launch([&](DeviceBackend& b) { b.index_add(device_ref(out), dim, device_ref(index), device_ref(src)); });
 }
 
 Tensor mm(const Tensor& a, const Tensor& b, DType out) {

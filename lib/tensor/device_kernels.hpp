@@ -45,5 +45,31 @@ Tensor copy(const Tensor& a, DType out);
 Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim, DType out);
 // (n, k) @ (k, m), any strides, in the promoted dtype.
 Tensor mm(const Tensor& a, const Tensor& b, DType out);
+// amax/amin/mean over dims (already wrapped; empty: all), in a's dtype.
+Tensor reduce(cuda::ReduceOp op, const Tensor& a, const std::vector<int64_t>& dims, bool keepdim);
+// torch.max(a, dim) / torch.min(a, dim): values (a's dtype) and int64 indices; dim wrapped.
+std::pair<Tensor, Tensor> max_dim(const Tensor& a, int64_t dim, bool keepdim, bool is_min = false);
+// softmax / log_softmax along dim (wrapped), in a's dtype; the backward from the output,
+// in dtype `out`.
+Tensor softmax(const Tensor& a, int64_t dim, bool log);
+Tensor softmax_backward(const Tensor& grad, const Tensor& output, int64_t dim, bool log, DType out);
+// layer_norm over the last normalized_ndim dims: out (a's dtype), mean and rstd of shape
+// `stats_shape` in `stats_dtype`; weight/bias may be null tensors.
+struct LayerNormResult {
+  Tensor out, mean, rstd;
+};
+LayerNormResult layer_norm(const Tensor& a, const Tensor& weight, const Tensor& bias, int64_t normalized_ndim,
+                           double eps, const Shape& stats_shape, DType stats_dtype);
+// Its backward: the gradients asked for (the others null), in the dtypes of a and weight.
+struct LayerNormGrads {
+  Tensor input, weight, bias;
+};
+LayerNormGrads layer_norm_backward(const Tensor& grad_out, const Tensor& a, const Tensor& mean, const Tensor& rstd,
+                                   const Tensor& weight, int64_t normalized_ndim, bool want_input,
+                                   bool want_weight, bool want_bias);
+// a.index_select(dim, index) (dim wrapped, index 1-D int64 on cuda).
+Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index);
+// out.index_add_(dim, index, src) in place.
+void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src);
 
 }  // namespace agtrace::kernels::device

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -226,6 +227,244 @@ void SimulatedDevice::matmul(const cuda::DeviceTensorRef& out, const cuda::Devic
       }
       store(out, i * m + j, s);
     }
+}
+
+namespace {
+int64_t offset_of(const cuda::DeviceTensorRef& t, const std::vector<int64_t>& idx) {
+  int64_t off = t.offset;
+  for (size_t d = 0; d < idx.size(); ++d) off += idx[d] * t.strides[d];
+  return off;
+}
+// The multi-index of element `linear` (row-major) of `sizes`.
+std::vector<int64_t> unravel(int64_t linear, const Shape& sizes) {
+  std::vector<int64_t> idx(sizes.size());
+  for (size_t k = sizes.size(); k-- > 0;) {
+    idx[k] = linear % sizes[k];
+    linear /= sizes[k];
+  }
+  return idx;
+}
+int64_t wrap(int64_t dim, size_t nd) { return dim < 0 ? dim + static_cast<int64_t>(nd) : dim; }
+// Rows along `dim` of a tensor of `sizes` (every index but dim), as multi-indices with
+// idx[dim] = 0, row-major; a 0-d tensor is one row of one element.
+std::vector<std::vector<int64_t>> rows_along(const Shape& sizes, int64_t dim) {
+  Shape outer = sizes;
+  if (!outer.empty()) outer[static_cast<size_t>(dim)] = 1;
+  int64_t n = 1;
+  for (int64_t s : outer) n *= s;
+  std::vector<std::vector<int64_t>> rows;
+  for (int64_t i = 0; i < n; ++i) rows.push_back(unravel(i, outer));
+  return rows;
+}
+}  // namespace
+
+double SimulatedDevice::load_at(const cuda::DeviceTensorRef& t, const std::vector<int64_t>& idx) {
+  return block(t.data, "load").elements[static_cast<size_t>(offset_of(t, idx))];
+}
+
+void SimulatedDevice::store_at(const cuda::DeviceTensorRef& t, const std::vector<int64_t>& idx, double v) {
+  double stored = v;
+  if (t.dtype == DType::Int64) stored = std::trunc(v);
+  else if (t.dtype == DType::Bool) stored = v != 0 ? 1.0 : 0.0;
+  else stored = round_to_dtype(v, t.dtype);
+  block(t.data, "store").elements[static_cast<size_t>(offset_of(t, idx))] = stored;
+}
+
+void SimulatedDevice::max_dim(const cuda::DeviceTensorRef& values, const cuda::DeviceTensorRef& indices,
+                              const cuda::DeviceTensorRef& in, int64_t dim, bool, bool is_min) {
+  ++launches;
+  // NaN wins; among equal values the lowest index (GreaterOrNan / LessOrNan).
+  const int64_t d = wrap(dim, in.sizes.size());
+  const int64_t len = in.sizes.empty() ? 1 : in.sizes[static_cast<size_t>(d)];
+  if (len == 0) throw std::runtime_error("max_dim: reduction over an empty dimension");
+  int64_t row = 0;
+  for (std::vector<int64_t> idx : rows_along(in.sizes, d)) {
+    double best = 0;
+    int64_t at = 0;
+    for (int64_t k = 0; k < len; ++k) {
+      if (!idx.empty()) idx[static_cast<size_t>(d)] = k;
+      const double v = load_at(in, idx);
+      const bool better = k == 0 || (best == best && (v != v || (is_min ? v < best : v > best)));
+      if (better) {
+        best = v;
+        at = k;
+      }
+    }
+    store(values, row, best);
+    store(indices, row, static_cast<double>(at));
+    ++row;
+  }
+}
+
+void SimulatedDevice::softmax(const cuda::DeviceTensorRef& out, const cuda::DeviceTensorRef& in, int64_t dim, bool log) {
+  ++launches;
+  // Per row: max, then sum of exp(x - max), accumulated in float for float32 (accscalar_t).
+  const bool dbl = needs_double({&out, &in});
+  const int64_t d = wrap(dim, in.sizes.size());
+  const int64_t len = in.sizes.empty() ? 1 : in.sizes[static_cast<size_t>(d)];
+  for (std::vector<int64_t> idx : rows_along(in.sizes, d)) {
+    std::vector<double> x(static_cast<size_t>(len));
+    for (int64_t k = 0; k < len; ++k) {
+      if (!idx.empty()) idx[static_cast<size_t>(d)] = k;
+      x[static_cast<size_t>(k)] = load_at(in, idx);
+    }
+    double mx = -std::numeric_limits<double>::infinity(), sum = 0;
+    for (double v : x) mx = std::max(mx, v);
+    for (double v : x) sum = to_compute(sum + to_compute(std::exp(to_compute(v - mx, dbl)), dbl), dbl);
+    for (int64_t k = 0; k < len; ++k) {
+      if (!idx.empty()) idx[static_cast<size_t>(d)] = k;
+      const double v = x[static_cast<size_t>(k)];
+      const double y = log ? to_compute(to_compute(v - mx, dbl) - to_compute(std::log(sum), dbl), dbl)
+                           : to_compute(to_compute(std::exp(to_compute(v - mx, dbl)), dbl) / sum, dbl);
+      store_at(out, idx, y);
+    }
+  }
+}
+
+void SimulatedDevice::softmax_backward(const cuda::DeviceTensorRef& grad_in, const cuda::DeviceTensorRef& grad_out,
+                                       const cuda::DeviceTensorRef& output, int64_t dim, bool log) {
+  ++launches;
+  // softmax: y * (g - sum(g * y)); log_softmax: g - exp(y) * sum(g); sums in the acc type.
+  const bool dbl = needs_double({&grad_in, &grad_out, &output});
+  const int64_t d = wrap(dim, output.sizes.size());
+  const int64_t len = output.sizes.empty() ? 1 : output.sizes[static_cast<size_t>(d)];
+  for (std::vector<int64_t> idx : rows_along(output.sizes, d)) {
+    double acc = 0;
+    for (int64_t k = 0; k < len; ++k) {
+      if (!idx.empty()) idx[static_cast<size_t>(d)] = k;
+      const double g = load_at(grad_out, idx), y = load_at(output, idx);
+      acc = to_compute(acc + (log ? g : to_compute(g * y, dbl)), dbl);
+    }
+    for (int64_t k = 0; k < len; ++k) {
+      if (!idx.empty()) idx[static_cast<size_t>(d)] = k;
+      const double g = load_at(grad_out, idx), y = load_at(output, idx);
+      const double r = log ? to_compute(g - to_compute(to_compute(std::exp(y), dbl) * acc, dbl), dbl)
+                           : to_compute(y * to_compute(g - acc, dbl), dbl);
+      store_at(grad_in, idx, r);
+    }
+  }
+}
+
+namespace {
+// Rows (M) and row length (N) of a layer_norm over the last `normalized_ndim` dims.
+std::pair<int64_t, int64_t> rows_cols(const Shape& sizes, int64_t normalized_ndim) {
+  int64_t m = 1, n = 1;
+  for (size_t k = 0; k < sizes.size(); ++k)
+    (static_cast<int64_t>(k) < static_cast<int64_t>(sizes.size()) - normalized_ndim ? m : n) *= sizes[k];
+  return {m, n};
+}
+}  // namespace
+
+void SimulatedDevice::layer_norm(const cuda::DeviceTensorRef& out, const cuda::DeviceTensorRef& mean,
+                                 const cuda::DeviceTensorRef& rstd, const cuda::DeviceTensorRef& in,
+                                 const cuda::DeviceTensorRef* weight, const cuda::DeviceTensorRef* bias,
+                                 int64_t normalized_ndim, double eps) {
+  ++launches;
+  // The launcher's contract: mean, then the mean of squared deviations (biased), rstd =
+  // rsqrt(max(var, 0) + eps), y = (x - mean) * rstd * weight + bias, in float for float32.
+  const bool dbl = needs_double({&out, &in});
+  const auto [m, n] = rows_cols(in.sizes, normalized_ndim);
+  Shape wshape;
+  for (size_t k = in.sizes.size() - static_cast<size_t>(normalized_ndim); k < in.sizes.size(); ++k)
+    wshape.push_back(in.sizes[k]);
+  for (int64_t r = 0; r < m; ++r) {
+    double s = 0;
+    for (int64_t j = 0; j < n; ++j) s = to_compute(s + load(in, in.sizes, r * n + j), dbl);
+    const double mu = to_compute(s / static_cast<double>(n), dbl);
+    double q = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      const double dv = to_compute(load(in, in.sizes, r * n + j) - mu, dbl);
+      q = to_compute(q + to_compute(dv * dv, dbl), dbl);
+    }
+    const double var = to_compute(q / static_cast<double>(n), dbl);
+    const double rs = to_compute(1.0 / std::sqrt(to_compute(std::max(var, 0.0) + eps, dbl)), dbl);
+    store(mean, r, mu);
+    store(rstd, r, rs);
+    for (int64_t j = 0; j < n; ++j) {
+      double y = to_compute(to_compute(load(in, in.sizes, r * n + j) - mu, dbl) * rs, dbl);
+      if (weight) y = to_compute(y * load(*weight, wshape, j), dbl);
+      if (bias) y = to_compute(y + load(*bias, wshape, j), dbl);
+      store(out, r * n + j, y);
+    }
+  }
+}
+
+void SimulatedDevice::layer_norm_backward(const cuda::DeviceTensorRef* grad_in, const cuda::DeviceTensorRef* grad_weight,
+                                          const cuda::DeviceTensorRef* grad_bias, const cuda::DeviceTensorRef& grad_out,
+                                          const cuda::DeviceTensorRef& in, const cuda::DeviceTensorRef& mean,
+                                          const cuda::DeviceTensorRef& rstd, const cuda::DeviceTensorRef* weight,
+                                          int64_t normalized_ndim) {
+  ++launches;
+  // g = dy * weight, xhat = (x - mean) * rstd; dx = rstd / N * (N g - sum(g) - xhat *
+  // sum(g xhat)); dweight = sum over rows of dy xhat; dbias = sum over rows of dy.
+  const bool dbl = needs_double({&grad_out, &in});
+  const auto [m, n] = rows_cols(in.sizes, normalized_ndim);
+  Shape wshape;
+  for (size_t k = in.sizes.size() - static_cast<size_t>(normalized_ndim); k < in.sizes.size(); ++k)
+    wshape.push_back(in.sizes[k]);
+  std::vector<double> dw(static_cast<size_t>(n), 0.0), db(static_cast<size_t>(n), 0.0);
+  for (int64_t r = 0; r < m; ++r) {
+    const double mu = load(mean, mean.sizes, r), rs = load(rstd, rstd.sizes, r);
+    std::vector<double> g(static_cast<size_t>(n)), xh(static_cast<size_t>(n));
+    double sg = 0, sgx = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      const double dy = load(grad_out, in.sizes, r * n + j);
+      const double x = load(in, in.sizes, r * n + j);
+      const size_t jj = static_cast<size_t>(j);
+      xh[jj] = to_compute(to_compute(x - mu, dbl) * rs, dbl);
+      g[jj] = weight ? to_compute(dy * load(*weight, wshape, j), dbl) : dy;
+      sg = to_compute(sg + g[jj], dbl);
+      sgx = to_compute(sgx + to_compute(g[jj] * xh[jj], dbl), dbl);
+      dw[jj] = to_compute(dw[jj] + to_compute(dy * xh[jj], dbl), dbl);
+      db[jj] = to_compute(db[jj] + dy, dbl);
+    }
+    if (!grad_in) continue;
+    const double scale = to_compute(rs / static_cast<double>(n), dbl);
+    for (int64_t j = 0; j < n; ++j) {
+      const size_t jj = static_cast<size_t>(j);
+      const double inner = to_compute(
+          to_compute(to_compute(static_cast<double>(n) * g[jj], dbl) - sg, dbl) - to_compute(xh[jj] * sgx, dbl), dbl);
+      store(*grad_in, r * n + j, to_compute(scale * inner, dbl));
+    }
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    if (grad_weight) store(*grad_weight, j, dw[static_cast<size_t>(j)]);
+    if (grad_bias) store(*grad_bias, j, db[static_cast<size_t>(j)]);
+  }
+}
+
+void SimulatedDevice::index_select(const cuda::DeviceTensorRef& out, const cuda::DeviceTensorRef& in, int64_t dim,
+                                   const cuda::DeviceTensorRef& index) {
+  ++launches;
+  const int64_t d = wrap(dim, in.sizes.size());
+  const int64_t size = in.sizes.empty() ? 1 : in.sizes[static_cast<size_t>(d)];
+  const int64_t n = out.numel();
+  for (int64_t i = 0; i < n; ++i) {
+    std::vector<int64_t> idx = unravel(i, out.sizes);
+    const int64_t pos = idx.empty() ? 0 : idx[static_cast<size_t>(d)];
+    const int64_t k = static_cast<int64_t>(load(index, index.sizes, pos));
+    if (k < 0 || k >= size) throw std::runtime_error("index_select: index " + std::to_string(k) + " out of range");
+    if (!idx.empty()) idx[static_cast<size_t>(d)] = k;
+    store(out, i, load_at(in, idx));
+  }
+}
+
+void SimulatedDevice::index_add(const cuda::DeviceTensorRef& out, int64_t dim, const cuda::DeviceTensorRef& index,
+                                const cuda::DeviceTensorRef& src) {
+  ++launches;
+  const bool dbl = needs_double({&out, &src});
+  const int64_t d = wrap(dim, out.sizes.size());
+  const int64_t size = out.sizes.empty() ? 1 : out.sizes[static_cast<size_t>(d)];
+  const int64_t n = src.numel();
+  for (int64_t i = 0; i < n; ++i) {
+    std::vector<int64_t> idx = unravel(i, src.sizes);
+    const int64_t pos = idx.empty() ? 0 : idx[static_cast<size_t>(d)];
+    const int64_t k = static_cast<int64_t>(load(index, index.sizes, pos));
+    if (k < 0 || k >= size) throw std::runtime_error("index_add: index " + std::to_string(k) + " out of range");
+    const double v = load(src, src.sizes, i);
+    if (!idx.empty()) idx[static_cast<size_t>(d)] = k;
+    store_at(out, idx, to_compute(load_at(out, idx) + v, dbl));
+  }
 }
 
 }  // namespace agtrace::testing

@@ -38,6 +38,24 @@ class SimulatedDevice : public DeviceBackend {
               const std::vector<int64_t>& dims, bool keepdim) override;
   void matmul(const cuda::DeviceTensorRef& out, const cuda::DeviceTensorRef& a,
               const cuda::DeviceTensorRef& b) override;
+  void max_dim(const cuda::DeviceTensorRef& values, const cuda::DeviceTensorRef& indices,
+               const cuda::DeviceTensorRef& in, int64_t dim, bool keepdim, bool is_min) override;
+  void softmax(const cuda::DeviceTensorRef& out, const cuda::DeviceTensorRef& in, int64_t dim, bool log) override;
+  void softmax_backward(const cuda::DeviceTensorRef& grad_in, const cuda::DeviceTensorRef& grad_out,
+                        const cuda::DeviceTensorRef& output, int64_t dim, bool log) override;
+  void layer_norm(const cuda::DeviceTensorRef& out, const cuda::DeviceTensorRef& mean,
+                  const cuda::DeviceTensorRef& rstd, const cuda::DeviceTensorRef& in,
+                  const cuda::DeviceTensorRef* weight, const cuda::DeviceTensorRef* bias, int64_t normalized_ndim,
+                  double eps) override;
+  void layer_norm_backward(const cuda::DeviceTensorRef* grad_in, const cuda::DeviceTensorRef* grad_weight,
+                           const cuda::DeviceTensorRef* grad_bias, const cuda::DeviceTensorRef& grad_out,
+                           const cuda::DeviceTensorRef& in, const cuda::DeviceTensorRef& mean,
+                           const cuda::DeviceTensorRef& rstd, const cuda::DeviceTensorRef* weight,
+                           int64_t normalized_ndim) override;
+  void index_select(const cuda::DeviceTensorRef& out, const cuda::DeviceTensorRef& in, int64_t dim,
+                    const cuda::DeviceTensorRef& index) override;
+  void index_add(const cuda::DeviceTensorRef& out, int64_t dim, const cuda::DeviceTensorRef& index,
+                 const cuda::DeviceTensorRef& src) override;
 
   int64_t live_buffers() const { return static_cast<int64_t>(blocks_.size()); }
   int64_t uploads = 0, downloads = 0;  // element copies in each direction
@@ -53,6 +71,9 @@ class SimulatedDevice : public DeviceBackend {
   // `out` rounded to its dtype as the GPU's store<T> does.
   double load(const cuda::DeviceTensorRef& t, const Shape& shape, int64_t linear);
   void store(const cuda::DeviceTensorRef& out, int64_t linear, double v);
+  // Element at a multi-index of t's own shape (load/store at storage offsets).
+  double load_at(const cuda::DeviceTensorRef& t, const std::vector<int64_t>& idx);
+  void store_at(const cuda::DeviceTensorRef& t, const std::vector<int64_t>& idx, double v);
   template <typename F>
   void pointwise(const cuda::DeviceTensorRef& out, std::initializer_list<const cuda::DeviceTensorRef*> in, F&& f);
   std::map<const void*, std::unique_ptr<Block>> blocks_;

@@ -1,4 +1,4 @@
-// The cuda DeviceBackend (tensor/device_backend.hpp) over lib/cuda's allocator and copy
+// The cuda DeviceBackend (tensor/device_backend.hpp) over lib/cuda's allocator and
 // kernels, built as a plugin (libagtrace_cuda_backend.so) that agtrace loads with dlopen
 // for a cuda run (lib/cuda/device.cpp). Not linked into agtrace itself: the static CUDA
 // runtime's start-up cost every run about 0.5 MiB (issue #6's cold-start budget), and
@@ -11,9 +11,12 @@
 
 #include "cuda/allocator.hpp"
 #include "cuda/elementwise.cuh"
+#include "cuda/indexing.cuh"
+#include "cuda/layer_norm.cuh"
 #include "cuda/matmul.cuh"
 #include "cuda/reduce.cuh"
 #include "cuda/runtime.hpp"
+#include "cuda/softmax.cuh"
 #include "tensor/device_backend.hpp"
 
 namespace agtrace::cuda {
@@ -114,6 +117,36 @@ class CudaBackend : public DeviceBackend {
   }
   void matmul(const DeviceTensorRef& out, const DeviceTensorRef& a, const DeviceTensorRef& b) override {
     cuda::matmul(out, a, b);
+  }
+  void max_dim(const DeviceTensorRef& values, const DeviceTensorRef& indices, const DeviceTensorRef& in, int64_t dim,
+               bool keepdim, bool is_min) override {
+    cuda::max_dim(values, indices, in, dim, keepdim, is_min);
+  }
+  void softmax(const DeviceTensorRef& out, const DeviceTensorRef& in, int64_t dim, bool log) override {
+    cuda::softmax(out, in, dim, log);
+  }
+  void softmax_backward(const DeviceTensorRef& grad_in, const DeviceTensorRef& grad_out, const DeviceTensorRef& output,
+                        int64_t dim, bool log) override {
+    cuda::softmax_backward(grad_in, grad_out, output, dim, log);
+  }
+  void layer_norm(const DeviceTensorRef& out, const DeviceTensorRef& mean, const DeviceTensorRef& rstd,
+                  const DeviceTensorRef& in, const DeviceTensorRef* weight, const DeviceTensorRef* bias,
+                  int64_t normalized_ndim, double eps) override {
+    cuda::layer_norm(out, mean, rstd, in, weight, bias, normalized_ndim, eps);
+  }
+  void layer_norm_backward(const DeviceTensorRef* grad_in, const DeviceTensorRef* grad_weight,
+                           const DeviceTensorRef* grad_bias, const DeviceTensorRef& grad_out, const DeviceTensorRef& in,
+                           const DeviceTensorRef& mean, const DeviceTensorRef& rstd, const DeviceTensorRef* weight,
+                           int64_t normalized_ndim) override {
+    cuda::layer_norm_backward(grad_in, grad_weight, grad_bias, grad_out, in, mean, rstd, weight, normalized_ndim);
+  }
+  void index_select(const DeviceTensorRef& out, const DeviceTensorRef& in, int64_t dim,
+                    const DeviceTensorRef& index) override {
+    cuda::index_select(out, in, dim, index);
+  }
+  void index_add(const DeviceTensorRef& out, int64_t dim, const DeviceTensorRef& index,
+                 const DeviceTensorRef& src) override {
+    cuda::index_add(out, dim, index, src);
   }
 
  private:
