@@ -248,6 +248,13 @@ std::vector<Tensor> layer_norm_backward(Node& n, const std::vector<Tensor>& g) {
   Tensor w = n.unpack("weight");
   n.unpack("bias");  // not used by the formula; unpacked for its version check, as PyTorch does
   const bool meta = x->is_meta();
+  if (kernels::device::any_on_device({&g[0], &x})) {
+    // cuda/layer_norm.cuh's backward: the same three gradients, allocated in this order.
+    const kernels::device::LayerNormGrads d = kernels::device::layer_norm_backward(
+        g[0], x, mean, rstd, w, static_cast<int64_t>(n.attr("normalized_shape").list.size()), wants(n, 0),
+        wants(n, 1), wants(n, 2));
+    return {d.input, d.weight, d.bias};
+  }
   auto grad_of = [&](size_t edge) { return written(n.input_meta[edge].sizes, n.input_meta[edge].dtype, meta); };
   Tensor gx = wants(n, 0) ? written(x->sizes, x->dtype(), meta) : nullptr;
   Tensor gw = wants(n, 1) ? grad_of(1) : nullptr;
@@ -1069,13 +1076,24 @@ Tensor layer_norm(const Tensor& x, const std::vector<int64_t>& normalized_shape,
   // layer_norm_cpu reads X through expect_contiguous(): a strided input is copied first
   // (a temporary PyTorch allocates too).
   Tensor xc = x->is_contiguous() ? x : kernels::copy(x);
-  Tensor out = written(x->sizes, dt, meta);
   // float16 / bfloat16 input (meta only, see require_kernel_dtype): mean and rstd are
   // float32 (measured: _saved_result1.dtype is torch.float32 on meta).
   const DType stat_dt = dt == DType::Float16 || dt == DType::BFloat16 ? DType::Float32 : dt;
-  Tensor mean = written(stat_shape, stat_dt, meta);  // result1
-  Tensor rstd = written(stat_shape, stat_dt, meta);  // result2
-  if (!meta && !layer_norm_forward_f32(s, xc, weight, bias, eps, out, mean, rstd)) {
+  Tensor out, mean, rstd;
+  if (kernels::device::on_device(xc)) {
+    // cuda/layer_norm.cuh (layer_norm_cuda also reads X contiguous): out, mean, rstd
+    // allocated in this order, as below.
+    kernels::device::LayerNormResult d =
+        kernels::device::layer_norm(xc, weight, bias, static_cast<int64_t>(ns.size()), eps, stat_shape, stat_dt);
+    out = d.out;
+    mean = d.mean;
+    rstd = d.rstd;
+  } else {
+    out = written(x->sizes, dt, meta);
+    mean = written(stat_shape, stat_dt, meta);  // result1
+    rstd = written(stat_shape, stat_dt, meta);  // result2
+  }
+  if (!meta && !kernels::device::on_device(xc) && !layer_norm_forward_f32(s, xc, weight, bias, eps, out, mean, rstd)) {
     const std::vector<double> xv = to_values(xc);
     const std::vector<double> wv = weight ? to_values(weight) : std::vector<double>{};
     const std::vector<double> bv = bias ? to_values(bias) : std::vector<double>{};
