@@ -77,7 +77,11 @@ std::string device_of_arguments(const ops::OpEntry& entry, const ops::Args& args
   std::vector<const Value*> values;
   for (const auto& v : args.values)
     if (v) values.push_back(&*v);
-  return device_of_arguments(values, entry.name, entry.category == "conversion" || entry.category == "introspection");
+  // matmul is composite in PyTorch (its batched branch broadcasts shapes before any kernel's
+  // device check): ops::matmul checks devices itself, in PyTorch's order.
+  return device_of_arguments(values, entry.name,
+                             entry.category == "conversion" || entry.category == "introspection" ||
+                                 entry.name == "matmul");
 }
 
 std::optional<DType> torch_dtype_attr(const std::string& name) {
@@ -1243,7 +1247,8 @@ Value Interpreter::eval_binary(const std::string& op, const Value& a, const Valu
       fail("type_error", "unsupported operand type(s) for " + op + ": '" + type_name(a) + "' and '" + type_name(b) + "'");
     auto tensor_of = [](const Value& v) { return v.kind == Value::Kind::Tensor ? v.t : ops::wrap_number(v); };
     profile::Scope profile_op(profile::Section::OpForward, profile::operator_op_name(op));  // --profile
-    DeviceScope result_device(device_of_arguments({&a, &b}, profile::operator_op_name(op)));
+    // `@` is matmul, which checks devices itself (see device_of_arguments(entry, args)).
+    DeviceScope result_device(device_of_arguments({&a, &b}, profile::operator_op_name(op), op == "@"));
     if (op == "+") return Value::tensor(ta ? ops::add(a.t, tensor_of(b), Value::integer(1))
                                            : ops::add(b.t, tensor_of(a), Value::integer(1)));  // __radd__
     if (op == "-") return Value::tensor(ta ? ops::sub(a.t, tensor_of(b), Value::integer(1))

@@ -42,6 +42,7 @@ Tensor from_values(const Shape& shape, DType dtype, bool meta, const std::vector
 
 // (B, n, k) @ (B, k, m) without autograd, reading both operands through their strides.
 Tensor bmm_kernel(const Tensor& a, const Tensor& b) {
+  if (kernels::device::any_on_device({&a, &b})) return kernels::device::bmm(a, b, a->dtype());
   const int64_t B = a->sizes[0], n = a->sizes[1], k = a->sizes[2], m = b->sizes[2];
   Tensor r = uninitialized_tensor({B, n, m}, a->dtype(), a->is_meta() || b->is_meta());  // gemm writes all
   if (r->is_meta()) return r;
@@ -54,6 +55,7 @@ Tensor bmm_kernel(const Tensor& a, const Tensor& b) {
 
 // (n, k) @ (k,) without autograd.
 Tensor mv_kernel(const Tensor& a, const Tensor& v) {
+  if (kernels::device::any_on_device({&a, &v})) return kernels::device::mv(a, v, a->dtype());
   const bool meta = a->is_meta() || v->is_meta();
   std::vector<double> out;
   if (!meta) out = matmul_values(a->dtype(), to_values(a), to_values(v), a->sizes[0], a->sizes[1], 1);
@@ -62,6 +64,7 @@ Tensor mv_kernel(const Tensor& a, const Tensor& v) {
 
 // Outer product g (n,) x v (m,) -> (n, m) (at::ger).
 Tensor outer_kernel(const Tensor& g, const Tensor& v) {
+  if (kernels::device::any_on_device({&g, &v})) return kernels::device::outer(g, v, g->dtype());
   const bool meta = g->is_meta() || v->is_meta();
   std::vector<double> out;
   if (!meta) out = matmul_values(g->dtype(), to_values(g), to_values(v), g->sizes[0], 1, v->sizes[0]);
@@ -332,8 +335,9 @@ Tensor dot(const Tensor& a, const Tensor& b) {
   reject_bool(a, "dot");
   const bool meta = a->is_meta() || b->is_meta();
   std::vector<double> out;
-  if (!meta) out = matmul_values(a->dtype(), to_values(a), to_values(b), 1, a->numel(), 1);
-  Tensor r = from_values({}, a->dtype(), meta, out);
+  const bool on_device = kernels::device::any_on_device({&a, &b});
+  if (!meta && !on_device) out = matmul_values(a->dtype(), to_values(a), to_values(b), 1, a->numel(), 1);
+  Tensor r = on_device ? kernels::device::dot(a, b, a->dtype()) : from_values({}, a->dtype(), meta, out);
   if (needs_grad({&a, &b})) {
     // SUMMARY matmul_1d_1d: DotBackward0 saves self if `tensor` requires grad and tensor if
     // self does, both the very objects.
@@ -483,6 +487,23 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
   return out;
 }
 
+namespace {
+// PyTorch's "Expected all tensors to be on the same device" for a cuda operand with a CPU
+// tensor of one or more dims (the interpreter leaves matmul's to it: at::matmul is
+// composite, and its batched branch raises the batch-size error before any kernel checks
+// devices; the other branches reach dot/mv/mm, whose wrappers check devices first).
+void require_one_device(const Tensor& a, const Tensor& b) {
+  const bool da = kernels::device::on_device(a), db = kernels::device::on_device(b);
+  const bool cpu_a = !da && !a->is_meta() && a->dim() > 0, cpu_b = !db && !b->is_meta() && b->dim() > 0;
+  if ((da && cpu_b) || (db && cpu_a)) {
+    ScenarioError e("device_mismatch",
+                    "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!");
+    e.facts = {{"op", "matmul"}, {"devices", {"cuda:0", "cpu"}}};
+    throw e;
+  }
+}
+}  // namespace
+
 Tensor matmul(const Tensor& a, const Tensor& b) {
   OpScope scope("matmul");
   const int64_t d1 = a->dim(), d2 = b->dim();
@@ -490,6 +511,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     throw shape_error("both arguments to matmul need to be at least 1D, but they are " + std::to_string(d1) + "D and " +
                           std::to_string(d2) + "D",
                       "matmul", {a->sizes, b->sizes});
+  const bool batched = !(d1 <= 2 && d2 <= 2) && !should_fold(a, d2) && !should_fold(b, d1);
+  if (!batched) require_one_device(a, b);
   if (d1 == 1 && d2 == 1) return dot(a, b);  // DotBackward0
   if (d1 == 2 && d2 == 1) return mv(a, b);   // MvBackward0
   if (d1 == 1 && d2 == 2) {
@@ -528,6 +551,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   const int64_t m2 = b->sizes[static_cast<size_t>(d2 - 2)], p = b->sizes.back();
   const Shape batch1(a->sizes.begin(), a->sizes.end() - 2), batch2(b->sizes.begin(), b->sizes.end() - 2);
   const Shape batch = kernels::broadcast_shapes(batch1, batch2, "matmul");
+  require_one_device(a, b);
   const int64_t nb = shape_numel(batch);
   Shape e1 = batch, e2 = batch;
   e1.insert(e1.end(), {n, m1});

@@ -1,5 +1,7 @@
 #include "tensor/device_kernels.hpp"
 
+#include <algorithm>
+
 #include "errors.hpp"
 #include "tensor/device_backend.hpp"
 #include "tensor/events.hpp"
@@ -131,6 +133,52 @@ void fill(const Tensor& a, double v) {
 Tensor copy(const Tensor& a, DType out) {
   Tensor r = device_result(a->sizes, out);
   launch([&](DeviceBackend& b) { b.copy(device_ref(r), device_ref(a)); });
+  return r;
+}
+
+namespace {
+// t's elements seen as a matrix of rows x cols with the given strides (a vector as a
+// column or a row; the stride of a size-1 dim is arbitrary, cuda/matmul.cu ignores it).
+cuda::DeviceTensorRef matrix_ref(const Tensor& t, int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
+  return cuda::DeviceTensorRef{t->storage->device_data(), t->dtype(), {rows, cols}, {rs, cs}, t->offset};
+}
+void product(const Tensor& r, const cuda::DeviceTensorRef& out, const Tensor& a, const cuda::DeviceTensorRef& x,
+             const Tensor& b, const cuda::DeviceTensorRef& y) {
+  if (!on_device(a) || !on_device(b))
+    throw ScenarioError("device_mismatch",
+                        "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!");
+  (void)r;
+  launch([&](DeviceBackend& be) { be.matmul(out, x, y); });
+}
+int64_t stride0(const Tensor& t) { return t->strides.empty() ? 1 : t->strides[0]; }
+}  // namespace
+
+Tensor bmm(const Tensor& a, const Tensor& b, DType out) {
+  Tensor r = device_result({a->sizes[0], a->sizes[1], b->sizes[2]}, out);
+  product(r, device_ref(r), a, device_ref(a), b, device_ref(b));
+  return r;
+}
+
+Tensor mv(const Tensor& a, const Tensor& v, DType out) {
+  const int64_t n = a->sizes[0], k = a->sizes[1];
+  Tensor r = device_result({n}, out);
+  product(r, matrix_ref(r, n, 1, 1, 1), a, device_ref(a), v, matrix_ref(v, k, 1, stride0(v), 1));
+  return r;
+}
+
+Tensor outer(const Tensor& a, const Tensor& b, DType out) {
+  const int64_t n = a->sizes[0], m = b->sizes[0];
+  Tensor r = device_result({n, m}, out);
+  product(r, device_ref(r), a, matrix_ref(a, n, 1, stride0(a), 1), b,
+          matrix_ref(b, 1, m, std::max<int64_t>(m, 1) * stride0(b), stride0(b)));
+  return r;
+}
+
+Tensor dot(const Tensor& a, const Tensor& b, DType out) {
+  const int64_t k = a->numel();
+  Tensor r = device_result({}, out);
+  product(r, matrix_ref(r, 1, 1, 1, 1), a, matrix_ref(a, 1, k, std::max<int64_t>(k, 1) * stride0(a), stride0(a)), b,
+          matrix_ref(b, k, 1, stride0(b), 1));
   return r;
 }
 

@@ -45,6 +45,12 @@ Tensor copy(const Tensor& a, DType out);
 Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim, DType out);
 // (n, k) @ (k, m), any strides, in the promoted dtype.
 Tensor mm(const Tensor& a, const Tensor& b, DType out);
+// Products through the backend's matmul (cuda/matmul.cuh), operands in the result's dtype:
+// (B, n, k) @ (B, k, m); (n, k) @ (k,); (n,) outer (m,); (k,) . (k,) (a 0-d result).
+Tensor bmm(const Tensor& a, const Tensor& b, DType out);
+Tensor mv(const Tensor& a, const Tensor& v, DType out);
+Tensor outer(const Tensor& a, const Tensor& b, DType out);
+Tensor dot(const Tensor& a, const Tensor& b, DType out);
 // amax/amin/mean over dims (already wrapped; empty: all), in a's dtype.
 Tensor reduce(cuda::ReduceOp op, const Tensor& a, const std::vector<int64_t>& dims, bool keepdim);
 // torch.max(a, dim) / torch.min(a, dim): values (a's dtype) and int64 indices; dim wrapped.

@@ -213,20 +213,30 @@ void SimulatedDevice::matmul(const cuda::DeviceTensorRef& out, const cuda::Devic
                              const cuda::DeviceTensorRef& b) {
   ++launches;
   // (n, k) @ (k, m), accumulating in float for float32 as cuBLAS's sgemm does.
+  // Batched (B, n, k) @ (B, k, m) too, as the launcher (a size-1 batch dim broadcasts).
   const bool dbl = needs_double({&out, &a, &b});
-  const int64_t n = a.sizes[0], k = a.sizes[1], m = b.sizes[1];
+  const size_t nd = a.sizes.size();
+  if (nd < 2 || nd > 3 || b.sizes.size() != nd || out.sizes.size() != nd)
+    throw std::runtime_error("matmul: operands must be matrices or batches of matrices");
+  const int64_t batch = nd == 3 ? out.sizes[0] : 1;
+  const int64_t n = a.sizes[nd - 2], k = a.sizes[nd - 1], m = b.sizes[nd - 1];
+  const int64_t abs_ = nd == 3 && a.sizes[0] != 1 ? a.strides[0] : 0;
+  const int64_t bbs = nd == 3 && b.sizes[0] != 1 ? b.strides[0] : 0;
   const Block& ba = block(a.data, "matmul");
   const Block& bb = block(b.data, "matmul");
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j < m; ++j) {
-      double s = 0;
-      for (int64_t p = 0; p < k; ++p) {
-        const double x = ba.elements[static_cast<size_t>(a.offset + i * a.strides[0] + p * a.strides[1])];
-        const double y = bb.elements[static_cast<size_t>(b.offset + p * b.strides[0] + j * b.strides[1])];
-        s = to_compute(s + to_compute(x * y, dbl), dbl);
+  for (int64_t q = 0; q < batch; ++q)
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < m; ++j) {
+        double s = 0;
+        for (int64_t p = 0; p < k; ++p) {
+          const double x = ba.elements[static_cast<size_t>(a.offset + q * abs_ + i * a.strides[nd - 2] +
+                                                           p * a.strides[nd - 1])];
+          const double y = bb.elements[static_cast<size_t>(b.offset + q * bbs + p * b.strides[nd - 2] +
+                                                           j * b.strides[nd - 1])];
+          s = to_compute(s + to_compute(x * y, dbl), dbl);
+        }
+        store(out, (q * n + i) * m + j, s);
       }
-      store(out, i * m + j, s);
-    }
 }
 
 namespace {
