@@ -20,6 +20,7 @@
 #include "ops/common.hpp"
 #include "ops/double_backward.hpp"
 #include "ops/ops.hpp"
+#include "tensor/device_backend.hpp"
 
 namespace agtrace::ops {
 
@@ -102,7 +103,9 @@ Tensor cat_kernel(const std::vector<Tensor>& ts, int64_t dim, const Shape& out_s
   for (const Tensor& t : ts) {
     if (t->dim() == 1 && t->numel() == 0 && out_shape.size() != 1) continue;  // legacy empty input
     const int64_t len = t->sizes[static_cast<size_t>(dim)];
-    write_values(narrow_alias(r, dim, at, len), to_values(t));
+    // On cuda the copy kernel writes each input into its slice (cast to `out`).
+    if (kernels::device::on_device(r)) kernels::device::copy_into(narrow_alias(r, dim, at, len), t);
+    else write_values(narrow_alias(r, dim, at, len), to_values(t));
     at += len;
   }
   return r;
@@ -114,7 +117,10 @@ Tensor stack_kernel(const std::vector<Tensor>& ts, int64_t dim, DType out, bool 
   shape.insert(shape.begin() + dim, static_cast<int64_t>(ts.size()));
   Tensor r = empty_tensor(shape, out, meta);
   if (meta) return r;
-  for (size_t i = 0; i < ts.size(); ++i) write_values(select_alias(r, dim, static_cast<int64_t>(i)), to_values(ts[i]));
+  for (size_t i = 0; i < ts.size(); ++i) {
+    if (kernels::device::on_device(r)) kernels::device::copy_into(select_alias(r, dim, static_cast<int64_t>(i)), ts[i]);
+    else write_values(select_alias(r, dim, static_cast<int64_t>(i)), to_values(ts[i]));
+  }
   return r;
 }
 
@@ -398,6 +404,12 @@ std::vector<Tensor> index_select_backward(Node& n, const std::vector<Tensor>& g)
   const Shape& sizes = n.attr("self_sizes").list;
   const int64_t d = kernels::wrap_dim(n.attr("dim").i, static_cast<int64_t>(sizes.size()));
   Tensor index = n.unpack("index");
+  if (kernels::device::any_on_device({&g[0], &index})) {
+    // zeros, then cuda/indexing.cuh's index_add: the one new storage, as below.
+    Tensor r = kernels::full(sizes, 0.0, g[0]->dtype(), false);
+    kernels::device::index_add(r, d, index, g[0]);
+    return {in_dtype(r, n.input_meta[0])};
+  }
   std::vector<int64_t> idx;
   for (double v : to_values(index)) idx.push_back(static_cast<int64_t>(v));
   return {in_dtype(scatter_add_rows(g[0], sizes, d, idx), n.input_meta[0])};
@@ -408,6 +420,13 @@ std::vector<Tensor> index_select_backward(Node& n, const std::vector<Tensor>& g)
 std::vector<Tensor> index_backward(Node& n, const std::vector<Tensor>& g) {
   const Shape& sizes = n.attr("self_sizes").list;
   Tensor index = n.unpack("indices");
+  if (kernels::device::any_on_device({&g[0], &index})) {
+    // zeros, then index_add along dim 0 (index_put_ with accumulate). Negative indices are
+    // not wrapped on cuda: the kernel raises for them (index_rows refused them already).
+    Tensor r = kernels::full(sizes, 0.0, g[0]->dtype(), false);
+    kernels::device::index_add_rows(r, index, g[0]);
+    return {in_dtype(r, n.input_meta[0])};
+  }
   std::vector<int64_t> idx;
   for (double v : to_values(index)) {
     const auto i = static_cast<int64_t>(v);
@@ -818,6 +837,20 @@ Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
   const int64_t size = a->sizes[static_cast<size_t>(d)];
   // The CPU kernel rejects negative indices too (measured: "INDICES element is out of DATA
   // bounds, id=-1 axis_dim=3").
+  if (kernels::device::any_on_device({&a, &index})) {
+    // cuda/indexing.cuh's index_select (an index out of range is the kernel's error: the
+    // indices are not read on the host).
+    Tensor r = kernels::device::index_select(a, d, index);
+    if (needs_grad({&a})) {
+      auto node = make_node("IndexSelectBackward0", index_select_backward, {a});
+      node->differentiable_backward = index_select_dbackward;
+      node->save_attr("dim", dim_attr(dim));
+      node->save_input("index", index);
+      node->save_attr("self_sizes", AttrValue::ints(a->sizes));
+      set_history(r, node);
+    }
+    return r;
+  }
   std::vector<int64_t> idx;
   if (!index->is_meta() && !a->is_meta())
     idx = index_values(index, size, false, [&](int64_t i) {
@@ -856,7 +889,9 @@ Tensor index_with_tensor(const Tensor& self, const Tensor& idx) {
   if (idx->dim() == 0) return select(self, 0, static_cast<int64_t>(item(idx)));
   const int64_t size = self->sizes[0];
   std::vector<int64_t> rows;
-  if (!idx->is_meta() && !self->is_meta())
+  const bool on_device = kernels::device::any_on_device({&self, &idx});
+  if (on_device && idx->dtype() != DType::Int64) throw_no_device_kernel("cuda");  // a mask index
+  if (!idx->is_meta() && !self->is_meta() && !on_device)
     rows = index_values(idx, size, true, [&](int64_t i) {
       ScenarioError e("index_out_of_range", "index " + std::to_string(i) + " is out of bounds for dimension 0 with size " +
                                                 std::to_string(size));
@@ -866,8 +901,9 @@ Tensor index_with_tensor(const Tensor& self, const Tensor& idx) {
   // The result has idx's shape followed by self's remaining dims (advanced indexing).
   Shape shape = idx->sizes;
   shape.insert(shape.end(), self->sizes.begin() + 1, self->sizes.end());
-  Tensor r = empty_tensor(shape, self->dtype(), self->is_meta() || idx->is_meta());
-  if (!r->is_meta()) {
+  Tensor r = on_device ? kernels::device::index_rows(self, idx)
+                       : empty_tensor(shape, self->dtype(), self->is_meta() || idx->is_meta());
+  if (!r->is_meta() && !on_device) {
     std::vector<double> values;
     for (int64_t row : rows) {
       std::vector<double> v = to_values(select_alias(self, 0, row));

@@ -282,18 +282,67 @@ LayerNormGrads layer_norm_backward(const Tensor& grad_out, const Tensor& a, cons
   return g;
 }
 
+namespace {
+// A 1-D view of an index: itself when 1-D, a 0-d one as [1], a contiguous n-D one
+// flattened (callers pass a contiguous one).
+cuda::DeviceTensorRef index_vector(const Tensor& index) {
+  cuda::DeviceTensorRef r = device_ref(index);
+  if (index->dim() != 1) {
+    r.sizes = {index->numel()};
+    r.strides = {1};
+  }
+  return r;
+}
+// t (contiguous) seen with its first `lead` dims merged into one.
+cuda::DeviceTensorRef merged_rows(const Tensor& t, int64_t lead) {
+  cuda::DeviceTensorRef r = device_ref(t);
+  if (lead == 1) return r;
+  int64_t rows = 1;
+  for (int64_t d = 0; d < lead; ++d) rows *= t->sizes[static_cast<size_t>(d)];
+  Shape sizes{rows};
+  sizes.insert(sizes.end(), t->sizes.begin() + lead, t->sizes.end());
+  r.sizes = sizes;
+  r.strides.assign(sizes.size(), 1);
+  for (size_t d = sizes.size() - 1; d-- > 0;) r.strides[d] = r.strides[d + 1] * sizes[d + 1];
+  return r;
+}
+}  // namespace
+
 Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
   require_on_device({&a, &index});
   Shape shape = a->sizes;
   if (!shape.empty()) shape[static_cast<size_t>(dim)] = index->numel();
   Tensor r = device_result(shape, a->dtype());
-  launch([&](DeviceBackend& b) { b.index_select(device_ref(r), device_ref(a), dim, device_ref(index)); });
+  launch([&](DeviceBackend& b) { b.index_select(device_ref(r), device_ref(a), dim, index_vector(index)); });
   return r;
 }
 
 void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) {
   require_on_device({&out, &index, &src});
-  launch([&](DeviceBackend& b) { b.index_add(device_ref(out), dim, device_ref(index), device_ref(src)); });
+  cuda::DeviceTensorRef s = device_ref(src);
+  if (index->dim() == 0 && !s.sizes.empty()) {  // a 0-d index keeps the dim with size 1
+    s.sizes.insert(s.sizes.begin() + dim, 1);
+    s.strides.insert(s.strides.begin() + dim, 1);
+  }
+  launch([&](DeviceBackend& b) { b.index_add(device_ref(out), dim, index_vector(index), s); });
+}
+
+Tensor index_rows(const Tensor& self, const Tensor& idx) {
+  require_on_device({&self, &idx});
+  if (!idx->is_contiguous()) throw_no_device_kernel("cuda");
+  Shape shape = idx->sizes;
+  shape.insert(shape.end(), self->sizes.begin() + 1, self->sizes.end());
+  Tensor r = device_result(shape, self->dtype());
+  launch([&](DeviceBackend& b) {
+    b.index_select(merged_rows(r, idx->dim()), device_ref(self), 0, index_vector(idx));
+  });
+  return r;
+}
+
+void index_add_rows(const Tensor& out, const Tensor& idx, const Tensor& src) {
+  require_on_device({&out, &idx, &src});
+  if (!idx->is_contiguous() || (idx->dim() != 1 && !src->is_contiguous())) throw_no_device_kernel("cuda");
+  launch([&](DeviceBackend& b) { b.index_add(device_ref(out), 0, index_vector(idx), merged_rows(src, idx->dim())); });
 }
 
 Tensor mm(const Tensor& a, const Tensor& b, DType out) {

@@ -77,5 +77,10 @@ LayerNormGrads layer_norm_backward(const Tensor& grad_out, const Tensor& a, cons
 Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index);
 // out.index_add_(dim, index, src) in place.
 void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src);
+// self[idx] for an int64 index of any shape (rows of self along dim 0): idx's shape
+// followed by self's other dims. An index outside [0, rows) is the kernel's error.
+Tensor index_rows(const Tensor& self, const Tensor& idx);
+// out[idx] += src (index_put_ with accumulate=True), src of shape idx.shape + out.shape[1:].
+void index_add_rows(const Tensor& out, const Tensor& idx, const Tensor& src);
 
 }  // namespace agtrace::kernels::device
