@@ -7,6 +7,7 @@
 #include "autograd/grad_mode.hpp"
 #include "ops/ops.hpp"
 #include "errors.hpp"
+#include "tensor/device_kernels.hpp"
 #include "tensor/events.hpp"
 #include "tensor/kernels.hpp"
 #include "util/slot_registry.hpp"
@@ -534,7 +535,10 @@ std::vector<Tensor> copy_slices_backward(Node& n, const std::vector<Tensor>& g) 
   Tensor slice_grad = kernels::copy(slice);
   Node& fn = *n.wrapped;
   std::vector<Tensor> res = fn.backward(fn, {slice_grad});
-  if (!res.empty() && res[0]) {
+  if (kernels::device::on_device(slice)) {  // the copy kernel writes the slice on cuda
+    if (!res.empty() && res[0]) kernels::device::copy_into(slice, res[0]);
+    else kernels::device::fill(slice, 0.0);
+  } else if (!res.empty() && res[0]) {
     write_values(slice, to_values(res[0]));
   } else {
     write_values(slice, std::vector<double>(static_cast<size_t>(slice->numel()), 0.0));
@@ -581,7 +585,11 @@ void copy_in_place(const Tensor& dst, const Tensor& src) {
     node->cpp_name_prefix = true;
     node->differentiable_backward = copy_backwards_self_zero;
   }
-  if (!dst->is_meta()) write_values(dst, to_values(src));
+  // On cuda the copy kernel (src on cuda, or a 0-d CPU scalar); copy_ across devices is a
+  // transfer agtrace does not route yet (to_values/write_values refuse, naming the op).
+  if (kernels::device::on_device(dst) && (kernels::device::on_device(src) || src->dim() == 0))
+    kernels::device::copy_into(dst, src);
+  else if (!dst->is_meta()) write_values(dst, to_values(src));
   dst->version->bump();
   Event e;
   e.kind = Event::Kind::VersionBump;
