@@ -495,6 +495,8 @@ bool nan_aware_greater(double v, double best) { return std::isnan(v) || v > best
 std::vector<Tensor> max_all_backward(Node& n, const std::vector<Tensor>& g) {
   Tensor self = n.unpack("self"), result = n.unpack("result");
   if (g[0]->is_meta()) return {input_grad(n, 0, true, {})};
+  if (kernels::device::any_on_device({&g[0], &self}))  // evenly among the maxima, as below
+    return {kernels::device::amax_backward(self, result, g[0], {}, false, n.input_meta[0].dtype)};
   const double r = item(result), gv = item(g[0]);
   std::vector<double> s = to_values(self);
   auto hit = [r](double v) { return std::isnan(r) ? std::isnan(v) : v == r; };
@@ -512,6 +514,11 @@ std::vector<Tensor> max_dim_backward(Node& n, const std::vector<Tensor>& g) {
   Tensor indices = n.unpack("indices");
   if (g[0]->is_meta()) return {input_grad(n, 0, true, {})};
   const Shape& sizes = n.input_meta[0].sizes;
+  if (kernels::device::any_on_device({&g[0], &indices}))  // cuda/indexing.cuh's scatter into zeros
+    return {kernels::device::max_dim_backward(
+        sizes, n.input_meta[0].dtype, g[0], indices,
+        sizes.empty() ? 0 : kernels::wrap_dim(attr_of(n, "dim").i, static_cast<int64_t>(sizes.size())),
+        attr_of(n, "keepdim").b)};
   std::vector<double> gv = to_values(g[0]), iv = to_values(indices);
   std::vector<double> out(static_cast<size_t>(shape_numel(sizes)), 0.0);
   if (sizes.empty()) {
@@ -544,6 +551,9 @@ std::vector<int64_t> reduced_dims_of(const Node& n) {
 std::vector<Tensor> amax_backward(Node& n, const std::vector<Tensor>& g) {
   Tensor self = n.unpack("self"), result = n.unpack("result");
   if (g[0]->is_meta()) return {input_grad(n, 0, true, {})};
+  if (kernels::device::any_on_device({&g[0], &self}))
+    return {kernels::device::amax_backward(self, result, g[0], reduced_dims_of(n), attr_of(n, "keepdim").b,
+                                           n.input_meta[0].dtype)};
   const ReducePlan p = plan_reduce(n.input_meta[0].sizes, reduced_dims_of(n), true);
   std::vector<double> s = to_values(self), r = to_values(result), gv = to_values(g[0]);
   std::vector<double> count(static_cast<size_t>(p.groups), 0.0);

@@ -82,6 +82,9 @@ class DeviceBackend {
                             const cuda::DeviceTensorRef& index) = 0;
   virtual void index_add(const cuda::DeviceTensorRef& out, int64_t dim, const cuda::DeviceTensorRef& index,
                          const cuda::DeviceTensorRef& src) = 0;
+  // out[index[i][j]][j] = src[i][j] along dim (or += with add); out keeps its other elements.
+  virtual void scatter(const cuda::DeviceTensorRef& out, int64_t dim, const cuda::DeviceTensorRef& index,
+                       const cuda::DeviceTensorRef& src, bool add) = 0;
 };
 
 // The backend that "cuda" storages of the run in progress use; null: none (a cuda storage

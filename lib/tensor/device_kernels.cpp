@@ -308,6 +308,71 @@ cuda::DeviceTensorRef merged_rows(const Tensor& t, int64_t lead) {
 }
 }  // namespace
 
+namespace {
+// t (reduced over `dims` of an ndim-dim tensor, without keepdim) seen with those dims back
+// as size-1 dims (restore_reduced_dims); dims empty: all of them.
+cuda::DeviceTensorRef kept_dims(const Tensor& t, std::vector<int64_t> dims, size_t ndim, bool keepdim) {
+  cuda::DeviceTensorRef r = device_ref(t);
+  if (keepdim || r.sizes.size() == ndim) return r;
+  if (dims.empty())
+    for (size_t d = 0; d < ndim; ++d) dims.push_back(static_cast<int64_t>(d));
+  std::sort(dims.begin(), dims.end());
+  for (int64_t d : dims) {
+    r.sizes.insert(r.sizes.begin() + d, 1);
+    r.strides.insert(r.strides.begin() + d, 0);
+  }
+  return r;
+}
+}  // namespace
+
+Tensor max_dim_backward(const Shape& self_sizes, DType dtype, const Tensor& grad, const Tensor& indices, int64_t dim,
+                        bool keepdim) {
+  require_on_device({&grad, &indices});
+  Tensor r;
+  {
+    DeviceScope scope("cuda");
+    r = full(self_sizes, 0.0, dtype, false);  // zeros, as the CPU's first storage
+  }
+  if (self_sizes.empty()) {  // a 0-d input: the gradient itself
+    copy_into(r, grad);
+    return r;
+  }
+  const size_t nd = self_sizes.size();
+  launch([&](DeviceBackend& b) {
+    b.scatter(device_ref(r), dim, kept_dims(indices, {dim}, nd, keepdim), kept_dims(grad, {dim}, nd, keepdim), false);
+  });
+  return r;
+}
+
+Tensor amax_backward(const Tensor& self, const Tensor& result, const Tensor& grad, const std::vector<int64_t>& dims,
+                     bool keepdim, DType out) {
+  require_on_device({&self, &result, &grad});
+  using cuda::pw::BinaryOp;
+  const size_t nd = self->sizes.size();
+  Tensor r = device_result(self->sizes, out);
+  const cuda::DeviceTensorRef res = kept_dims(result, dims, nd, keepdim), g = kept_dims(grad, dims, nd, keepdim);
+  const Shape count_shape = reduced_shape(self->sizes, dims, true);
+  int64_t count_numel = 1;
+  for (int64_t s : count_shape) count_numel *= s;
+  void* buffer = device_allocate(count_numel * dtype_size(out));
+  cuda::DeviceTensorRef count{buffer, out, count_shape, {}, 0};
+  count.strides.assign(count_shape.size(), 1);
+  for (size_t d = count_shape.size(); d-- > 1;) count.strides[d - 1] = count.strides[d] * count_shape[d];
+  try {
+    launch([&](DeviceBackend& b) {
+      b.binary(BinaryOp::Eq, device_ref(r), device_ref(self), res, 1);  // the mask, 1 or 0
+      b.reduce(cuda::ReduceOp::Sum, count, device_ref(r), dims, true);
+      b.binary(BinaryOp::Mul, device_ref(r), device_ref(r), g, 1);
+      b.binary(BinaryOp::Div, device_ref(r), device_ref(r), count, 1);
+    });
+  } catch (...) {
+    if (DeviceBackend* b = device_backend()) b->release(buffer);
+    throw;
+  }
+  if (DeviceBackend* b = device_backend()) b->release(buffer);
+  return r;
+}
+
 Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
   require_on_device({&a, &index});
   Shape shape = a->sizes;

@@ -77,6 +77,15 @@ LayerNormGrads layer_norm_backward(const Tensor& grad_out, const Tensor& a, cons
 Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index);
 // out.index_add_(dim, index, src) in place.
 void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src);
+// The gradient of torch.max(self, dim) (values_grad and indices as the forward gave them,
+// dim wrapped): zeros of self's shape with the gradient scattered at the indices.
+Tensor max_dim_backward(const Shape& self_sizes, DType dtype, const Tensor& grad, const Tensor& indices, int64_t dim,
+                        bool keepdim);
+// The gradient of amax over dims (wrapped; empty: all) and of max(): grad / count * mask,
+// mask = (self == result), count = mask's sum over dims; one new storage, the count in a
+// transient device buffer (no tensor).
+Tensor amax_backward(const Tensor& self, const Tensor& result, const Tensor& grad, const std::vector<int64_t>& dims,
+                     bool keepdim, DType out);
 // self[idx] for an int64 index of any shape (rows of self along dim 0): idx's shape
 // followed by self's other dims. An index outside [0, rows) is the kernel's error.
 Tensor index_rows(const Tensor& self, const Tensor& idx);

@@ -477,4 +477,21 @@ void SimulatedDevice::index_add(const cuda::DeviceTensorRef& out, int64_t dim, c
   }
 }
 
+void SimulatedDevice::scatter(const cuda::DeviceTensorRef& out, int64_t dim, const cuda::DeviceTensorRef& index,
+                              const cuda::DeviceTensorRef& src, bool add) {
+  ++launches;
+  const bool dbl = needs_double({&out, &src});
+  const int64_t d = wrap(dim, out.sizes.size());
+  const int64_t size = out.sizes.empty() ? 1 : out.sizes[static_cast<size_t>(d)];
+  const int64_t n = index.numel();
+  for (int64_t i = 0; i < n; ++i) {
+    std::vector<int64_t> idx = unravel(i, index.sizes);
+    const double v = load_at(src, idx);
+    const int64_t k = static_cast<int64_t>(load_at(index, idx));
+    if (k < 0 || k >= size) throw std::runtime_error("scatter: index " + std::to_string(k) + " out of range");
+    if (!idx.empty()) idx[static_cast<size_t>(d)] = k;
+    store_at(out, idx, add ? to_compute(load_at(out, idx) + v, dbl) : v);
+  }
+}
+
 }  // namespace agtrace::testing

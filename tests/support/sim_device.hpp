@@ -56,6 +56,8 @@ class SimulatedDevice : public DeviceBackend {
                     const cuda::DeviceTensorRef& index) override;
   void index_add(const cuda::DeviceTensorRef& out, int64_t dim, const cuda::DeviceTensorRef& index,
                  const cuda::DeviceTensorRef& src) override;
+  void scatter(const cuda::DeviceTensorRef& out, int64_t dim, const cuda::DeviceTensorRef& index,
+               const cuda::DeviceTensorRef& src, bool add) override;
 
   int64_t live_buffers() const { return static_cast<int64_t>(blocks_.size()); }
   int64_t uploads = 0, downloads = 0;  // element copies in each direction

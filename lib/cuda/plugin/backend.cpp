@@ -148,6 +148,10 @@ class CudaBackend : public DeviceBackend {
                  const DeviceTensorRef& src) override {
     cuda::index_add(out, dim, index, src);
   }
+  void scatter(const DeviceTensorRef& out, int64_t dim, const DeviceTensorRef& index, const DeviceTensorRef& src,
+               bool add) override {
+    cuda::scatter(out, dim, index, src, add);
+  }
 
  private:
   std::string name_;
