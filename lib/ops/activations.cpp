@@ -17,6 +17,7 @@
 #include "ops/double_backward.hpp"
 #include "ops/ops.hpp"
 #include "ops/shapes.hpp"
+#include "tensor/device_backend.hpp"
 #include "tensor/fast_paths.hpp"
 
 namespace agtrace::ops {
@@ -598,6 +599,10 @@ std::vector<Tensor> var_backward(Node& n, const std::vector<Tensor>& g) {
       e.facts = {{"op", "var_backward"}, {"shapes", {g[0]->sizes, sizes}}};
       throw e;
     }
+    const double inf = std::numeric_limits<double>::infinity();
+    if (kernels::device::on_device(g[0]))
+      return {as_dtype(kernels::device::unary(cuda::pw::UnaryOp::MulScalar, g[0], g[0]->dtype(), inf),
+                       n.input_meta[0].dtype)};
     return {as_dtype(kernels::unary(g[0], g[0]->dtype(), [](double v) { return std::numeric_limits<double>::infinity() * v; }),
                      n.input_meta[0].dtype)};
   }
@@ -610,6 +615,9 @@ std::vector<Tensor> var_backward(Node& n, const std::vector<Tensor>& g) {
     for (int64_t d : dims) safe *= sizes[static_cast<size_t>(d)];
     dof = static_cast<double>(safe - correction);
   }
+  if (kernels::device::any_on_device({&g[0], &self}))
+    return {kernels::device::var_backward(self, g[0], all ? std::vector<int64_t>{} : dims,
+                                          !all && attr_of(n, "keepdim").b, dof, n.input_meta[0].dtype)};
   // self.mean(dim, keepdim=True): an empty dim list means every dim, as for all.
   const ReducePlan mean_plan = plan_reduce(sizes, all ? std::vector<int64_t>{} : dims, true);
   std::vector<double> s = to_values(self), gv = to_values(g[0]);
@@ -644,6 +652,11 @@ std::vector<Tensor> norm_backward(Node& n, const std::vector<Tensor>& g) {
   Tensor self = n.unpack("self"), result = n.unpack("result");
   if (p == 0.0) return {nullptr};
   if (g[0]->is_meta()) return {input_grad(n, 0, true, {})};
+  if (kernels::device::any_on_device({&g[0], &self})) {
+    if (p != 2.0) throw_no_device_kernel("cuda");
+    return {kernels::device::norm2_backward(self, result, g[0], reduced_dims_of(n), attr_of(n, "keepdim").b,
+                                            n.input_meta[0].dtype)};
+  }
   const ReducePlan plan = plan_reduce(n.input_meta[0].sizes, reduced_dims_of(n), true);
   std::vector<double> s = to_values(self), r = to_values(result), gv = to_values(g[0]);
   auto sgn = [](double v) { return v > 0 ? 1.0 : (v < 0 ? -1.0 : 0.0); };
@@ -702,6 +715,14 @@ void require_norm_dtype(const Tensor& a) {
 std::vector<Tensor> where_backward(Node& n, const std::vector<Tensor>& g) {
   Tensor cond = n.unpack("condition");
   Tensor ga, gb;
+  if (kernels::device::any_on_device({&cond, &g[0]})) {  // where(cond, grad, 0) / where(cond, 0, grad)
+    for (size_t i = 0; i < 2; ++i) {
+      if (!n.next[i].fn) continue;
+      Tensor w = kernels::device::select_or(cond, g[0], 0.0, i == 0, g[0]->dtype(), "where");
+      (i == 0 ? ga : gb) = grad_for_meta(w, n.input_meta[i], n.input_meta[i].sizes, n.input_meta[i].dtype);
+    }
+    return {ga, gb};
+  }
   if (n.next[0].fn) {
     Tensor w = kernels::binary(cond, g[0], g[0]->dtype(), [](double c, double v) { return c != 0 ? v : 0.0; }, "where");
     ga = grad_for_meta(w, n.input_meta[0], n.input_meta[0].sizes, n.input_meta[0].dtype);
@@ -718,6 +739,17 @@ std::vector<Tensor> where_backward(Node& n, const std::vector<Tensor>& g) {
 std::vector<Tensor> masked_fill_backward(Node& n, const std::vector<Tensor>& g) {
   Tensor mask = n.unpack("mask");
   Tensor ga, gv;
+  if (kernels::device::any_on_device({&mask, &g[0]})) {
+    if (n.next[0].fn)  // grad.masked_fill(mask, 0)
+      ga = grad_for_meta(kernels::device::select_or(mask, g[0], 0.0, false, g[0]->dtype(), "masked_fill"),
+                         n.input_meta[0], n.input_meta[0].sizes, n.input_meta[0].dtype);
+    if (n.next.size() > 1 && n.next[1].fn) {  // the masked gradient's sum, in value's dtype
+      Tensor w = kernels::device::select_or(mask, g[0], 0.0, true, g[0]->dtype(), "masked_fill");
+      gv = kernels::device::sum(w, {}, false, n.input_meta[1].dtype);
+    }
+    if (n.next.size() > 1) return {ga, gv};
+    return {ga};
+  }
   if (n.next[0].fn) {
     Tensor w = kernels::binary(g[0], mask, g[0]->dtype(), [](double v, double m) { return m != 0 ? 0.0 : v; },
                                "masked_fill");
@@ -1395,7 +1427,8 @@ Tensor var(const Tensor& a, const std::optional<std::vector<int64_t>>& dims, int
   // An empty dim list reduces every dim, like dim=None (measured: x.var(()) == x.var()).
   const ReducePlan p = plan_reduce(a->sizes, wd, keepdim && dims.has_value());
   std::vector<double> vals;
-  if (!a->is_meta()) {
+  const bool on_device = kernels::device::on_device(a);
+  if (!a->is_meta() && !on_device) {
     std::vector<double> x = to_values(a);
     std::vector<double> mean(static_cast<size_t>(p.groups), 0.0), ss(static_cast<size_t>(p.groups), 0.0);
     for (size_t i = 0; i < x.size(); ++i) mean[p.group[i]] += x[i];
@@ -1409,7 +1442,8 @@ Tensor var(const Tensor& a, const std::optional<std::vector<int64_t>>& dims, int
     vals.resize(ss.size());
     for (size_t k = 0; k < ss.size(); ++k) vals[k] = ss[k] / divisor;
   }
-  Tensor r = make_out(p.out_shape, a->dtype(), a->is_meta(), vals);
+  Tensor r = on_device ? kernels::device::var(a, wd, keepdim && dims.has_value(), correction)
+                       : make_out(p.out_shape, a->dtype(), a->is_meta(), vals);
   if (needs_grad({&a})) {
     // VarBackward0: correction (unbiased=True is 1, False 0), dim (None when not given;
     // as written), keepdim, self (SUMMARY var_all / var_dim).
@@ -1432,7 +1466,9 @@ Tensor norm(const Tensor& a, const Value& p, const std::vector<int64_t>& dims, b
   const ReducePlan plan = plan_reduce(a->sizes, wd, keepdim);
   const double pv = p.number();
   std::vector<double> vals;
-  if (!a->is_meta()) {
+  const bool on_device = kernels::device::on_device(a);
+  if (on_device && pv != 2.0) throw_no_device_kernel("cuda");  // only the 2-norm is routed
+  if (!a->is_meta() && !on_device) {
     std::vector<double> x = to_values(a);
     std::vector<double> acc(static_cast<size_t>(plan.groups), 0.0);
     const bool pinf = std::isinf(pv) && pv > 0, ninf = std::isinf(pv) && pv < 0;
@@ -1455,7 +1491,8 @@ Tensor norm(const Tensor& a, const Value& p, const std::vector<int64_t>& dims, b
       else vals[k] = std::pow(acc[k], 1.0 / pv);
     }
   }
-  Tensor r = make_out(plan.out_shape, a->dtype(), a->is_meta(), vals);
+  Tensor r = on_device ? kernels::device::norm2(a, wd, keepdim)
+                       : make_out(plan.out_shape, a->dtype(), a->is_meta(), vals);
   if (needs_grad({&a})) {
     // NormBackward1 (norm.ScalarOpt_dim): dim (as passed to at::norm), keepdim, p (its
     // Python type shows: 2 vs 2.0), result, self (SUMMARY norm_all / norm_dim).
@@ -1519,8 +1556,10 @@ Tensor where(const Tensor& condition, const Tensor& input, const Tensor& other) 
   // The result dtype promotes input and other (Python numbers lowest, as wrapped numbers):
   // measured where(m, x, 0) is float32, where(m, 1, 0) int64, where(m, 1.0, 0.0) float32.
   const DType out = kernels::result_type(input, other);
-  Tensor r = kernels::ternary(condition, input, other, out, [](double c, double x, double y) { return c != 0 ? x : y; },
-                              "where");
+  Tensor r = kernels::device::any_on_device({&condition, &input, &other})
+                 ? kernels::device::ternary(cuda::pw::TernaryOp::Where, condition, input, other, out, "where")
+                 : kernels::ternary(condition, input, other, out,
+                                    [](double c, double x, double y) { return c != 0 ? x : y; }, "where");
   if (needs_grad({&input, &other})) {
     // WhereBackward0: edges (input, other) (a Python number's edge is None); saves only
     // condition, the same object (SUMMARY where: 6 B, is:m, for every requires_grad combination).
@@ -1552,8 +1591,10 @@ Tensor masked_fill(const Tensor& a, const Tensor& mask, const Value& value) {
   // with a [2, 3] mask gives a [2, 3] result).
   kernels::broadcast_shapes(a->sizes, mask->sizes, "masked_fill");
   const double fill = vt ? (vt->is_meta() ? 0.0 : item(vt)) : value.number();
-  Tensor r = kernels::binary(a, mask, a->dtype(), [fill](double x, double m) { return m != 0 ? fill : x; },
-                             "masked_fill");
+  Tensor r = kernels::device::any_on_device({&a, &mask})
+                 ? kernels::device::select_or(mask, a, fill, false, a->dtype(), "masked_fill")
+                 : kernels::binary(a, mask, a->dtype(), [fill](double x, double m) { return m != 0 ? fill : x; },
+                                   "masked_fill");
   const bool tensor_value = static_cast<bool>(vt);
   if (tensor_value ? needs_grad({&a, &vt}) : needs_grad({&a})) {
     // MaskedFillBackward0 (Scalar value): edge self; MaskedFillBackward1 (0-d tensor value):

@@ -40,6 +40,13 @@ class Operand {
     device_upload(buffer_, compute, &v, 1);
     ref_ = cuda::DeviceTensorRef{buffer_, compute, {}, {}, 0};
   }
+  // A value in dtype `compute` (a Python number the kernel takes by value).
+  Operand(double v, DType compute) {
+    const double x = round_to_dtype(v, compute);
+    buffer_ = device_allocate(dtype_size(compute));
+    device_upload(buffer_, compute, &x, 1);
+    ref_ = cuda::DeviceTensorRef{buffer_, compute, {}, {}, 0};
+  }
   ~Operand() {
     if (buffer_)
       if (DeviceBackend* b = device_backend()) b->release(buffer_);
@@ -324,6 +331,112 @@ cuda::DeviceTensorRef kept_dims(const Tensor& t, std::vector<int64_t> dims, size
   return r;
 }
 }  // namespace
+
+namespace {
+// A contiguous device buffer for an op's intermediate (no tensor: the accountant sees only
+// the op's results, as on the CPU, whose loops keep intermediates in registers); freed when
+// the op returns.
+class Scratch {
+ public:
+  Scratch(const Shape& sizes, DType dtype) {
+    int64_t n = 1;
+    for (int64_t s : sizes) n *= s;
+    buffer_ = device_allocate(n * dtype_size(dtype));
+    ref_ = cuda::DeviceTensorRef{buffer_, dtype, sizes, Shape(sizes.size(), 1), 0};
+    for (size_t d = sizes.size(); d-- > 1;) ref_.strides[d - 1] = ref_.strides[d] * sizes[d];
+  }
+  ~Scratch() {
+    if (buffer_)
+      if (DeviceBackend* b = device_backend()) b->release(buffer_);
+  }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  const cuda::DeviceTensorRef& ref() const { return ref_; }
+
+ private:
+  void* buffer_ = nullptr;
+  cuda::DeviceTensorRef ref_;
+};
+}  // namespace
+
+Tensor select_or(const Tensor& cond, const Tensor& t, double other, bool t_where_true, DType out,
+                 const std::string& name) {
+  Tensor r = device_result(broadcast_shapes(cond->sizes, t->sizes, name), out);
+  Operand c(cond, DType::Bool), x(t, out), y(other, out);
+  launch([&](DeviceBackend& b) {
+    b.ternary(cuda::pw::TernaryOp::Where, device_ref(r), c.ref(), t_where_true ? x.ref() : y.ref(),
+              t_where_true ? y.ref() : x.ref(), 0, 0);
+  });
+  return r;
+}
+
+Tensor var(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim, int64_t correction) {
+  using cuda::pw::BinaryOp;
+  const Shape kept = reduced_shape(a->sizes, dims, true);
+  int64_t count = 1;
+  for (size_t d = 0; d < a->sizes.size(); ++d)
+    if (dims.empty() || std::find(dims.begin(), dims.end(), static_cast<int64_t>(d)) != dims.end()) count *= a->sizes[d];
+  Tensor r = device_result(reduced_shape(a->sizes, dims, keepdim), a->dtype());
+  Scratch mean(kept, a->dtype()), sq(a->sizes, a->dtype());
+  const double divisor = static_cast<double>(std::max<int64_t>(0, count - correction));
+  launch([&](DeviceBackend& b) {
+    b.reduce(cuda::ReduceOp::Mean, mean.ref(), device_ref(a), dims, true);
+    b.binary(BinaryOp::Sub, sq.ref(), device_ref(a), mean.ref(), 1);
+    b.binary(BinaryOp::Mul, sq.ref(), sq.ref(), sq.ref(), 1);
+    b.reduce(cuda::ReduceOp::Sum, device_ref(r), sq.ref(), dims, keepdim);
+    // Divided by max(0, N - correction) (0/0 NaN, x/0 inf, as on the CPU).
+    Operand d(divisor, a->dtype());
+    b.binary(BinaryOp::Div, device_ref(r), device_ref(r), d.ref(), 1);
+  });
+  return r;
+}
+
+Tensor var_backward(const Tensor& self, const Tensor& grad, const std::vector<int64_t>& dims, bool keepdim, double dof,
+                    DType out) {
+  require_on_device({&self, &grad});
+  using cuda::pw::BinaryOp;
+  const size_t nd = self->sizes.size();
+  Tensor r = device_result(self->sizes, out);
+  Scratch mean(reduced_shape(self->sizes, dims, true), self->dtype());
+  launch([&](DeviceBackend& b) {
+    // (2 / dof) * grad * (self - self.mean(dims, keepdim=True))
+    b.reduce(cuda::ReduceOp::Mean, mean.ref(), device_ref(self), dims, true);
+    b.binary(BinaryOp::Sub, device_ref(r), device_ref(self), mean.ref(), 1);
+    b.binary(BinaryOp::Mul, device_ref(r), device_ref(r), kept_dims(grad, dims, nd, keepdim), 1);
+    b.unary(cuda::pw::UnaryOp::MulScalar, device_ref(r), device_ref(r), 2.0 / dof, 0);
+  });
+  return r;
+}
+
+Tensor norm2(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
+  Tensor r = device_result(reduced_shape(a->sizes, dims, keepdim), a->dtype());
+  Scratch sq(a->sizes, a->dtype());
+  launch([&](DeviceBackend& b) {
+    b.binary(cuda::pw::BinaryOp::Mul, sq.ref(), device_ref(a), device_ref(a), 1);
+    b.reduce(cuda::ReduceOp::Sum, device_ref(r), sq.ref(), dims, keepdim);
+    b.unary(cuda::pw::UnaryOp::Sqrt, device_ref(r), device_ref(r), 0, 0);
+  });
+  return r;
+}
+
+Tensor norm2_backward(const Tensor& self, const Tensor& result, const Tensor& grad, const std::vector<int64_t>& dims,
+                      bool keepdim, DType out) {
+  require_on_device({&self, &result, &grad});
+  using cuda::pw::BinaryOp;
+  const size_t nd = self->sizes.size();
+  const cuda::DeviceTensorRef norm = kept_dims(result, dims, nd, keepdim);
+  Tensor r = device_result(self->sizes, out);
+  Scratch zero_norm(reduced_shape(self->sizes, dims, true), DType::Bool);
+  Operand zero(0.0, out);
+  launch([&](DeviceBackend& b) {
+    // grad * (self / norm), 0 where norm == 0
+    b.binary(BinaryOp::Div, device_ref(r), device_ref(self), norm, 1);
+    b.binary(BinaryOp::Mul, device_ref(r), device_ref(r), kept_dims(grad, dims, nd, keepdim), 1);
+    b.binary(BinaryOp::Eq, zero_norm.ref(), norm, zero.ref(), 1);
+    b.ternary(cuda::pw::TernaryOp::Where, device_ref(r), zero_norm.ref(), zero.ref(), device_ref(r), 0, 0);
+  });
+  return r;
+}
 
 Tensor max_dim_backward(const Shape& self_sizes, DType dtype, const Tensor& grad, const Tensor& indices, int64_t dim,
                         bool keepdim) {

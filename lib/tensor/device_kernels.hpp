@@ -86,6 +86,19 @@ Tensor max_dim_backward(const Shape& self_sizes, DType dtype, const Tensor& grad
 // transient device buffer (no tensor).
 Tensor amax_backward(const Tensor& self, const Tensor& result, const Tensor& grad, const std::vector<int64_t>& dims,
                      bool keepdim, DType out);
+// cond ? t : other (t_where_true) or cond ? other : t, broadcast (where / masked_fill with
+// a number).
+Tensor select_or(const Tensor& cond, const Tensor& t, double other, bool t_where_true, DType out,
+                 const std::string& name);
+// var over dims (wrapped; empty: all) with `correction`, and its backward
+// ((2 / dof) * grad * (self - mean)); intermediates in transient device buffers.
+Tensor var(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim, int64_t correction);
+Tensor var_backward(const Tensor& self, const Tensor& grad, const std::vector<int64_t>& dims, bool keepdim, double dof,
+                    DType out);
+// The 2-norm over dims and its backward (grad * self / norm, 0 where norm == 0).
+Tensor norm2(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim);
+Tensor norm2_backward(const Tensor& self, const Tensor& result, const Tensor& grad, const std::vector<int64_t>& dims,
+                      bool keepdim, DType out);
 // self[idx] for an int64 index of any shape (rows of self along dim 0): idx's shape
 // followed by self's other dims. An index outside [0, rows) is the kernel's error.
 Tensor index_rows(const Tensor& self, const Tensor& idx);

@@ -77,6 +77,12 @@ TEST_CASE("softmax, log_softmax, max, amax and mean on cuda match the CPU", "[de
                   "(s + m).backward()"])P");
 }
 
+TEST_CASE("var, the 2-norm, where and masked_fill on cuda match the CPU", "[device][routes]") {
+  same_report(R"P(["s = x.var() + (x.var(1, keepdim=True) * 2.0).sum() + x.norm() + (x.norm(dim=0) * v).sum()",
+                  "w2 = torch.where(x > 0.5, x, x * 2.0) + x.masked_fill(x < 0.0, 1.5)",
+                  "(s + (w2 * w2).sum()).backward()"])P");
+}
+
 TEST_CASE("layer_norm forward and backward on cuda match the CPU", "[device][routes]") {
   same_report(R"P(["y = F.layer_norm(x, [4], w, b)", "((y * y).sum() + (F.layer_norm(B, [3, 4]) * B).sum()).backward()"])P");
 }

@@ -255,6 +255,15 @@ std::vector<int64_t> unravel(int64_t linear, const Shape& sizes) {
   return idx;
 }
 int64_t wrap(int64_t dim, size_t nd) { return dim < 0 ? dim + static_cast<int64_t>(nd) : dim; }
+int64_t dim_size(const cuda::DeviceTensorRef& t, int64_t d) {
+  return t.sizes.empty() ? 1 : t.sizes[static_cast<size_t>(d)];
+}
+// An index value, checked against [0, size) as the indexing kernels check it on the device.
+int64_t checked_index(double v, int64_t size, const char* op) {
+  const int64_t k = static_cast<int64_t>(v);
+  if (k < 0 || k >= size) throw std::runtime_error(std::string(op) + ": index " + std::to_string(k) + " out of range");
+  return k;
+}
 // Rows along `dim` of a tensor of `sizes` (every index but dim), as multi-indices with
 // idx[dim] = 0, row-major; a 0-d tensor is one row of one element.
 std::vector<std::vector<int64_t>> rows_along(const Shape& sizes, int64_t dim) {
@@ -447,13 +456,12 @@ void SimulatedDevice::index_select(const cuda::DeviceTensorRef& out, const cuda:
                                    const cuda::DeviceTensorRef& index) {
   ++launches;
   const int64_t d = wrap(dim, in.sizes.size());
-  const int64_t size = in.sizes.empty() ? 1 : in.sizes[static_cast<size_t>(d)];
+  const int64_t size = dim_size(in, d);
   const int64_t n = out.numel();
   for (int64_t i = 0; i < n; ++i) {
     std::vector<int64_t> idx = unravel(i, out.sizes);
     const int64_t pos = idx.empty() ? 0 : idx[static_cast<size_t>(d)];
-    const int64_t k = static_cast<int64_t>(load(index, index.sizes, pos));
-    if (k < 0 || k >= size) throw std::runtime_error("index_select: index " + std::to_string(k) + " out of range");
+    const int64_t k = checked_index(load(index, index.sizes, pos), size, "index_select");
     if (!idx.empty()) idx[static_cast<size_t>(d)] = k;
     store(out, i, load_at(in, idx));
   }
@@ -464,13 +472,12 @@ void SimulatedDevice::index_add(const cuda::DeviceTensorRef& out, int64_t dim, c
   ++launches;
   const bool dbl = needs_double({&out, &src});
   const int64_t d = wrap(dim, out.sizes.size());
-  const int64_t size = out.sizes.empty() ? 1 : out.sizes[static_cast<size_t>(d)];
+  const int64_t size = dim_size(out, d);
   const int64_t n = src.numel();
   for (int64_t i = 0; i < n; ++i) {
     std::vector<int64_t> idx = unravel(i, src.sizes);
     const int64_t pos = idx.empty() ? 0 : idx[static_cast<size_t>(d)];
-    const int64_t k = static_cast<int64_t>(load(index, index.sizes, pos));
-    if (k < 0 || k >= size) throw std::runtime_error("index_add: index " + std::to_string(k) + " out of range");
+    const int64_t k = checked_index(load(index, index.sizes, pos), size, "index_add");
     const double v = load(src, src.sizes, i);
     if (!idx.empty()) idx[static_cast<size_t>(d)] = k;
     store_at(out, idx, to_compute(load_at(out, idx) + v, dbl));
@@ -482,13 +489,12 @@ void SimulatedDevice::scatter(const cuda::DeviceTensorRef& out, int64_t dim, con
   ++launches;
   const bool dbl = needs_double({&out, &src});
   const int64_t d = wrap(dim, out.sizes.size());
-  const int64_t size = out.sizes.empty() ? 1 : out.sizes[static_cast<size_t>(d)];
+  const int64_t size = dim_size(out, d);
   const int64_t n = index.numel();
   for (int64_t i = 0; i < n; ++i) {
     std::vector<int64_t> idx = unravel(i, index.sizes);
     const double v = load_at(src, idx);
-    const int64_t k = static_cast<int64_t>(load_at(index, idx));
-    if (k < 0 || k >= size) throw std::runtime_error("scatter: index " + std::to_string(k) + " out of range");
+    const int64_t k = checked_index(load_at(index, idx), size, "scatter");
     if (!idx.empty()) idx[static_cast<size_t>(d)] = k;
     store_at(out, idx, add ? to_compute(load_at(out, idx) + v, dbl) : v);
   }
