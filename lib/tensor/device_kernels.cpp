@@ -1,6 +1,7 @@
 #include "tensor/device_kernels.hpp"
 
 #include <algorithm>
+#include <memory>
 
 #include "errors.hpp"
 #include "tensor/device_backend.hpp"
@@ -21,6 +22,31 @@ Tensor device_result(const Shape& sizes, DType dtype) {
   return uninitialized_tensor(sizes, dtype, false);
 }
 
+// A contiguous device buffer for an op's intermediate (no tensor: the accountant sees only
+// the op's results, as on the CPU, whose loops keep intermediates in registers); freed when
+// the op returns.
+class Scratch {
+ public:
+  Scratch(const Shape& sizes, DType dtype) {
+    int64_t n = 1;
+    for (int64_t s : sizes) n *= s;
+    buffer_ = device_allocate(n * dtype_size(dtype));
+    ref_ = cuda::DeviceTensorRef{buffer_, dtype, sizes, Shape(sizes.size(), 1), 0};
+    for (size_t d = sizes.size(); d-- > 1;) ref_.strides[d - 1] = ref_.strides[d] * sizes[d];
+  }
+  ~Scratch() {
+    if (buffer_)
+      if (DeviceBackend* b = device_backend()) b->release(buffer_);
+  }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  const cuda::DeviceTensorRef& ref() const { return ref_; }
+
+ private:
+  void* buffer_ = nullptr;
+  cuda::DeviceTensorRef ref_;
+};
+
 // A 0-d CPU operand (a wrapped Python number) for a kernel: its value in the result's dtype
 // in a transient device buffer of the backend, not a tensor (PyTorch passes such a scalar
 // to its CUDA kernel by value and allocates nothing; the buffer is freed right after the
@@ -35,29 +61,21 @@ class Operand {
     if (t->dim() != 0 || t->is_meta())
       throw ScenarioError("device_mismatch",
                           "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!");
-    const double v = round_to_dtype(item(t), compute);
-    buffer_ = device_allocate(dtype_size(compute));
-    device_upload(buffer_, compute, &v, 1);
-    ref_ = cuda::DeviceTensorRef{buffer_, compute, {}, {}, 0};
+    hold(item(t), compute);
   }
   // A value in dtype `compute` (a Python number the kernel takes by value).
-  Operand(double v, DType compute) {
-    const double x = round_to_dtype(v, compute);
-    buffer_ = device_allocate(dtype_size(compute));
-    device_upload(buffer_, compute, &x, 1);
-    ref_ = cuda::DeviceTensorRef{buffer_, compute, {}, {}, 0};
-  }
-  ~Operand() {
-    if (buffer_)
-      if (DeviceBackend* b = device_backend()) b->release(buffer_);
-  }
-  Operand(const Operand&) = delete;
-  Operand& operator=(const Operand&) = delete;
+  Operand(double v, DType compute) { hold(v, compute); }
   const cuda::DeviceTensorRef& ref() const { return ref_; }
 
  private:
+  void hold(double v, DType compute) {
+    const double x = round_to_dtype(v, compute);
+    scalar_ = std::make_unique<Scratch>(Shape{}, compute);
+    ref_ = scalar_->ref();
+    device_upload(ref_.data, compute, &x, 1);
+  }
   cuda::DeviceTensorRef ref_;
-  void* buffer_ = nullptr;
+  std::unique_ptr<Scratch> scalar_;
 };
 
 // Backend calls with its failures turned into scenario errors naming the op.
@@ -332,33 +350,6 @@ cuda::DeviceTensorRef kept_dims(const Tensor& t, std::vector<int64_t> dims, size
 }
 }  // namespace
 
-namespace {
-// A contiguous device buffer for an op's intermediate (no tensor: the accountant sees only
-// the op's results, as on the CPU, whose loops keep intermediates in registers); freed when
-// the op returns.
-class Scratch {
- public:
-  Scratch(const Shape& sizes, DType dtype) {
-    int64_t n = 1;
-    for (int64_t s : sizes) n *= s;
-    buffer_ = device_allocate(n * dtype_size(dtype));
-    ref_ = cuda::DeviceTensorRef{buffer_, dtype, sizes, Shape(sizes.size(), 1), 0};
-    for (size_t d = sizes.size(); d-- > 1;) ref_.strides[d - 1] = ref_.strides[d] * sizes[d];
-  }
-  ~Scratch() {
-    if (buffer_)
-      if (DeviceBackend* b = device_backend()) b->release(buffer_);
-  }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  const cuda::DeviceTensorRef& ref() const { return ref_; }
-
- private:
-  void* buffer_ = nullptr;
-  cuda::DeviceTensorRef ref_;
-};
-}  // namespace
-
 Tensor select_or(const Tensor& cond, const Tensor& t, double other, bool t_where_true, DType out,
                  const std::string& name) {
   Tensor r = device_result(broadcast_shapes(cond->sizes, t->sizes, name), out);
@@ -464,25 +455,13 @@ Tensor amax_backward(const Tensor& self, const Tensor& result, const Tensor& gra
   const size_t nd = self->sizes.size();
   Tensor r = device_result(self->sizes, out);
   const cuda::DeviceTensorRef res = kept_dims(result, dims, nd, keepdim), g = kept_dims(grad, dims, nd, keepdim);
-  const Shape count_shape = reduced_shape(self->sizes, dims, true);
-  int64_t count_numel = 1;
-  for (int64_t s : count_shape) count_numel *= s;
-  void* buffer = device_allocate(count_numel * dtype_size(out));
-  cuda::DeviceTensorRef count{buffer, out, count_shape, {}, 0};
-  count.strides.assign(count_shape.size(), 1);
-  for (size_t d = count_shape.size(); d-- > 1;) count.strides[d - 1] = count.strides[d] * count_shape[d];
-  try {
-    launch([&](DeviceBackend& b) {
-      b.binary(BinaryOp::Eq, device_ref(r), device_ref(self), res, 1);  // the mask, 1 or 0
-      b.reduce(cuda::ReduceOp::Sum, count, device_ref(r), dims, true);
-      b.binary(BinaryOp::Mul, device_ref(r), device_ref(r), g, 1);
-      b.binary(BinaryOp::Div, device_ref(r), device_ref(r), count, 1);
-    });
-  } catch (...) {
-    if (DeviceBackend* b = device_backend()) b->release(buffer);
-    throw;
-  }
-  if (DeviceBackend* b = device_backend()) b->release(buffer);
+  Scratch count(reduced_shape(self->sizes, dims, true), out);
+  launch([&](DeviceBackend& b) {
+    b.binary(BinaryOp::Eq, device_ref(r), device_ref(self), res, 1);  // the mask, 1 or 0
+    b.reduce(cuda::ReduceOp::Sum, count.ref(), device_ref(r), dims, true);
+    b.binary(BinaryOp::Mul, device_ref(r), device_ref(r), g, 1);
+    b.binary(BinaryOp::Div, device_ref(r), device_ref(r), count.ref(), 1);
+  });
   return r;
 }
 
