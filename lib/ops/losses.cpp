@@ -74,6 +74,9 @@ std::vector<Tensor> nll_loss_backward(Node& n, const std::vector<Tensor>& g) {
   if (g[0]->is_meta()) return {empty_tensor(m.sizes, m.dtype, true)};
   const int64_t reduction = n.attr("reduction").i;
   const int64_t ignore_index = n.attr("ignore_index").i;
+  if (kernels::device::any_on_device({&g[0], &target}))  // gather/scatter kernels, one new storage
+    return {kernels::device::nll_loss_backward(g[0], m.sizes, m.dtype, target, weight, total_weight, reduction,
+                                               ignore_index)};
   const bool batched = m.sizes.size() == 2;
   const int64_t classes = m.sizes.back();
   std::vector<double> tv = to_values(target), gv = to_values(g[0]);
@@ -289,7 +292,11 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight,
   Shape shape = per_sample ? Shape{input->sizes[0]} : Shape{};
   std::vector<double> vals;
   double total_weight = 0;
-  if (!meta) {
+  const bool on_device = kernels::device::any_on_device({&input, &target});
+  kernels::device::NllLossResult dev;
+  if (on_device)  // the loss and total_weight computed by the device, in the CPU's order
+    dev = kernels::device::nll_loss(input, target, weight, reduction, ignore_index, needs_grad({&input}));
+  if (!meta && !on_device) {
     std::vector<double> x = to_values(input), tv = to_values(target);
     std::vector<double> wv = weight ? to_values(weight) : std::vector<double>{};
     double total = 0;
@@ -312,13 +319,13 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight,
     if (per_sample) total_weight = 0;
     else vals = {reduction == kMean ? total / total_weight : total};  // 0/0 is NaN when all are ignored
   }
-  Tensor r = make_out(shape, input->dtype(), meta, vals);
+  Tensor r = on_device ? dev.loss : make_out(shape, input->dtype(), meta, vals);
   if (needs_grad({&input})) {
     // NllLossBackward0: one edge (target and weight are not differentiable). Saves
     // ignore_index (int64 read back as uint64: -100 is 18446744073709551516), reduction,
     // self, target (the same objects), total_weight (an op-internal 0-d tensor of the
     // input's dtype, a new storage) and weight (None when not given) (SUMMARY nll_loss).
-    Tensor tw = make_out({}, input->dtype(), meta, {total_weight});
+    Tensor tw = on_device ? dev.total_weight : make_out({}, input->dtype(), meta, {total_weight});
     auto node = make_node("NllLossBackward0", nll_loss_backward, {input});
     node->differentiable_backward = nll_loss_dbackward;
     set_history(r, node);

@@ -82,6 +82,9 @@ class DeviceBackend {
                             const cuda::DeviceTensorRef& index) = 0;
   virtual void index_add(const cuda::DeviceTensorRef& out, int64_t dim, const cuda::DeviceTensorRef& index,
                          const cuda::DeviceTensorRef& src) = 0;
+  // out[i][j] = in[index[i][j]][j] along dim (out and index of one shape).
+  virtual void gather(const cuda::DeviceTensorRef& out, const cuda::DeviceTensorRef& in, int64_t dim,
+                      const cuda::DeviceTensorRef& index) = 0;
   // out[index[i][j]][j] = src[i][j] along dim (or += with add); out keeps its other elements.
   virtual void scatter(const cuda::DeviceTensorRef& out, int64_t dim, const cuda::DeviceTensorRef& index,
                        const cuda::DeviceTensorRef& src, bool add) = 0;

@@ -429,6 +429,112 @@ Tensor norm2_backward(const Tensor& self, const Tensor& result, const Tensor& gr
   return r;
 }
 
+namespace {
+// A tensor of up to 2 dims seen as (N, C) (a vector as one row) and a target as the (N, 1)
+// column of class indices (a 0-d one as [[t]]).
+cuda::DeviceTensorRef as_rows(const Tensor& t) {
+  cuda::DeviceTensorRef r = device_ref(t);
+  if (t->dim() == 1) {
+    r.sizes = {1, t->sizes[0]};
+    r.strides = {0, t->strides[0]};
+  }
+  return r;
+}
+cuda::DeviceTensorRef as_column(const Tensor& t) {
+  cuda::DeviceTensorRef r = device_ref(t);
+  r.sizes = {t->dim() == 0 ? 1 : t->sizes[0], 1};
+  r.strides = {t->dim() == 0 ? 0 : t->strides[0], 0};
+  return r;
+}
+// Each sample's target with ignored ones as class 0 (safe to gather at), and its weight
+// (weight[t], or 1; 0 where ignored).
+struct NllPicks {
+  NllPicks(int64_t n, DType dtype) : target({n, 1}, DType::Int64), weight({n, 1}, dtype), valid({n, 1}, DType::Bool) {}
+  Scratch target, weight, valid;
+};
+void pick_targets(DeviceBackend& b, NllPicks& p, const Tensor& target, const Tensor& weight, int64_t classes,
+                  int64_t ignore_index, DType dtype) {
+  using cuda::pw::BinaryOp;
+  using cuda::pw::TernaryOp;
+  const int64_t n = p.target.ref().sizes[0];
+  Operand ignored(static_cast<double>(ignore_index), DType::Int64), zero_index(0.0, DType::Int64);
+  Operand zero(0.0, dtype), one(1.0, dtype);
+  b.binary(BinaryOp::Ne, p.valid.ref(), as_column(target), ignored.ref(), 1);
+  b.ternary(TernaryOp::Where, p.target.ref(), p.valid.ref(), as_column(target), zero_index.ref(), 0, 0);
+  if (weight) {
+    cuda::DeviceTensorRef w = device_ref(weight);
+    w.sizes = {n, classes};
+    w.strides = {0, weight->strides[0]};
+    b.gather(p.weight.ref(), w, 1, p.target.ref());
+    b.ternary(TernaryOp::Where, p.weight.ref(), p.valid.ref(), p.weight.ref(), zero.ref(), 0, 0);
+  } else {
+    b.ternary(TernaryOp::Where, p.weight.ref(), p.valid.ref(), one.ref(), zero.ref(), 0, 0);
+  }
+}
+}  // namespace
+
+NllLossResult nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight, int64_t reduction,
+                       int64_t ignore_index, bool with_total_weight) {
+  require_on_device({&input, &target, &weight});
+  using cuda::pw::BinaryOp;
+  const DType dt = input->dtype();
+  const int64_t n = input->dim() == 2 ? input->sizes[0] : 1, classes = input->sizes.back();
+  const bool per_sample = reduction == 0 && input->dim() == 2;
+  NllLossResult r;
+  r.loss = device_result(per_sample ? Shape{n} : Shape{}, dt);
+  if (with_total_weight) r.total_weight = device_result({}, dt);
+  NllPicks picks(n, dt);
+  Scratch picked({n, 1}, dt);
+  std::unique_ptr<Scratch> tw_scratch;
+  if (!with_total_weight) tw_scratch = std::make_unique<Scratch>(Shape{}, dt);
+  const cuda::DeviceTensorRef tw = with_total_weight ? device_ref(r.total_weight) : tw_scratch->ref();
+  launch([&](DeviceBackend& b) {
+    pick_targets(b, picks, target, weight, classes, ignore_index, dt);
+    b.gather(picked.ref(), as_rows(input), 1, picks.target.ref());
+    // -weight[t] * input[i, t], 0 where ignored
+    b.binary(BinaryOp::Mul, picked.ref(), picked.ref(), picks.weight.ref(), 1);
+    b.unary(cuda::pw::UnaryOp::Neg, picked.ref(), picked.ref(), 0, 0);
+    if (per_sample) {
+      b.fill(tw, 0.0);  // stays 0 with a batch and reduction 'none' (measured)
+      cuda::DeviceTensorRef column = device_ref(r.loss);
+      column.sizes = {n, 1};
+      column.strides = {1, 1};
+      b.copy(column, picked.ref());
+      return;
+    }
+    b.reduce(cuda::ReduceOp::Sum, tw, picks.weight.ref(), {}, false);
+    b.reduce(cuda::ReduceOp::Sum, device_ref(r.loss), picked.ref(), {}, false);
+    if (reduction == 1) b.binary(BinaryOp::Div, device_ref(r.loss), device_ref(r.loss), tw, 1);
+  });
+  return r;
+}
+
+Tensor nll_loss_backward(const Tensor& grad, const Shape& input_sizes, DType dtype, const Tensor& target,
+                         const Tensor& weight, const Tensor& total_weight, int64_t reduction, int64_t ignore_index) {
+  require_on_device({&grad, &target, &weight, &total_weight});
+  using cuda::pw::BinaryOp;
+  const int64_t n = input_sizes.size() == 2 ? input_sizes[0] : 1, classes = input_sizes.back();
+  Tensor r;
+  {
+    DeviceScope scope("cuda");
+    r = full(input_sizes, 0.0, dtype, false);
+  }
+  NllPicks picks(n, dtype);
+  Scratch src({n, 1}, dtype);
+  const bool per_sample = reduction == 0 && input_sizes.size() == 2;
+  launch([&](DeviceBackend& b) {
+    pick_targets(b, picks, target, weight, classes, ignore_index, dtype);
+    b.binary(BinaryOp::Mul, src.ref(), picks.weight.ref(), per_sample ? as_column(grad) : device_ref(grad), 1);
+    b.unary(cuda::pw::UnaryOp::Neg, src.ref(), src.ref(), 0, 0);
+    if (reduction == 1) b.binary(BinaryOp::Div, src.ref(), src.ref(), device_ref(total_weight), 1);
+    cuda::DeviceTensorRef rows = device_ref(r);
+    rows.sizes = {n, classes};
+    rows.strides = {classes, 1};
+    b.scatter(rows, 1, picks.target.ref(), src.ref(), false);
+  });
+  return r;
+}
+
 Tensor max_dim_backward(const Shape& self_sizes, DType dtype, const Tensor& grad, const Tensor& indices, int64_t dim,
                         bool keepdim) {
   require_on_device({&grad, &indices});

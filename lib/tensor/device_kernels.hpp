@@ -99,6 +99,19 @@ Tensor var_backward(const Tensor& self, const Tensor& grad, const std::vector<in
 Tensor norm2(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim);
 Tensor norm2_backward(const Tensor& self, const Tensor& result, const Tensor& grad, const std::vector<int64_t>& dims,
                       bool keepdim, DType out);
+// F.nll_loss on cuda: input (C) or (N, C), target () or (N,) int64, weight (C,) or null,
+// reduction 0 none / 1 mean / 2 sum (at::Reduction). The loss, then (with_total_weight)
+// the op-internal 0-d total_weight, allocated in that order as on the CPU. A target out of
+// [0, C) (not ignore_index) is the gather kernel's error (targets are not read on the host).
+struct NllLossResult {
+  Tensor loss, total_weight;
+};
+NllLossResult nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight, int64_t reduction,
+                       int64_t ignore_index, bool with_total_weight);
+// nll_loss_backward: zeros of the input's shape with -weight[t] * grad (/ total_weight for
+// mean) scattered at each sample's target.
+Tensor nll_loss_backward(const Tensor& grad, const Shape& input_sizes, DType dtype, const Tensor& target,
+                         const Tensor& weight, const Tensor& total_weight, int64_t reduction, int64_t ignore_index);
 // self[idx] for an int64 index of any shape (rows of self along dim 0): idx's shape
 // followed by self's other dims. An index outside [0, rows) is the kernel's error.
 Tensor index_rows(const Tensor& self, const Tensor& idx);

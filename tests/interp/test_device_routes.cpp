@@ -83,6 +83,13 @@ TEST_CASE("var, the 2-norm, where and masked_fill on cuda match the CPU", "[devi
                   "(s + (w2 * w2).sum()).backward()"])P");
 }
 
+TEST_CASE("nll_loss and cross_entropy on cuda match the CPU", "[device][routes]") {
+  same_report(R"P(["l = F.nll_loss(F.log_softmax(x, 1), i) + F.nll_loss(x, i, reduction='sum')",
+                  "m = (F.nll_loss(x, i, reduction='none') * v[:3]).sum() + F.nll_loss(x, i, weight=w.detach(), ignore_index=0)",
+                  "c = F.cross_entropy(x[0], i[0]) + F.cross_entropy(x, i, weight=b.detach() + 1.0)",
+                  "(l + m + c).backward()"])P");
+}
+
 TEST_CASE("layer_norm forward and backward on cuda match the CPU", "[device][routes]") {
   same_report(R"P(["y = F.layer_norm(x, [4], w, b)", "((y * y).sum() + (F.layer_norm(B, [3, 4]) * B).sum()).backward()"])P");
 }

@@ -258,6 +258,11 @@ int64_t wrap(int64_t dim, size_t nd) { return dim < 0 ? dim + static_cast<int64_
 int64_t dim_size(const cuda::DeviceTensorRef& t, int64_t d) {
   return t.sizes.empty() ? 1 : t.sizes[static_cast<size_t>(d)];
 }
+// idx with its coordinate along d set to k (a 0-d tensor has none).
+std::vector<int64_t> at_dim(std::vector<int64_t> idx, int64_t d, int64_t k) {
+  if (!idx.empty()) idx[static_cast<size_t>(d)] = k;
+  return idx;
+}
 // An index value, checked against [0, size) as the indexing kernels check it on the device.
 int64_t checked_index(double v, int64_t size, const char* op) {
   const int64_t k = static_cast<int64_t>(v);
@@ -461,9 +466,7 @@ void SimulatedDevice::index_select(const cuda::DeviceTensorRef& out, const cuda:
   for (int64_t i = 0; i < n; ++i) {
     std::vector<int64_t> idx = unravel(i, out.sizes);
     const int64_t pos = idx.empty() ? 0 : idx[static_cast<size_t>(d)];
-    const int64_t k = checked_index(load(index, index.sizes, pos), size, "index_select");
-    if (!idx.empty()) idx[static_cast<size_t>(d)] = k;
-    store(out, i, load_at(in, idx));
+    store(out, i, load_at(in, at_dim(idx, d, checked_index(load(index, index.sizes, pos), size, "index_select"))));
   }
 }
 
@@ -481,6 +484,18 @@ void SimulatedDevice::index_add(const cuda::DeviceTensorRef& out, int64_t dim, c
     const double v = load(src, src.sizes, i);
     if (!idx.empty()) idx[static_cast<size_t>(d)] = k;
     store_at(out, idx, to_compute(load_at(out, idx) + v, dbl));
+  }
+}
+
+void SimulatedDevice::gather(const cuda::DeviceTensorRef& out, const cuda::DeviceTensorRef& in, int64_t dim,
+                             const cuda::DeviceTensorRef& index) {
+  ++launches;
+  const int64_t d = wrap(dim, in.sizes.size());
+  const int64_t size = dim_size(in, d);
+  const int64_t n = index.numel();
+  for (int64_t i = 0; i < n; ++i) {
+    std::vector<int64_t> idx = unravel(i, index.sizes);
+    store_at(out, idx, load_at(in, at_dim(idx, d, checked_index(load_at(index, idx), size, "gather"))));
   }
 }
 

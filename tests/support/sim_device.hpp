@@ -56,6 +56,8 @@ class SimulatedDevice : public DeviceBackend {
                     const cuda::DeviceTensorRef& index) override;
   void index_add(const cuda::DeviceTensorRef& out, int64_t dim, const cuda::DeviceTensorRef& index,
                  const cuda::DeviceTensorRef& src) override;
+  void gather(const cuda::DeviceTensorRef& out, const cuda::DeviceTensorRef& in, int64_t dim,
+              const cuda::DeviceTensorRef& index) override;
   void scatter(const cuda::DeviceTensorRef& out, int64_t dim, const cuda::DeviceTensorRef& index,
                const cuda::DeviceTensorRef& src, bool add) override;
 

@@ -148,6 +148,9 @@ class CudaBackend : public DeviceBackend {
                  const DeviceTensorRef& src) override {
     cuda::index_add(out, dim, index, src);
   }
+  void gather(const DeviceTensorRef& out, const DeviceTensorRef& in, int64_t dim, const DeviceTensorRef& index) override {
+    cuda::gather(out, in, dim, index);
+  }
   void scatter(const DeviceTensorRef& out, int64_t dim, const DeviceTensorRef& index, const DeviceTensorRef& src,
                bool add) override {
     cuda::scatter(out, dim, index, src, add);
