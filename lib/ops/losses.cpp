@@ -34,8 +34,11 @@ std::string shape_list(const Shape& s) {
 // mse_loss_backward(grad, a, b, r) = (r == Mean ? 2 / numel : 2) * (a - b) * grad
 std::vector<Tensor> mse_loss_backward(Node& n, const std::vector<Tensor>& g) {
   Tensor self = n.unpack("self"), target = n.unpack("target");
-  // The CPU backward kernel has no Half (measured: "mse_backward_cpu_out" not implemented for 'Half').
-  if (g[0]->dtype() == DType::Float16 && !g[0]->is_meta()) not_implemented("mse_backward_cpu_out", DType::Float16);
+  const bool on_device = kernels::device::any_on_device({&g[0], &self, &target});
+  // The CPU backward kernel has no Half (measured: "mse_backward_cpu_out" not implemented for
+  // 'Half'); the CUDA one has.
+  if (g[0]->dtype() == DType::Float16 && !g[0]->is_meta() && !on_device)
+    not_implemented("mse_backward_cpu_out", DType::Float16);
   // The backward kernel takes no promotion: grad, self and target must share the dtype of
   // the gradient it writes (measured: float32 self with float64 or int64 target raises
   // "Found dtype Double but expected Float" at backward, though the forward ran).
@@ -55,6 +58,10 @@ std::vector<Tensor> mse_loss_backward(Node& n, const std::vector<Tensor>& g) {
     const Tensor& a = i == 0 ? self : target;
     const Tensor& b = i == 0 ? target : self;
     // One kernel, one new storage: norm * (a - b) * grad (a 0-d grad broadcasts).
+    if (on_device) {
+      (i == 0 ? gs : gt) = kernels::device::mse_loss_backward(g[0], a, b, norm, n.input_meta[i].dtype);
+      continue;
+    }
     (i == 0 ? gs : gt) = kernels::ternary(a, b, g[0], n.input_meta[i].dtype,
                                           [norm](double x, double y, double gv) { return norm * (x - y) * gv; },
                                           "mse_loss_backward");
@@ -136,8 +143,11 @@ std::vector<Tensor> mse_bb_backward(Node& n, const std::vector<Tensor>& g) {
 Tensor mse_loss_backward_op(const Tensor& go, const Tensor& a, const Tensor& b, int64_t reduction, DType out) {
   OpScope scope("mse_loss_backward");
   const double norm = reduction == kMean ? 2.0 / static_cast<double>(a->numel()) : 2.0;
-  Tensor r = kernels::ternary(a, b, go, out, [norm](double x, double y, double gv) { return norm * (x - y) * gv; },
-                              "mse_loss_backward");
+  Tensor r = kernels::device::any_on_device({&go, &a, &b})
+                 ? kernels::device::mse_loss_backward(go, a, b, norm, out)
+                 : kernels::ternary(a, b, go, out,
+                                    [norm](double x, double y, double gv) { return norm * (x - y) * gv; },
+                                    "mse_loss_backward");
   if (needs_grad({&go, &a, &b})) {
     auto node = make_node("MseLossBackwardBackward0", mse_bb_backward, {go, a, b});
     node->save_input("grad_output", go);
@@ -216,11 +226,12 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, int64_t reduction) {
   // The kernel computes in the promoted dtype (measured: float32 input with float64 target
   // gives a float64 loss, no cast node); integer results and BFloat16 have no CPU kernel.
   const DType out = kernels::result_type(input, target);
-  if (!is_floating(out) || (out == DType::BFloat16 && !input->is_meta())) not_implemented("mse_cpu", out);
+  const bool on_device = kernels::device::any_on_device({&input, &target});
+  if (!is_floating(out) || (out == DType::BFloat16 && !input->is_meta() && !on_device)) not_implemented("mse_cpu", out);
   const bool meta = input->is_meta() || target->is_meta();
   std::vector<double> vals;
   Shape shape = reduction == kNone ? input->sizes : Shape{};
-  if (!meta) {
+  if (!meta && !on_device) {
     std::vector<double> x = to_values(input), y = to_values(target);
     std::vector<double> sq(x.size());
     double total = 0;
@@ -232,7 +243,7 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, int64_t reduction) {
     if (reduction == kNone) vals = sq;
     else vals = {reduction == kMean ? total / static_cast<double>(x.size()) : total};
   }
-  Tensor r = make_out(shape, out, meta, vals);
+  Tensor r = on_device ? kernels::device::mse_loss(input, target, reduction, out) : make_out(shape, out, meta, vals);
   if (needs_grad({&input, &target})) {
     // MseLossBackward0: edges (input, target); saves reduction (int: 1 for 'mean'), self and
     // target, whatever requires grad (SUMMARY section 3: the saved set never changes).

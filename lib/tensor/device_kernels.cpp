@@ -535,6 +535,37 @@ Tensor nll_loss_backward(const Tensor& grad, const Shape& input_sizes, DType dty
   return r;
 }
 
+Tensor mse_loss(const Tensor& input, const Tensor& target, int64_t reduction, DType out) {
+  require_on_device({&input, &target});
+  using cuda::pw::BinaryOp;
+  Tensor r = device_result(reduction == 0 ? input->sizes : Shape{}, out);
+  std::unique_ptr<Scratch> sq;
+  if (reduction != 0) sq = std::make_unique<Scratch>(input->sizes, out);
+  const cuda::DeviceTensorRef d = sq ? sq->ref() : device_ref(r);
+  launch([&](DeviceBackend& b) {
+    b.binary(BinaryOp::Sub, d, device_ref(input), device_ref(target), 1);  // (x - y) in `out`, then squared
+    b.binary(BinaryOp::Mul, d, d, d, 1);
+    if (reduction != 0)
+      b.reduce(reduction == 1 ? cuda::ReduceOp::Mean : cuda::ReduceOp::Sum, device_ref(r), d, {}, false);
+  });
+  return r;
+}
+
+Tensor mse_loss_backward(const Tensor& grad, const Tensor& a, const Tensor& b, double norm, DType out) {
+  require_on_device({&a, &b});
+  using cuda::pw::BinaryOp;
+  Tensor r = device_result(broadcast_shapes(broadcast_shapes(a->sizes, b->sizes, "mse_loss_backward"), grad->sizes,
+                                            "mse_loss_backward"),
+                           out);
+  Operand g(grad, out);
+  launch([&](DeviceBackend& be) {
+    be.binary(BinaryOp::Sub, device_ref(r), device_ref(a), device_ref(b), 1);
+    be.binary(BinaryOp::Mul, device_ref(r), device_ref(r), g.ref(), 1);
+    be.unary(cuda::pw::UnaryOp::MulScalar, device_ref(r), device_ref(r), norm, 0);
+  });
+  return r;
+}
+
 Tensor max_dim_backward(const Shape& self_sizes, DType dtype, const Tensor& grad, const Tensor& indices, int64_t dim,
                         bool keepdim) {
   require_on_device({&grad, &indices});

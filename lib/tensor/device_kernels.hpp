@@ -112,6 +112,10 @@ NllLossResult nll_loss(const Tensor& input, const Tensor& target, const Tensor& 
 // mean) scattered at each sample's target.
 Tensor nll_loss_backward(const Tensor& grad, const Shape& input_sizes, DType dtype, const Tensor& target,
                          const Tensor& weight, const Tensor& total_weight, int64_t reduction, int64_t ignore_index);
+// F.mse_loss on cuda (input and target of one shape), in dtype `out`; reduction 0 none,
+// 1 mean, 2 sum. Its backward norm * (a - b) * grad (grad broadcast), one new storage.
+Tensor mse_loss(const Tensor& input, const Tensor& target, int64_t reduction, DType out);
+Tensor mse_loss_backward(const Tensor& grad, const Tensor& a, const Tensor& b, double norm, DType out);
 // self[idx] for an int64 index of any shape (rows of self along dim 0): idx's shape
 // followed by self's other dims. An index outside [0, rows) is the kernel's error.
 Tensor index_rows(const Tensor& self, const Tensor& idx);

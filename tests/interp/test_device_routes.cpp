@@ -83,11 +83,12 @@ TEST_CASE("var, the 2-norm, where and masked_fill on cuda match the CPU", "[devi
                   "(s + (w2 * w2).sum()).backward()"])P");
 }
 
-TEST_CASE("nll_loss and cross_entropy on cuda match the CPU", "[device][routes]") {
-  same_report(R"P(["l = F.nll_loss(F.log_softmax(x, 1), i) + F.nll_loss(x, i, reduction='sum')",
+TEST_CASE("mse_loss, nll_loss and cross_entropy on cuda match the CPU", "[device][routes]") {
+  same_report(R"P(["l = F.nll_loss(F.log_softmax(x, 1), i) + F.nll_loss(x, i, reduction='sum') + F.mse_loss(x, x * x)",
+                  "k = F.mse_loss(w, b, reduction='sum') + (F.mse_loss(v, w, reduction='none') * b).sum()",
                   "m = (F.nll_loss(x, i, reduction='none') * v[:3]).sum() + F.nll_loss(x, i, weight=w.detach(), ignore_index=0)",
                   "c = F.cross_entropy(x[0], i[0]) + F.cross_entropy(x, i, weight=b.detach() + 1.0)",
-                  "(l + m + c).backward()"])P");
+                  "(l + m + c + k).backward()"])P");
 }
 
 TEST_CASE("layer_norm forward and backward on cuda match the CPU", "[device][routes]") {
