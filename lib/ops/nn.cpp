@@ -29,6 +29,7 @@
 #include "ops/common.hpp"
 #include "ops/ops.hpp"
 #include "ops/shapes.hpp"
+#include "tensor/device_backend.hpp"
 #include "tensor/fast_paths.hpp"
 
 namespace agtrace::ops {
@@ -636,6 +637,13 @@ std::vector<Tensor> embedding_backward(Node& n, const std::vector<Tensor>& g) {
   if (meta) return {gw};
   const int64_t padding_idx = n.attr("padding_idx").i;
   const bool by_freq = n.attr("scale_grad_by_freq").b;
+  if (kernels::device::any_on_device({&g[0], &indices})) {
+    // The grad's rows added at their indices (index_add along dim 0) into the zeros; a
+    // padding row or per-frequency scaling has no cuda route yet.
+    if (padding_idx != -1 || by_freq) throw_no_device_kernel("cuda");
+    kernels::device::index_add_rows(gw, indices, g[0]);
+    return {gw};
+  }
   const int64_t rows = n.input_meta[0].sizes[0], dim = n.input_meta[0].sizes[1];
   const std::vector<double> iv = to_values(indices), gv = to_values(g[0]);
   std::vector<double> counts(static_cast<size_t>(rows), 0.0);
@@ -1312,8 +1320,12 @@ Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int6
   Shape out_shape = indices->sizes;
   out_shape.push_back(dim);
   // weight.index_select(0, indices.reshape(-1)).view(...): one new [numel, dim] storage.
-  Tensor out = fresh(out_shape, weight->dtype(), weight->is_meta() || indices->is_meta());
-  if (!out->is_meta()) {
+  const bool on_device = kernels::device::any_on_device({&indices, &weight});
+  // On cuda: the index_select kernel (an index out of range is its error: indices are not
+  // read on the host).
+  Tensor out = on_device ? kernels::device::index_rows(weight, indices)
+                         : fresh(out_shape, weight->dtype(), weight->is_meta() || indices->is_meta());
+  if (!out->is_meta() && !on_device) {
     const std::vector<double> iv = to_values(indices), wv = to_values(weight);
     std::vector<double> ov;
     ov.reserve(iv.size() * static_cast<size_t>(dim));

@@ -98,6 +98,6 @@ TEST_CASE("layer_norm forward and backward on cuda match the CPU", "[device][rou
 TEST_CASE("products, indexing and concatenation on cuda match the CPU", "[device][routes]") {
   same_report(R"P(["p = (x @ v).sum() + v @ w + (B @ x.t()).sum() + torch.bmm(B, B.transpose(1, 2)).sum()",
                   "q = (x.index_select(1, i) ** 2).sum() + (x[i] * 3.0).sum() + (torch.cat([x, x * 2], 1) ** 2).sum()",
-                  "r = (torch.stack([w, b]) ** 2).sum()",
+                  "r = (torch.stack([w, b]) ** 2).sum() + (F.embedding(i, x) * F.embedding(i.view(3, 1), x)[:, 0]).sum()",
                   "(p + q + r).backward()"])P");
 }
