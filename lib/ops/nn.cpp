@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 #include "interp/value.hpp"
 #include "ops/activations.hpp"
@@ -1006,8 +1007,26 @@ void for_each_window(const PoolGeometry& p, const std::vector<double>& xv, F&& f
 
 // max_pool2d_with_indices_backward: each output's gradient goes to the input element its
 // index names (accumulated where windows overlap).
+// The window geometry from the node's attributes (an int or a pair each; stride () is the
+// kernel size), for the cuda kernel.
+cuda::Pool2dGeometry pool_geometry(const Node& n) {
+  auto pair = [&](const char* name, int64_t fallback_h, int64_t fallback_w) {
+    const std::vector<int64_t>& v = n.attr(name).list;
+    if (v.empty()) return std::pair<int64_t, int64_t>{fallback_h, fallback_w};
+    return std::pair<int64_t, int64_t>{v[0], v.size() > 1 ? v[1] : v[0]};
+  };
+  cuda::Pool2dGeometry g;
+  std::tie(g.kernel_h, g.kernel_w) = pair("kernel_size", 1, 1);
+  std::tie(g.stride_h, g.stride_w) = pair("stride", g.kernel_h, g.kernel_w);
+  std::tie(g.pad_h, g.pad_w) = pair("padding", 0, 0);
+  std::tie(g.dilation_h, g.dilation_w) = pair("dilation", 1, 1);
+  return g;
+}
+
 std::vector<Tensor> max_pool2d_backward(Node& n, const std::vector<Tensor>& g) {
   Tensor indices = n.unpack("result1"), self = n.unpack("self");
+  if (kernels::device::any_on_device({&g[0], &indices}))  // cuda/pooling.cuh, one new storage
+    return {kernels::device::max_pool2d_backward(g[0], indices, self->sizes, self->dtype(), pool_geometry(n))};
   const bool meta = self->is_meta();
   Tensor gx = fresh(self->sizes, self->dtype(), meta);
   if (meta) return {gx};
@@ -1487,7 +1506,18 @@ MaxPool2dResult max_pool2d(const Tensor& input, const std::vector<int64_t>& kern
   const bool meta = input->is_meta();
   Tensor out = fresh(out_shape, input->dtype(), meta);
   Tensor indices = fresh(out_shape, DType::Int64, meta);  // result1
-  if (!meta) {
+  if (kernels::device::on_device(input)) {
+    cuda::Pool2dGeometry g;
+    g.kernel_h = p.kh;
+    g.kernel_w = p.kw;
+    g.stride_h = p.sh;
+    g.stride_w = p.sw;
+    g.pad_h = p.ph;
+    g.pad_w = p.pw;
+    g.dilation_h = p.dh;
+    g.dilation_w = p.dw;
+    kernels::device::max_pool2d(out, indices, input, g);
+  } else if (!meta) {
     const std::vector<double> xv = to_values(input);
     std::vector<double> ov(static_cast<size_t>(out->numel())), iv(ov.size());
     for_each_window(p, xv, [&](size_t o, double v, int64_t idx, size_t) {

@@ -19,6 +19,7 @@
 
 #include "cuda/device_tensor.hpp"
 #include "cuda/pointwise_formulas.hpp"
+#include "cuda/pooling.cuh"
 #include "cuda/reduce.cuh"
 #include "tensor/device_stats.hpp"
 #include "tensor/dtype.hpp"
@@ -82,6 +83,12 @@ class DeviceBackend {
                             const cuda::DeviceTensorRef& index) = 0;
   virtual void index_add(const cuda::DeviceTensorRef& out, int64_t dim, const cuda::DeviceTensorRef& index,
                          const cuda::DeviceTensorRef& src) = 0;
+  // cuda/pooling.cuh: max_pool2d values and int64 indices (flat within each H x W plane),
+  // and the backward from the indices.
+  virtual void max_pool2d(const cuda::DeviceTensorRef& out, const cuda::DeviceTensorRef& indices,
+                          const cuda::DeviceTensorRef& in, const cuda::Pool2dGeometry& g) = 0;
+  virtual void max_pool2d_backward(const cuda::DeviceTensorRef& grad_in, const cuda::DeviceTensorRef& grad_out,
+                                   const cuda::DeviceTensorRef& indices, const cuda::Pool2dGeometry& g) = 0;
   // out[i][j] = in[index[i][j]][j] along dim (out and index of one shape).
   virtual void gather(const cuda::DeviceTensorRef& out, const cuda::DeviceTensorRef& in, int64_t dim,
                       const cuda::DeviceTensorRef& index) = 0;

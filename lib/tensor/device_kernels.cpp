@@ -566,6 +566,19 @@ Tensor mse_loss_backward(const Tensor& grad, const Tensor& a, const Tensor& b, d
   return r;
 }
 
+void max_pool2d(const Tensor& out, const Tensor& indices, const Tensor& in, const cuda::Pool2dGeometry& g) {
+  require_on_device({&out, &indices, &in});
+  launch([&](DeviceBackend& b) { b.max_pool2d(device_ref(out), device_ref(indices), device_ref(in), g); });
+}
+
+Tensor max_pool2d_backward(const Tensor& grad, const Tensor& indices, const Shape& in_sizes, DType dtype,
+                           const cuda::Pool2dGeometry& g) {
+  require_on_device({&grad, &indices});
+  Tensor r = device_result(in_sizes, dtype);  // every element written by the kernel
+  launch([&](DeviceBackend& b) { b.max_pool2d_backward(device_ref(r), device_ref(grad), device_ref(indices), g); });
+  return r;
+}
+
 Tensor max_dim_backward(const Shape& self_sizes, DType dtype, const Tensor& grad, const Tensor& indices, int64_t dim,
                         bool keepdim) {
   require_on_device({&grad, &indices});

@@ -11,6 +11,7 @@
 
 #include "cuda/device_tensor.hpp"
 #include "cuda/pointwise_formulas.hpp"
+#include "cuda/pooling.cuh"
 #include "cuda/reduce.cuh"
 #include "tensor/tensor.hpp"
 
@@ -116,6 +117,11 @@ Tensor nll_loss_backward(const Tensor& grad, const Shape& input_sizes, DType dty
 // 1 mean, 2 sum. Its backward norm * (a - b) * grad (grad broadcast), one new storage.
 Tensor mse_loss(const Tensor& input, const Tensor& target, int64_t reduction, DType out);
 Tensor mse_loss_backward(const Tensor& grad, const Tensor& a, const Tensor& b, double norm, DType out);
+// max_pool2d into out and indices (made by the caller, on cuda), and its backward: a new
+// tensor of the input's shape with each output's gradient at its index.
+void max_pool2d(const Tensor& out, const Tensor& indices, const Tensor& in, const cuda::Pool2dGeometry& g);
+Tensor max_pool2d_backward(const Tensor& grad, const Tensor& indices, const Shape& in_sizes, DType dtype,
+                           const cuda::Pool2dGeometry& g);
 // self[idx] for an int64 index of any shape (rows of self along dim 0): idx's shape
 // followed by self's other dims. An index outside [0, rows) is the kernel's error.
 Tensor index_rows(const Tensor& self, const Tensor& idx);

@@ -91,6 +91,12 @@ TEST_CASE("mse_loss, nll_loss and cross_entropy on cuda match the CPU", "[device
                   "(l + m + c + k).backward()"])P");
 }
 
+TEST_CASE("max_pool2d forward and backward on cuda match the CPU", "[device][routes]") {
+  same_report(R"P(["p = F.max_pool2d(B, 2) * 2.0 + F.max_pool2d(B, (2, 3), stride=1, padding=1).sum()",
+                  "q = (F.max_pool2d(B.view(1, 2, 3, 4), 2, stride=1, dilation=(1, 2)) ** 2).sum()",
+                  "(p.sum() + q).backward()"])P");
+}
+
 TEST_CASE("layer_norm forward and backward on cuda match the CPU", "[device][routes]") {
   same_report(R"P(["y = F.layer_norm(x, [4], w, b)", "((y * y).sum() + (F.layer_norm(B, [3, 4]) * B).sum()).backward()"])P");
 }

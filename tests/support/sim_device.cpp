@@ -487,6 +487,57 @@ void SimulatedDevice::index_add(const cuda::DeviceTensorRef& out, int64_t dim, c
   }
 }
 
+void SimulatedDevice::max_pool2d(const cuda::DeviceTensorRef& out, const cuda::DeviceTensorRef& indices,
+                                 const cuda::DeviceTensorRef& in, const cuda::Pool2dGeometry& g) {
+  ++launches;
+  // The launcher's contract: each window clipped to the input, its first valid position the
+  // initial index, the maximum from -inf, replaced when `v > max || isnan(v)`.
+  const size_t nd = in.sizes.size();
+  const int64_t height = in.sizes[nd - 2], width = in.sizes[nd - 1];
+  const int64_t out_h = out.sizes[nd - 2], out_w = out.sizes[nd - 1];
+  const int64_t planes = in.numel() / std::max<int64_t>(height * width, 1);
+  for (int64_t plane = 0; plane < planes; ++plane)
+    for (int64_t oh = 0; oh < out_h; ++oh)
+      for (int64_t ow = 0; ow < out_w; ++ow) {
+        int64_t h0 = oh * g.stride_h - g.pad_h, w0 = ow * g.stride_w - g.pad_w;
+        const int64_t h1 = std::min(h0 + (g.kernel_h - 1) * g.dilation_h + 1, height);
+        const int64_t w1 = std::min(w0 + (g.kernel_w - 1) * g.dilation_w + 1, width);
+        while (h0 < 0) h0 += g.dilation_h;
+        while (w0 < 0) w0 += g.dilation_w;
+        int64_t best = h0 * width + w0;
+        double best_v = -std::numeric_limits<double>::infinity();
+        for (int64_t h = h0; h < h1; h += g.dilation_h)
+          for (int64_t w = w0; w < w1; w += g.dilation_w) {
+            const double v = load(in, in.sizes, plane * height * width + h * width + w);
+            if (v > best_v || v != v) {
+              best_v = v;
+              best = h * width + w;
+            }
+          }
+        const int64_t o = (plane * out_h + oh) * out_w + ow;
+        store(out, o, best_v);
+        store(indices, o, static_cast<double>(best));
+      }
+}
+
+void SimulatedDevice::max_pool2d_backward(const cuda::DeviceTensorRef& grad_in, const cuda::DeviceTensorRef& grad_out,
+                                          const cuda::DeviceTensorRef& indices, const cuda::Pool2dGeometry&) {
+  ++launches;
+  // Each output's gradient added at the input element its index names, in its plane.
+  const bool dbl = needs_double({&grad_in, &grad_out});
+  const size_t nd = grad_in.sizes.size();
+  const int64_t plane_in = grad_in.sizes[nd - 2] * grad_in.sizes[nd - 1];
+  const int64_t plane_out = grad_out.sizes[nd - 2] * grad_out.sizes[nd - 1];
+  std::vector<double> acc(static_cast<size_t>(grad_in.numel()), 0.0);
+  const int64_t n = grad_out.numel();
+  for (int64_t o = 0; o < n; ++o) {
+    const int64_t plane = plane_out > 0 ? o / plane_out : 0;
+    const size_t at = static_cast<size_t>(plane * plane_in + static_cast<int64_t>(load(indices, indices.sizes, o)));
+    acc[at] = to_compute(acc[at] + load(grad_out, grad_out.sizes, o), dbl);
+  }
+  for (int64_t i = 0; i < grad_in.numel(); ++i) store(grad_in, i, acc[static_cast<size_t>(i)]);
+}
+
 void SimulatedDevice::gather(const cuda::DeviceTensorRef& out, const cuda::DeviceTensorRef& in, int64_t dim,
                              const cuda::DeviceTensorRef& index) {
   ++launches;

@@ -56,6 +56,10 @@ class SimulatedDevice : public DeviceBackend {
                     const cuda::DeviceTensorRef& index) override;
   void index_add(const cuda::DeviceTensorRef& out, int64_t dim, const cuda::DeviceTensorRef& index,
                  const cuda::DeviceTensorRef& src) override;
+  void max_pool2d(const cuda::DeviceTensorRef& out, const cuda::DeviceTensorRef& indices,
+                  const cuda::DeviceTensorRef& in, const cuda::Pool2dGeometry& g) override;
+  void max_pool2d_backward(const cuda::DeviceTensorRef& grad_in, const cuda::DeviceTensorRef& grad_out,
+                           const cuda::DeviceTensorRef& indices, const cuda::Pool2dGeometry& g) override;
   void gather(const cuda::DeviceTensorRef& out, const cuda::DeviceTensorRef& in, int64_t dim,
               const cuda::DeviceTensorRef& index) override;
   void scatter(const cuda::DeviceTensorRef& out, int64_t dim, const cuda::DeviceTensorRef& index,

@@ -14,6 +14,7 @@
 #include "cuda/indexing.cuh"
 #include "cuda/layer_norm.cuh"
 #include "cuda/matmul.cuh"
+#include "cuda/pooling.cuh"
 #include "cuda/reduce.cuh"
 #include "cuda/runtime.hpp"
 #include "cuda/softmax.cuh"
@@ -147,6 +148,14 @@ class CudaBackend : public DeviceBackend {
   void index_add(const DeviceTensorRef& out, int64_t dim, const DeviceTensorRef& index,
                  const DeviceTensorRef& src) override {
     cuda::index_add(out, dim, index, src);
+  }
+  void max_pool2d(const DeviceTensorRef& out, const DeviceTensorRef& indices, const DeviceTensorRef& in,
+                  const Pool2dGeometry& g) override {
+    cuda::max_pool2d(out, indices, in, g);
+  }
+  void max_pool2d_backward(const DeviceTensorRef& grad_in, const DeviceTensorRef& grad_out,
+                           const DeviceTensorRef& indices, const Pool2dGeometry& g) override {
+    cuda::max_pool2d_backward(grad_in, grad_out, indices, g);
   }
   void gather(const DeviceTensorRef& out, const DeviceTensorRef& in, int64_t dim, const DeviceTensorRef& index) override {
     cuda::gather(out, in, dim, index);
