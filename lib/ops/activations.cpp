@@ -1047,6 +1047,8 @@ std::vector<Tensor> scatter_backward(Node& n, const std::vector<Tensor>& g) {
   const auto& m = n.input_meta[1];
   if (g[0]->is_meta()) return {nullptr, empty_tensor(m.sizes, m.dtype, true)};
   const int64_t d = kernels::wrap_dim(attr_of(n, "dim").i, g[0]->dim());
+  if (kernels::device::any_on_device({&g[0], &index}))  // grad.gather(dim, index)
+    return {nullptr, kernels::device::gather(g[0], d, index, m.dtype)};
   const std::vector<double> gv = to_values(g[0]);
   const std::vector<size_t> at = scatter_offsets(g[0]->sizes, index->sizes, d, to_values(index));
   std::vector<double> out(at.size());
@@ -1067,14 +1069,19 @@ std::vector<Tensor> max_dim_dbackward(Node& n, const std::vector<Tensor>& g) {
     index = unsqueeze(index, dim);
   }
   std::vector<double> out;
-  if (!g[0]->is_meta()) {
+  const bool on_device = kernels::device::any_on_device({&src, &index});
+  if (!g[0]->is_meta() && !on_device) {
     out.assign(static_cast<size_t>(shape_numel(sizes)), 0.0);
     const std::vector<double> sv = to_values(src);
     const int64_t d = sizes.empty() ? 0 : kernels::wrap_dim(dim, static_cast<int64_t>(sizes.size()));
     const std::vector<size_t> at = scatter_offsets(sizes, index->sizes, d, to_values(index));
     for (size_t j = 0; j < at.size(); ++j) out[at[j]] = sv[j];
   }
-  Tensor r = make_out(sizes, g[0]->dtype(), g[0]->is_meta(), out);
+  // On cuda: zeros with src scattered at the (unsqueezed) indices, one new storage.
+  Tensor r = on_device ? kernels::device::max_dim_backward(
+                             sizes, g[0]->dtype(), src, index,
+                             sizes.empty() ? 0 : kernels::wrap_dim(dim, static_cast<int64_t>(sizes.size())), true)
+                       : make_out(sizes, g[0]->dtype(), g[0]->is_meta(), out);
   if (needs_grad({&src})) {
     auto node = make_node("ScatterBackward0", scatter_backward, {nullptr, src});
     node->save_attr("dim", AttrValue::integer(dim, true));

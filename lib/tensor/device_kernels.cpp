@@ -579,6 +579,13 @@ Tensor max_pool2d_backward(const Tensor& grad, const Tensor& indices, const Shap
   return r;
 }
 
+Tensor gather(const Tensor& a, int64_t dim, const Tensor& index, DType out) {
+  require_on_device({&a, &index});
+  Tensor r = device_result(index->sizes, out);
+  launch([&](DeviceBackend& b) { b.gather(device_ref(r), device_ref(a), dim, device_ref(index)); });
+  return r;
+}
+
 Tensor max_dim_backward(const Shape& self_sizes, DType dtype, const Tensor& grad, const Tensor& indices, int64_t dim,
                         bool keepdim) {
   require_on_device({&grad, &indices});

@@ -122,6 +122,8 @@ Tensor mse_loss_backward(const Tensor& grad, const Tensor& a, const Tensor& b, d
 void max_pool2d(const Tensor& out, const Tensor& indices, const Tensor& in, const cuda::Pool2dGeometry& g);
 Tensor max_pool2d_backward(const Tensor& grad, const Tensor& indices, const Shape& in_sizes, DType dtype,
                            const cuda::Pool2dGeometry& g);
+// a.gather(dim, index) (dim wrapped) in dtype `out`: index's shape.
+Tensor gather(const Tensor& a, int64_t dim, const Tensor& index, DType out);
 // self[idx] for an int64 index of any shape (rows of self along dim 0): idx's shape
 // followed by self's other dims. An index outside [0, rows) is the kernel's error.
 Tensor index_rows(const Tensor& self, const Tensor& idx);

@@ -97,6 +97,11 @@ TEST_CASE("max_pool2d forward and backward on cuda match the CPU", "[device][rou
                   "(p.sum() + q).backward()"])P");
 }
 
+TEST_CASE("create_graph through max(dim) on cuda (ScatterBackward0) matches the CPU", "[device][routes]") {
+  same_report(R"P(["g1, = torch.autograd.grad((x.max(1)[0] ** 2).sum() + (x.max(0, keepdim=True)[0] ** 3).sum(), [x], create_graph=True)",
+                  "(g1 * x).sum().backward()"])P");
+}
+
 TEST_CASE("layer_norm forward and backward on cuda match the CPU", "[device][routes]") {
   same_report(R"P(["y = F.layer_norm(x, [4], w, b)", "((y * y).sum() + (F.layer_norm(B, [3, 4]) * B).sum()).backward()"])P");
 }
