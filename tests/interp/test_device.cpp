@@ -110,7 +110,7 @@ TEST_CASE("an op with no CUDA kernel raises unsupported naming it, and mixing de
   CHECK(dev.live_buffers() == 0);
 }
 
-TEST_CASE("without a device, x.cuda() says so; meta tensors do not move", "[device][interp]") {
+TEST_CASE("without a device, x.cuda() says so, and meta tensors do not move", "[device][interp]") {
   RunResult r = run_on(R"JSON({"name": "t", "tensors": {"x": {"shape": [3]}},
       "program": [{"try": ["y = x.cuda()"]}, {"try": ["y = x.to('cuda:1')"]}, {"try": ["y = x.to('gpu')"]}]})JSON",
                        nullptr);
