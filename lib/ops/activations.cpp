@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 #include "ops/common.hpp"
 #include "ops/double_backward.hpp"
@@ -1325,25 +1326,37 @@ Tensor max_all(const Tensor& a) {
   return r;
 }
 
+static std::pair<Tensor, Tensor> max_dim_values(const Tensor& a, int64_t wd, bool keepdim);
+
 std::pair<Tensor, Tensor> max_dim(const Tensor& a, int64_t dim, bool keepdim) {
   OpScope scope("max");
   const int64_t wd = kernels::wrap_dim(dim, a->dim());
   if (a->dim() > 0 && a->sizes[static_cast<size_t>(wd)] == 0)
     throw ScenarioError("index_out_of_range", "max(): Expected reduction dim " + std::to_string(wd) +
                                                   " to have non-zero size.");
+  Tensor values, indices;
   if (kernels::device::on_device(a)) {
-    auto [values, indices] = kernels::device::max_dim(a, wd, keepdim);
-    if (needs_grad({&a})) {
-      auto node = make_node("MaxBackward0", max_dim_backward, {a});
-      node->differentiable_backward = max_dim_dbackward;
-      set_history(values, node);
-      node->save_attr("dim", AttrValue::integer(dim, true));
-      node->save_input("indices", indices);
-      node->save_attr("keepdim", AttrValue::boolean(keepdim));
-      node->save_attr("self_sizes", AttrValue::ints(a->sizes));
-    }
-    return {values, indices};
+    std::tie(values, indices) = kernels::device::max_dim(a, wd, keepdim);
+  } else {
+    std::tie(values, indices) = max_dim_values(a, wd, keepdim);
   }
+  if (needs_grad({&a})) {
+    // MaxBackward0: dim (as written), indices, keepdim, self_sizes. indices is a
+    // non-differentiable output saved as the very object returned (SUMMARY: "_saved_indices
+    // is indices" is True), so it is saved like an input.
+    auto node = make_node("MaxBackward0", max_dim_backward, {a});
+    node->differentiable_backward = max_dim_dbackward;
+    set_history(values, node);
+    node->save_attr("dim", AttrValue::integer(dim, true));
+    node->save_input("indices", indices);
+    node->save_attr("keepdim", AttrValue::boolean(keepdim));
+    node->save_attr("self_sizes", AttrValue::ints(a->sizes));
+  }
+  return {values, indices};
+}
+
+// max(dim)'s values and indices on the host (wd already wrapped).
+static std::pair<Tensor, Tensor> max_dim_values(const Tensor& a, int64_t wd, bool keepdim) {
   const ReducePlan p = plan_reduce(a->sizes, {wd}, keepdim);
   std::vector<double> vals, idx;
   if (!a->is_meta()) {
@@ -1367,18 +1380,6 @@ std::pair<Tensor, Tensor> max_dim(const Tensor& a, int64_t dim, bool keepdim) {
   }
   Tensor values = make_out(p.out_shape, a->dtype(), a->is_meta(), vals);
   Tensor indices = make_out(p.out_shape, DType::Int64, a->is_meta(), idx);
-  if (needs_grad({&a})) {
-    // MaxBackward0: dim (as written), indices, keepdim, self_sizes. indices is a
-    // non-differentiable output saved as the very object returned (SUMMARY: "_saved_indices
-    // is indices" is True), so it is saved like an input.
-    auto node = make_node("MaxBackward0", max_dim_backward, {a});
-    node->differentiable_backward = max_dim_dbackward;
-    set_history(values, node);
-    node->save_attr("dim", AttrValue::integer(dim, true));
-    node->save_input("indices", indices);
-    node->save_attr("keepdim", AttrValue::boolean(keepdim));
-    node->save_attr("self_sizes", AttrValue::ints(a->sizes));
-  }
   return {values, indices};
 }
 

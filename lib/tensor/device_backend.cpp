@@ -57,6 +57,10 @@ void device_download(double* dst, const void* src, DType dtype, int64_t n) {
   device_call([&](DeviceBackend& b, const char* op) { b.download(dst, src, dtype, n, op); });
 }
 
+void device_launch(const std::function<void(DeviceBackend&)>& kernels) {
+  device_call([&](DeviceBackend& b, const char*) { kernels(b); });
+}
+
 void throw_device_failure(const std::exception& e) {
   const std::string what = e.what();
   ScenarioError err(what.find("out of memory") != std::string::npos ? "limit" : "unsupported", what);

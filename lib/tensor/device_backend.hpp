@@ -14,6 +14,7 @@
 #pragma once
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -124,6 +125,8 @@ void* device_allocate(int64_t bytes);
 void device_zero(void* p, int64_t bytes);
 void device_upload(void* dst, DType dtype, const double* src, int64_t n);
 void device_download(double* dst, const void* src, DType dtype, int64_t n);
+// Runs kernels on the run's backend, with the same error translation.
+void device_launch(const std::function<void(DeviceBackend&)>& kernels);
 
 // A failure of the backend (any exception but a ScenarioError) as that scenario error.
 [[noreturn]] void throw_device_failure(const std::exception& e);

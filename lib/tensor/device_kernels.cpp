@@ -78,26 +78,12 @@ class Operand {
   std::unique_ptr<Scratch> scalar_;
 };
 
-// Backend calls with its failures turned into scenario errors naming the op.
-template <typename F>
-void launch(F&& f) {
-  DeviceBackend* b = device_backend();
-  if (!b) throw ScenarioError("unsupported", "no cuda device in this run");
-  try {
-    f(*b);
-  } catch (const ScenarioError&) {
-    throw;
-  } catch (const std::exception& e) {
-    throw_device_failure(e);
-  }
-}
-
 }  // namespace
 
 Tensor unary(cuda::pw::UnaryOp op, const Tensor& a, DType out, double s0, double s1) {
   Tensor r = device_result(a->sizes, out);
   Operand in(a, out);
-  launch([&](DeviceBackend& b) { b.unary(op, device_ref(r), in.ref(), s0, s1); });
+  device_launch([&](DeviceBackend& b) { b.unary(op, device_ref(r), in.ref(), s0, s1); });
   return r;
 }
 
@@ -124,7 +110,7 @@ Tensor binary(cuda::pw::BinaryOp op, const Tensor& a, const Tensor& b, DType out
   Shape shape = a->sizes == b->sizes ? a->sizes : broadcast_shapes(a->sizes, b->sizes, name);
   Tensor r = device_result(shape, out);
   Operand x(a, operands.value_or(out)), y(b, operands.value_or(out));
-  launch([&](DeviceBackend& be) { be.binary(op, device_ref(r), x.ref(), y.ref(), s0); });
+  device_launch([&](DeviceBackend& be) { be.binary(op, device_ref(r), x.ref(), y.ref(), s0); });
   return r;
 }
 
@@ -133,31 +119,31 @@ Tensor ternary(cuda::pw::TernaryOp op, const Tensor& a, const Tensor& b, const T
   Shape shape = broadcast_shapes(broadcast_shapes(a->sizes, b->sizes, name), c->sizes, name);
   Tensor r = device_result(shape, out);
   Operand x(a, out), y(b, out), z(c, out);
-  launch([&](DeviceBackend& be) { be.ternary(op, device_ref(r), x.ref(), y.ref(), z.ref(), s0, s1); });
+  device_launch([&](DeviceBackend& be) { be.ternary(op, device_ref(r), x.ref(), y.ref(), z.ref(), s0, s1); });
   return r;
 }
 
 void binary_inplace(cuda::pw::BinaryOp op, const Tensor& a, const Tensor& b, double s0) {
   Operand y(b, a->dtype());
-  launch([&](DeviceBackend& be) { be.binary(op, device_ref(a), device_ref(a), y.ref(), s0); });
+  device_launch([&](DeviceBackend& be) { be.binary(op, device_ref(a), device_ref(a), y.ref(), s0); });
 }
 
 void unary_inplace(cuda::pw::UnaryOp op, const Tensor& a, double s0, double s1) {
-  launch([&](DeviceBackend& be) { be.unary(op, device_ref(a), device_ref(a), s0, s1); });
+  device_launch([&](DeviceBackend& be) { be.unary(op, device_ref(a), device_ref(a), s0, s1); });
 }
 
 void copy_into(const Tensor& dst, const Tensor& src) {
   Operand from(src, dst->dtype());
-  launch([&](DeviceBackend& b) { b.copy(device_ref(dst), from.ref()); });
+  device_launch([&](DeviceBackend& b) { b.copy(device_ref(dst), from.ref()); });
 }
 
 void fill(const Tensor& a, double v) {
-  launch([&](DeviceBackend& b) { b.fill(device_ref(a), v); });
+  device_launch([&](DeviceBackend& b) { b.fill(device_ref(a), v); });
 }
 
 Tensor copy(const Tensor& a, DType out) {
   Tensor r = device_result(a->sizes, out);
-  launch([&](DeviceBackend& b) { b.copy(device_ref(r), device_ref(a)); });
+  device_launch([&](DeviceBackend& b) { b.copy(device_ref(r), device_ref(a)); });
   return r;
 }
 
@@ -173,7 +159,7 @@ void product(const Tensor& r, const cuda::DeviceTensorRef& out, const Tensor& a,
     throw ScenarioError("device_mismatch",
                         "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!");
   (void)r;
-  launch([&](DeviceBackend& be) { be.matmul(out, x, y); });
+  device_launch([&](DeviceBackend& be) { be.matmul(out, x, y); });
 }
 int64_t stride0(const Tensor& t) { return t->strides.empty() ? 1 : t->strides[0]; }
 }  // namespace
@@ -222,13 +208,13 @@ Shape reduced_shape(const Shape& sizes, const std::vector<int64_t>& dims, bool k
 
 Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim, DType out) {
   Tensor r = device_result(reduced_shape(a->sizes, dims, keepdim), out);
-  launch([&](DeviceBackend& b) { b.reduce(cuda::ReduceOp::Sum, device_ref(r), device_ref(a), dims, keepdim); });
+  device_launch([&](DeviceBackend& b) { b.reduce(cuda::ReduceOp::Sum, device_ref(r), device_ref(a), dims, keepdim); });
   return r;
 }
 
 Tensor reduce(cuda::ReduceOp op, const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
   Tensor r = device_result(reduced_shape(a->sizes, dims, keepdim), a->dtype());
-  launch([&](DeviceBackend& b) { b.reduce(op, device_ref(r), device_ref(a), dims, keepdim); });
+  device_launch([&](DeviceBackend& b) { b.reduce(op, device_ref(r), device_ref(a), dims, keepdim); });
   return r;
 }
 
@@ -237,7 +223,7 @@ std::pair<Tensor, Tensor> max_dim(const Tensor& a, int64_t dim, bool keepdim, bo
   const Shape shape = a->dim() == 0 ? Shape{} : reduced_shape(a->sizes, dims, keepdim);
   Tensor values = device_result(shape, a->dtype());
   Tensor indices = device_result(shape, DType::Int64);
-  launch([&](DeviceBackend& b) {
+  device_launch([&](DeviceBackend& b) {
     b.max_dim(device_ref(values), device_ref(indices), device_ref(a), dim, keepdim, is_min);
   });
   return {values, indices};
@@ -245,7 +231,7 @@ std::pair<Tensor, Tensor> max_dim(const Tensor& a, int64_t dim, bool keepdim, bo
 
 Tensor softmax(const Tensor& a, int64_t dim, bool log) {
   Tensor r = device_result(a->sizes, a->dtype());
-  launch([&](DeviceBackend& b) { b.softmax(device_ref(r), device_ref(a), dim, log); });
+  device_launch([&](DeviceBackend& b) { b.softmax(device_ref(r), device_ref(a), dim, log); });
   return r;
 }
 
@@ -254,7 +240,7 @@ Tensor softmax_backward(const Tensor& grad, const Tensor& output, int64_t dim, b
     throw ScenarioError("device_mismatch",
                         "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!");
   Tensor r = device_result(output->sizes, out);
-  launch([&](DeviceBackend& b) { b.softmax_backward(device_ref(r), device_ref(grad), device_ref(output), dim, log); });
+  device_launch([&](DeviceBackend& b) { b.softmax_backward(device_ref(r), device_ref(grad), device_ref(output), dim, log); });
   return r;
 }
 
@@ -278,7 +264,7 @@ LayerNormResult layer_norm(const Tensor& a, const Tensor& weight, const Tensor& 
   std::optional<cuda::DeviceTensorRef> w, bi;
   if (weight) w = device_ref(weight);
   if (bias) bi = device_ref(bias);
-  launch([&](DeviceBackend& b) {
+  device_launch([&](DeviceBackend& b) {
     b.layer_norm(device_ref(r.out), device_ref(r.mean), device_ref(r.rstd), device_ref(a), w ? &*w : nullptr,
                  bi ? &*bi : nullptr, normalized_ndim, eps);
   });
@@ -300,7 +286,7 @@ LayerNormGrads layer_norm_backward(const Tensor& grad_out, const Tensor& a, cons
   if (g.weight) gw = device_ref(g.weight);
   if (g.bias) gb = device_ref(g.bias);
   if (weight) w = device_ref(weight);
-  launch([&](DeviceBackend& b) {
+  device_launch([&](DeviceBackend& b) {
     b.layer_norm_backward(gi ? &*gi : nullptr, gw ? &*gw : nullptr, gb ? &*gb : nullptr, device_ref(grad_out),
                           device_ref(a), device_ref(mean), device_ref(rstd), w ? &*w : nullptr, normalized_ndim);
   });
@@ -354,7 +340,7 @@ Tensor select_or(const Tensor& cond, const Tensor& t, double other, bool t_where
                  const std::string& name) {
   Tensor r = device_result(broadcast_shapes(cond->sizes, t->sizes, name), out);
   Operand c(cond, DType::Bool), x(t, out), y(other, out);
-  launch([&](DeviceBackend& b) {
+  device_launch([&](DeviceBackend& b) {
     b.ternary(cuda::pw::TernaryOp::Where, device_ref(r), c.ref(), t_where_true ? x.ref() : y.ref(),
               t_where_true ? y.ref() : x.ref(), 0, 0);
   });
@@ -370,7 +356,7 @@ Tensor var(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim, int6
   Tensor r = device_result(reduced_shape(a->sizes, dims, keepdim), a->dtype());
   Scratch mean(kept, a->dtype()), sq(a->sizes, a->dtype());
   const double divisor = static_cast<double>(std::max<int64_t>(0, count - correction));
-  launch([&](DeviceBackend& b) {
+  device_launch([&](DeviceBackend& b) {
     b.reduce(cuda::ReduceOp::Mean, mean.ref(), device_ref(a), dims, true);
     b.binary(BinaryOp::Sub, sq.ref(), device_ref(a), mean.ref(), 1);
     b.binary(BinaryOp::Mul, sq.ref(), sq.ref(), sq.ref(), 1);
@@ -389,7 +375,7 @@ Tensor var_backward(const Tensor& self, const Tensor& grad, const std::vector<in
   const size_t nd = self->sizes.size();
   Tensor r = device_result(self->sizes, out);
   Scratch mean(reduced_shape(self->sizes, dims, true), self->dtype());
-  launch([&](DeviceBackend& b) {
+  device_launch([&](DeviceBackend& b) {
     // (2 / dof) * grad * (self - self.mean(dims, keepdim=True))
     b.reduce(cuda::ReduceOp::Mean, mean.ref(), device_ref(self), dims, true);
     b.binary(BinaryOp::Sub, device_ref(r), device_ref(self), mean.ref(), 1);
@@ -402,7 +388,7 @@ Tensor var_backward(const Tensor& self, const Tensor& grad, const std::vector<in
 Tensor norm2(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
   Tensor r = device_result(reduced_shape(a->sizes, dims, keepdim), a->dtype());
   Scratch sq(a->sizes, a->dtype());
-  launch([&](DeviceBackend& b) {
+  device_launch([&](DeviceBackend& b) {
     b.binary(cuda::pw::BinaryOp::Mul, sq.ref(), device_ref(a), device_ref(a), 1);
     b.reduce(cuda::ReduceOp::Sum, device_ref(r), sq.ref(), dims, keepdim);
     b.unary(cuda::pw::UnaryOp::Sqrt, device_ref(r), device_ref(r), 0, 0);
@@ -419,7 +405,7 @@ Tensor norm2_backward(const Tensor& self, const Tensor& result, const Tensor& gr
   Tensor r = device_result(self->sizes, out);
   Scratch zero_norm(reduced_shape(self->sizes, dims, true), DType::Bool);
   Operand zero(0.0, out);
-  launch([&](DeviceBackend& b) {
+  device_launch([&](DeviceBackend& b) {
     // grad * (self / norm), 0 where norm == 0
     b.binary(BinaryOp::Div, device_ref(r), device_ref(self), norm, 1);
     b.binary(BinaryOp::Mul, device_ref(r), device_ref(r), kept_dims(grad, dims, nd, keepdim), 1);
@@ -488,7 +474,7 @@ NllLossResult nll_loss(const Tensor& input, const Tensor& target, const Tensor& 
   std::unique_ptr<Scratch> tw_scratch;
   if (!with_total_weight) tw_scratch = std::make_unique<Scratch>(Shape{}, dt);
   const cuda::DeviceTensorRef tw = with_total_weight ? device_ref(r.total_weight) : tw_scratch->ref();
-  launch([&](DeviceBackend& b) {
+  device_launch([&](DeviceBackend& b) {
     pick_targets(b, picks, target, weight, classes, ignore_index, dt);
     b.gather(picked.ref(), as_rows(input), 1, picks.target.ref());
     // -weight[t] * input[i, t], 0 where ignored
@@ -522,7 +508,7 @@ Tensor nll_loss_backward(const Tensor& grad, const Shape& input_sizes, DType dty
   NllPicks picks(n, dtype);
   Scratch src({n, 1}, dtype);
   const bool per_sample = reduction == 0 && input_sizes.size() == 2;
-  launch([&](DeviceBackend& b) {
+  device_launch([&](DeviceBackend& b) {
     pick_targets(b, picks, target, weight, classes, ignore_index, dtype);
     b.binary(BinaryOp::Mul, src.ref(), picks.weight.ref(), per_sample ? as_column(grad) : device_ref(grad), 1);
     b.unary(cuda::pw::UnaryOp::Neg, src.ref(), src.ref(), 0, 0);
@@ -542,7 +528,7 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, int64_t reduction, DT
   std::unique_ptr<Scratch> sq;
   if (reduction != 0) sq = std::make_unique<Scratch>(input->sizes, out);
   const cuda::DeviceTensorRef d = sq ? sq->ref() : device_ref(r);
-  launch([&](DeviceBackend& b) {
+  device_launch([&](DeviceBackend& b) {
     b.binary(BinaryOp::Sub, d, device_ref(input), device_ref(target), 1);  // (x - y) in `out`, then squared
     b.binary(BinaryOp::Mul, d, d, d, 1);
     if (reduction != 0)
@@ -558,7 +544,7 @@ Tensor mse_loss_backward(const Tensor& grad, const Tensor& a, const Tensor& b, d
                                             "mse_loss_backward"),
                            out);
   Operand g(grad, out);
-  launch([&](DeviceBackend& be) {
+  device_launch([&](DeviceBackend& be) {
     be.binary(BinaryOp::Sub, device_ref(r), device_ref(a), device_ref(b), 1);
     be.binary(BinaryOp::Mul, device_ref(r), device_ref(r), g.ref(), 1);
     be.unary(cuda::pw::UnaryOp::MulScalar, device_ref(r), device_ref(r), norm, 0);
@@ -568,21 +554,21 @@ Tensor mse_loss_backward(const Tensor& grad, const Tensor& a, const Tensor& b, d
 
 void max_pool2d(const Tensor& out, const Tensor& indices, const Tensor& in, const cuda::Pool2dGeometry& g) {
   require_on_device({&out, &indices, &in});
-  launch([&](DeviceBackend& b) { b.max_pool2d(device_ref(out), device_ref(indices), device_ref(in), g); });
+  device_launch([&](DeviceBackend& b) { b.max_pool2d(device_ref(out), device_ref(indices), device_ref(in), g); });
 }
 
 Tensor max_pool2d_backward(const Tensor& grad, const Tensor& indices, const Shape& in_sizes, DType dtype,
                            const cuda::Pool2dGeometry& g) {
   require_on_device({&grad, &indices});
   Tensor r = device_result(in_sizes, dtype);  // every element written by the kernel
-  launch([&](DeviceBackend& b) { b.max_pool2d_backward(device_ref(r), device_ref(grad), device_ref(indices), g); });
+  device_launch([&](DeviceBackend& b) { b.max_pool2d_backward(device_ref(r), device_ref(grad), device_ref(indices), g); });
   return r;
 }
 
 Tensor gather(const Tensor& a, int64_t dim, const Tensor& index, DType out) {
   require_on_device({&a, &index});
   Tensor r = device_result(index->sizes, out);
-  launch([&](DeviceBackend& b) { b.gather(device_ref(r), device_ref(a), dim, device_ref(index)); });
+  device_launch([&](DeviceBackend& b) { b.gather(device_ref(r), device_ref(a), dim, device_ref(index)); });
   return r;
 }
 
@@ -599,7 +585,7 @@ Tensor max_dim_backward(const Shape& self_sizes, DType dtype, const Tensor& grad
     return r;
   }
   const size_t nd = self_sizes.size();
-  launch([&](DeviceBackend& b) {
+  device_launch([&](DeviceBackend& b) {
     b.scatter(device_ref(r), dim, kept_dims(indices, {dim}, nd, keepdim), kept_dims(grad, {dim}, nd, keepdim), false);
   });
   return r;
@@ -613,7 +599,7 @@ Tensor amax_backward(const Tensor& self, const Tensor& result, const Tensor& gra
   Tensor r = device_result(self->sizes, out);
   const cuda::DeviceTensorRef res = kept_dims(result, dims, nd, keepdim), g = kept_dims(grad, dims, nd, keepdim);
   Scratch count(reduced_shape(self->sizes, dims, true), out);
-  launch([&](DeviceBackend& b) {
+  device_launch([&](DeviceBackend& b) {
     b.binary(BinaryOp::Eq, device_ref(r), device_ref(self), res, 1);  // the mask, 1 or 0
     b.reduce(cuda::ReduceOp::Sum, count.ref(), device_ref(r), dims, true);
     b.binary(BinaryOp::Mul, device_ref(r), device_ref(r), g, 1);
@@ -627,7 +613,7 @@ Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
   Shape shape = a->sizes;
   if (!shape.empty()) shape[static_cast<size_t>(dim)] = index->numel();
   Tensor r = device_result(shape, a->dtype());
-  launch([&](DeviceBackend& b) { b.index_select(device_ref(r), device_ref(a), dim, index_vector(index)); });
+  device_launch([&](DeviceBackend& b) { b.index_select(device_ref(r), device_ref(a), dim, index_vector(index)); });
   return r;
 }
 
@@ -638,7 +624,7 @@ void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor
     s.sizes.insert(s.sizes.begin() + dim, 1);
     s.strides.insert(s.strides.begin() + dim, 1);
   }
-  launch([&](DeviceBackend& b) { b.index_add(device_ref(out), dim, index_vector(index), s); });
+  device_launch([&](DeviceBackend& b) { b.index_add(device_ref(out), dim, index_vector(index), s); });
 }
 
 Tensor index_rows(const Tensor& self, const Tensor& idx) {
@@ -647,7 +633,7 @@ Tensor index_rows(const Tensor& self, const Tensor& idx) {
   Shape shape = idx->sizes;
   shape.insert(shape.end(), self->sizes.begin() + 1, self->sizes.end());
   Tensor r = device_result(shape, self->dtype());
-  launch([&](DeviceBackend& b) {
+  device_launch([&](DeviceBackend& b) {
     b.index_select(merged_rows(r, idx->dim()), device_ref(self), 0, index_vector(idx));
   });
   return r;
@@ -656,12 +642,12 @@ Tensor index_rows(const Tensor& self, const Tensor& idx) {
 void index_add_rows(const Tensor& out, const Tensor& idx, const Tensor& src) {
   require_on_device({&out, &idx, &src});
   if (!idx->is_contiguous() || (idx->dim() != 1 && !src->is_contiguous())) throw_no_device_kernel("cuda");
-  launch([&](DeviceBackend& b) { b.index_add(device_ref(out), 0, index_vector(idx), merged_rows(src, idx->dim())); });
+  device_launch([&](DeviceBackend& b) { b.index_add(device_ref(out), 0, index_vector(idx), merged_rows(src, idx->dim())); });
 }
 
 Tensor mm(const Tensor& a, const Tensor& b, DType out) {
   Tensor r = device_result({a->sizes[0], b->sizes[1]}, out);
-  launch([&](DeviceBackend& be) { be.matmul(device_ref(r), device_ref(a), device_ref(b)); });
+  device_launch([&](DeviceBackend& be) { be.matmul(device_ref(r), device_ref(a), device_ref(b)); });
   return r;
 }
 

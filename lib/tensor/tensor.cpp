@@ -180,14 +180,30 @@ Tensor uninitialized_tensor(const Shape& sizes, DType dtype, bool meta) {
   return new_tensor(sizes, dtype, meta, false);
 }
 
+namespace {
+// write_values for a fresh tensor on the device (host access to device storage refuses, so
+// that ops cannot compute on the host): t's row-major values, rounded to its dtype on the
+// host (a cast rounds to nearest even on either side), laid out in its storage order and
+// copied over in one transfer. t covers its whole storage (a fresh, dense tensor).
+void upload_values(const Tensor& t, const std::vector<double>& values) {
+  const Storage& s = *t->storage;
+  if (s.numel == 0) return;
+  std::vector<double> laid_out(static_cast<size_t>(s.numel), 0.0);
+  const size_t given = values.size();
+  for_each_offset(t->sizes, t->strides, t->offset, [&](int64_t i, int64_t off) {
+    if (static_cast<size_t>(i) < given)
+      laid_out[static_cast<size_t>(off)] = round_to_dtype(values[static_cast<size_t>(i)], s.dtype);
+  });
+  device_upload(s.device_data(), s.dtype, laid_out.data(), s.numel);
+}
+}  // namespace
+
 Tensor tensor_from_values(const Shape& sizes, DType dtype, const std::vector<double>& values) {
   Tensor t = empty_tensor(sizes, dtype, false);
   Storage& s = *t->storage;
   const size_t n = std::min(values.size(), static_cast<size_t>(s.numel));
   if (s.on_device()) {  // a leaf of a cuda run: made on the host, copied over once
-    std::vector<double> rounded(values.begin(), values.begin() + static_cast<long>(n));
-    for (double& v : rounded) v = round_to_dtype(v, dtype);
-    if (n > 0) device_upload(s.device_data(), dtype, rounded.data(), static_cast<int64_t>(n));
+    upload_values(t, values);
     return t;
   }
   if (s.holds_float()) {
@@ -277,20 +293,10 @@ Tensor copy_to(const Tensor& t, DType dtype, const std::string& device, const Sh
   if (strides && *strides != out->strides) out = make_alias(out, t->sizes, *strides, 0);
   if (t->is_meta()) return out;
   std::vector<double> values = host_values(t);
-  Storage& s = *out->storage;
-  if (!s.on_device()) {
+  if (out->storage->on_device())
+    upload_values(out, values);
+  else
     write_values(out, values);
-    return out;
-  }
-  if (s.numel == 0) return out;
-  // Round on the host to the target dtype (exact for a same-dtype copy; a cast rounds to
-  // nearest even on either side), lay the values out in the result's storage order, and
-  // copy them over.
-  std::vector<double> laid_out(static_cast<size_t>(s.numel));
-  for_each_offset(out->sizes, out->strides, out->offset, [&](int64_t i, int64_t off) {
-    laid_out[static_cast<size_t>(off)] = round_to_dtype(values[static_cast<size_t>(i)], dtype);
-  });
-  device_upload(s.device_data(), dtype, laid_out.data(), s.numel);
   return out;
 }
 

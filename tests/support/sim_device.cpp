@@ -377,6 +377,10 @@ std::pair<int64_t, int64_t> rows_cols(const Shape& sizes, int64_t normalized_ndi
     (static_cast<int64_t>(k) < static_cast<int64_t>(sizes.size()) - normalized_ndim ? m : n) *= sizes[k];
   return {m, n};
 }
+// The normalized (last normalized_ndim) dims: weight's and bias's shape.
+Shape normalized_shape(const Shape& sizes, int64_t normalized_ndim) {
+  return Shape(sizes.end() - normalized_ndim, sizes.end());
+}
 }  // namespace
 
 void SimulatedDevice::layer_norm(const cuda::DeviceTensorRef& out, const cuda::DeviceTensorRef& mean,
@@ -388,9 +392,7 @@ void SimulatedDevice::layer_norm(const cuda::DeviceTensorRef& out, const cuda::D
   // rsqrt(max(var, 0) + eps), y = (x - mean) * rstd * weight + bias, in float for float32.
   const bool dbl = needs_double({&out, &in});
   const auto [m, n] = rows_cols(in.sizes, normalized_ndim);
-  Shape wshape;
-  for (size_t k = in.sizes.size() - static_cast<size_t>(normalized_ndim); k < in.sizes.size(); ++k)
-    wshape.push_back(in.sizes[k]);
+  const Shape wshape = normalized_shape(in.sizes, normalized_ndim);
   for (int64_t r = 0; r < m; ++r) {
     double s = 0;
     for (int64_t j = 0; j < n; ++j) s = to_compute(s + load(in, in.sizes, r * n + j), dbl);
@@ -423,9 +425,7 @@ void SimulatedDevice::layer_norm_backward(const cuda::DeviceTensorRef* grad_in, 
   // sum(g xhat)); dweight = sum over rows of dy xhat; dbias = sum over rows of dy.
   const bool dbl = needs_double({&grad_out, &in});
   const auto [m, n] = rows_cols(in.sizes, normalized_ndim);
-  Shape wshape;
-  for (size_t k = in.sizes.size() - static_cast<size_t>(normalized_ndim); k < in.sizes.size(); ++k)
-    wshape.push_back(in.sizes[k]);
+  const Shape wshape = normalized_shape(in.sizes, normalized_ndim);
   std::vector<double> dw(static_cast<size_t>(n), 0.0), db(static_cast<size_t>(n), 0.0);
   for (int64_t r = 0; r < m; ++r) {
     const double mu = load(mean, mean.sizes, r), rs = load(rstd, rstd.sizes, r);
