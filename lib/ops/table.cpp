@@ -5,12 +5,40 @@
 #include "autograd/grad_mode.hpp"
 #include "errors.hpp"
 #include "ops/ops.hpp"
+#include "tensor/device_backend.hpp"
 #include "tensor/kernels.hpp"
 #include "ops/table_util.hpp"
 
 namespace agtrace::ops {
 
 void type_error(const std::string& msg) { throw ScenarioError("type_error", msg); }
+
+std::string device_name(const Tensor& t) { return t->is_meta() ? "meta" : t->storage->device; }
+
+// agtrace runs one GPU, device 0 (PyTorch's 'cuda' means the current device, 0 unless
+// changed). A misspelled device is PyTorch 1.13's RuntimeError from c10::Device's parser,
+// word for word (measured); agtrace files it as type_error (a malformed argument).
+std::string parse_device(const std::string& spelled) {
+  if (spelled == "cpu" || spelled == "cuda" || spelled == "meta") return spelled;
+  if (spelled == "cuda:0") return "cuda";
+  if (spelled.rfind("cuda:", 0) == 0)
+    throw ScenarioError("unsupported", "device '" + spelled + "': agtrace runs one GPU, cuda:0");
+  throw ScenarioError("type_error",
+                      "Expected one of cpu, cuda, ipu, xpu, mkldnn, opengl, opencl, ideep, hip, ve, fpga, ort, xla, "
+                      "lazy, vulkan, mps, meta, hpu, privateuseone device type at start of device string: " +
+                          spelled);
+}
+
+std::optional<std::string> device_argument(const Args& a) {
+  if (!a.given("device")) return std::nullopt;
+  const Value& d = a.get("device");
+  if (d.kind == Value::Kind::None) return std::nullopt;
+  // torch.device accepts an ordinal alone: device=0 is cuda:0.
+  if (d.kind == Value::Kind::Int) return parse_device("cuda:" + std::to_string(d.i));
+  if (d.kind != Value::Kind::Str)
+    type_error(short_fn(a.fn) + "(): argument 'device' must be torch.device, not " + type_name(d));
+  return parse_device(d.s);
+}
 
 std::string short_fn(const std::string& fn) {
   auto dot = fn.rfind('.');
@@ -257,20 +285,37 @@ Value finish_creation(const Args& a, Tensor t) {
   return T(std::move(t));
 }
 
+// Where a creation function puts its tensor: `device=` when given (torch.zeros(3,
+// device=x.device), as device-agnostic PyTorch code writes it), else `fallback` (the CPU for
+// torch.zeros / torch.tensor, the input's device for the *_like functions). A meta run makes
+// every tensor on meta (shapes only), whatever was asked.
+std::string creation_device(const Args& a, const Runtime& rt, const std::string& fallback) {
+  if (rt.device() == "meta") return "meta";
+  const std::string device = device_argument(a).value_or(fallback);
+  // agtrace does not mix meta tensors into a run with element data.
+  if (device == "meta" && fallback != "meta")
+    throw ScenarioError("unsupported", "device='meta' in a " + rt.device() + " run: run the scenario with --device meta");
+  return device;
+}
+
 Value impl_full_of(Args& a, Runtime& rt, double v) {
   std::vector<int64_t> shape = a.shape("size");
   for (int64_t d : shape)
     if (d < 0) throw ScenarioError("shape_mismatch", "Trying to create tensor with negative dimension " + std::to_string(d));
-  return finish_creation(a, kernels::full(shape, v, creation_dtype(a, DType::Float32), rt.device() == "meta"));
+  const std::string device = creation_device(a, rt, "cpu");
+  DeviceScope on(device == "meta" ? "cpu" : device);
+  return finish_creation(a, kernels::full(shape, v, creation_dtype(a, DType::Float32), device == "meta"));
 }
 Value impl_zeros(Args& a, Runtime& rt) { return impl_full_of(a, rt, 0.0); }
 Value impl_ones(Args& a, Runtime& rt) { return impl_full_of(a, rt, 1.0); }
-Value impl_like(Args& a, double v) {
+Value impl_like(Args& a, Runtime& rt, double v) {
   Tensor src = a.tensor("input");
-  return finish_creation(a, kernels::full(src->sizes, v, creation_dtype(a, src->dtype()), src->is_meta()));
+  const std::string device = creation_device(a, rt, device_name(src));
+  DeviceScope on(device == "meta" ? "cpu" : device);
+  return finish_creation(a, kernels::full(src->sizes, v, creation_dtype(a, src->dtype()), device == "meta"));
 }
-Value impl_zeros_like(Args& a, Runtime&) { return impl_like(a, 0.0); }
-Value impl_ones_like(Args& a, Runtime&) { return impl_like(a, 1.0); }
+Value impl_zeros_like(Args& a, Runtime& rt) { return impl_like(a, rt, 0.0); }
+Value impl_ones_like(Args& a, Runtime& rt) { return impl_like(a, rt, 1.0); }
 
 void flatten_data(const Value& v, Shape& shape, size_t depth, std::vector<double>& out, int& kind) {
   if (v.kind == Value::Kind::List || v.kind == Value::Kind::Tuple) {
@@ -293,7 +338,9 @@ Value impl_tensor(Args& a, Runtime& rt) {
   int kind = 0;
   flatten_data(a.get("data"), shape, 0, data, kind);
   DType d = creation_dtype(a, kind == 2 ? DType::Float32 : kind == 1 ? DType::Int64 : DType::Bool);
-  Tensor t = rt.device() == "meta" ? kernels::full(shape, 0.0, d, true) : tensor_from_values(shape, d, data);
+  const std::string device = creation_device(a, rt, "cpu");
+  DeviceScope on(device == "meta" ? "cpu" : device);
+  Tensor t = device == "meta" ? kernels::full(shape, 0.0, d, true) : tensor_from_values(shape, d, data);
   return finish_creation(a, t);
 }
 
@@ -496,13 +543,13 @@ std::vector<OpEntry> core_ops() {
        impl_requires_grad_, {}},
       {"is_grad_enabled", {"torch.is_grad_enabled"}, "()", "autograd", none, "-", impl_is_grad_enabled, {}},
       // ---- creation
-      {"zeros", {"torch.zeros"}, "(*size, dtype=None, requires_grad=False)", "creation", none, "-", impl_zeros, {}},
-      {"ones", {"torch.ones"}, "(*size, dtype=None, requires_grad=False)", "creation", none, "-", impl_ones, {}},
-      {"zeros_like", {"torch.zeros_like"}, "(input, *, dtype=None, requires_grad=False)", "creation", none, "-",
+      {"zeros", {"torch.zeros"}, "(*size, dtype=None, device=None, requires_grad=False)", "creation", none, "-", impl_zeros, {}},
+      {"ones", {"torch.ones"}, "(*size, dtype=None, device=None, requires_grad=False)", "creation", none, "-", impl_ones, {}},
+      {"zeros_like", {"torch.zeros_like"}, "(input, *, dtype=None, device=None, requires_grad=False)", "creation", none, "-",
        impl_zeros_like, {}},
-      {"ones_like", {"torch.ones_like"}, "(input, *, dtype=None, requires_grad=False)", "creation", none, "-",
+      {"ones_like", {"torch.ones_like"}, "(input, *, dtype=None, device=None, requires_grad=False)", "creation", none, "-",
        impl_ones_like, {}},
-      {"tensor", {"torch.tensor"}, "(data, *, dtype=None, requires_grad=False)", "creation", none, "-", impl_tensor, {}},
+      {"tensor", {"torch.tensor"}, "(data, *, dtype=None, device=None, requires_grad=False)", "creation", none, "-", impl_tensor, {}},
       // ---- introspection
       {"print", {"print"}, "(*values)", "introspection", none, "records the printed line", impl_print, {}},
       {"shares_storage", {"shares_storage"}, "(a, b)", "introspection", none, "True when both use the same storage",

@@ -59,19 +59,6 @@ Value impl_index_select(Args& a, Runtime&) {
 Value impl_cat(Args& a, Runtime&) { return T(cat(a.tensors("tensors"), a.integer("dim"))); }
 Value impl_stack(Args& a, Runtime&) { return T(stack(a.tensors("tensors"), a.integer("dim"))); }
 
-// The device a tensor is on, as Tensor.to spells it ("meta" for a meta tensor).
-std::string device_name(const Tensor& t) { return t->is_meta() ? "meta" : t->storage->device; }
-
-// A device argument of Tensor.to: 'cpu', 'cuda', 'cuda:0', 'meta'. agtrace runs one GPU,
-// device 0 (PyTorch's 'cuda' means the current device, 0 unless changed).
-std::string parse_device(const std::string& spelled) {
-  if (spelled == "cpu" || spelled == "cuda" || spelled == "meta") return spelled;
-  if (spelled == "cuda:0") return "cuda";
-  if (spelled.rfind("cuda:", 0) == 0)
-    throw ScenarioError("unsupported", "to('" + spelled + "'): agtrace runs one GPU, cuda:0");
-  throw ScenarioError("type_error", "Expected one of cpu, cuda, ... device type at start of device string: " + spelled);
-}
-
 // x moved to `device` (and cast to `dtype`): one _to_copy, ToCopyBackward0.
 Tensor move_to(const Tensor& x, DType dtype, const std::string& device, bool copy) {
   const std::string from = device_name(x);
@@ -102,11 +89,7 @@ Value impl_to(Args& a, Runtime&) {
       type_error("to() received an invalid combination of arguments - got (" + type_name(v) + ")");
     }
   }
-  if (a.given("device")) {
-    const Value& d = a.get("device");
-    if (d.kind != Value::Kind::Str) type_error("to(): argument 'device' must be str, not " + type_name(d));
-    device = parse_device(d.s);
-  }
+  if (auto d = device_argument(a)) device = *d;
   if (a.given("dtype")) {
     const Value& d = a.get("dtype");
     if (d.kind != Value::Kind::DType) type_error("to(): argument 'dtype' must be torch.dtype, not " + type_name(d));

@@ -177,3 +177,40 @@ TEST_CASE("gradients through save_on_cpu come back to the device and match the C
   CHECK(dev.uploads > 12);  // the leaf, then the unpacked saved values in backward
   CHECK(dev.live_buffers() == 0);
 }
+
+TEST_CASE("creation functions take device= as PyTorch's do: x.device keeps a program device-agnostic",
+          "[device][interp]") {
+  const std::string program = R"JSON({"name": "t",
+      "tensors": {"x": {"shape": [2, 3], "requires_grad": true, "init": {"arange": [1, 1]}}},
+      "program": ["i = torch.tensor([1, 0], device=x.device)", "z = torch.zeros(2, 3, device=x.device)",
+                  "c = torch.ones(3, device='cpu')", "l = torch.zeros_like(x)", "k = torch.ones_like(x, device='cpu')",
+                  "print(i.device, z.device, c.device, l.device, k.device)",
+                  "s = (x[i] + z[i]).sum() + (x * l).sum()", "s.backward()", "print(x.grad.device)",
+                  {"try": ["torch.zeros(2, device='gpu')"]}, {"try": ["torch.zeros(2, device='cuda:1')"]},
+                  {"try": ["torch.zeros(2, device=2.5)"]}, {"try": ["x + c"]}]})JSON";
+  testing::SimulatedDevice dev;
+  RunResult gpu = run_on(program, &dev, "cuda");
+  RunResult cpu = run_on(program, nullptr, "cpu");
+  REQUIRE(gpu.printed.size() == 2);
+  CHECK(gpu.printed[0] == "cuda:0 cuda:0 cpu cuda:0 cpu");
+  CHECK(gpu.printed[1] == "cuda:0");
+  CHECK(cpu.printed[0] == "cpu cpu cpu cpu cpu");
+  // The same lines walk the same graph and give the same gradient on both devices.
+  CHECK(walk_names(gpu, "s") == walk_names(cpu, "s"));
+  REQUIRE(grad_of(gpu, "x"));
+  CHECK(grad_of(gpu, "x")->values == grad_of(cpu, "x")->values);
+  REQUIRE(gpu.errors.size() == 4);
+  CHECK(gpu.errors[0].kind == "type_error");  // PyTorch 1.13's RuntimeError from the device parser
+  CHECK(gpu.errors[0].message.rfind("Expected one of cpu, cuda, ipu, xpu, mkldnn", 0) == 0);
+  CHECK(gpu.errors[0].message.find("device string: gpu") != std::string::npos);
+  CHECK(gpu.errors[1].kind == "unsupported");  // one GPU
+  CHECK(gpu.errors[2].kind == "type_error");
+  CHECK(gpu.errors[2].message == "zeros(): argument 'device' must be torch.device, not float");
+  CHECK(gpu.errors[3].kind == "device_mismatch");  // a CPU tensor made with device='cpu' meets x on cuda
+  REQUIRE(cpu.errors.size() == 3);                 // on the CPU, x + c is fine
+  // Without a device, device='cuda' says there is none in the run.
+  CHECK(run_on(R"JSON({"name": "t", "tensors": {}, "program": ["z = torch.zeros(2, device='cuda')"]})JSON", nullptr,
+               "cpu")
+            .errors.at(0)
+            .message.find("no cuda device in this run") != std::string::npos);
+}
