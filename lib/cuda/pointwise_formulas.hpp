@@ -25,6 +25,7 @@ enum class UnaryOp : int {
   AddScalar,   // x + s0
   MulScalar,   // x * s0
   DivScalar,   // x / s0, computed as x * (1 / s0) (below)
+  Sign,        // sgn/sign of a real x: (0 < x) - (x < 0), so NaN gives 0 (as the CPU's sgn)
   Count
 };
 
@@ -65,6 +66,7 @@ enum class TernaryOp : int {
   MaximumBackwardOther,   // (grad, self, other)
   MinimumBackwardSelf,    // (grad, self, other)
   MinimumBackwardOther,   // (grad, self, other)
+  GeluDoubleBackward,     // (grad, grad_output, self), s0 = 1 for approximate='tanh'
   Count
 };
 
@@ -159,6 +161,7 @@ AGTRACE_HD inline T unary_formula(UnaryOp op, T x, T s0, T s1) {
     // div_true_kernel_cuda with a CPU scalar divisor multiplies by its reciprocal,
     // computed once in the compute type (BinaryDivTrueKernel.cu).
     case UnaryOp::DivScalar: return x * (T(1) / s0);
+    case UnaryOp::Sign: return T((T(0) < x) - (x < T(0)));
     default: return x;
   }
 }
@@ -248,6 +251,14 @@ AGTRACE_HD inline T ternary_formula(TernaryOp op, T a, T b, T c, T s0, T s1) {
     case TernaryOp::MaximumBackwardOther: return b > c ? T(0) : (b == c ? a / T(2) : a);
     case TernaryOp::MinimumBackwardSelf: return b > c ? T(0) : (b == c ? a / T(2) : a);
     case TernaryOp::MinimumBackwardOther: return b < c ? T(0) : (b == c ? a / T(2) : a);
+    // gelu_double_backward: grad * grad_output * gelu''(self). Exact: phi(x) (2 - x^2); tanh:
+    // with t = tanh(k (x + c x^3)) and u' = k (1 + 3 c x^2), (1 - t^2) (u' - x t u'^2 + 3 k c x^2).
+    case TernaryOp::GeluDoubleBackward: {
+      if (s0 == T(0)) return a * b * (T(kInvSqrt2Pi) * exp_(T(-0.5) * c * c) * (T(2) - c * c));
+      const T t = tanh_(gelu_tanh_inner(c));
+      const T du = T(kSqrt2OverPi) * (T(1) + T(3) * T(kGeluKappa) * c * c);
+      return a * b * ((T(1) - t * t) * (du - c * t * du * du + T(3) * T(kSqrt2OverPi) * T(kGeluKappa) * c * c));
+    }
     default: return a;
   }
 }
@@ -256,7 +267,7 @@ AGTRACE_HD inline T ternary_formula(TernaryOp op, T a, T b, T c, T s0, T s1) {
 inline const char* op_name(UnaryOp op) {
   static const char* const names[] = {"neg", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "gelu",
                                       "gelu_tanh", "abs", "sin", "cos", "reciprocal", "silu", "pow", "leaky_relu",
-                                      "clamp", "add_scalar", "mul_scalar", "div_scalar"};
+                                      "clamp", "add_scalar", "mul_scalar", "div_scalar", "sgn"};
   static_assert(sizeof(names) / sizeof(names[0]) == static_cast<int>(UnaryOp::Count), "one name per op");
   const int i = static_cast<int>(op);
   return i >= 0 && i < static_cast<int>(UnaryOp::Count) ? names[i] : "unary";
@@ -274,7 +285,7 @@ inline const char* op_name(BinaryOp op) {
 inline const char* op_name(TernaryOp op) {
   static const char* const names[] = {"where", "clamp_backward", "div_backward_other", "pow_backward_self",
                                       "pow_backward_exponent", "maximum_backward_self", "maximum_backward_other",
-                                      "minimum_backward_self", "minimum_backward_other"};
+                                      "minimum_backward_self", "minimum_backward_other", "gelu_double_backward"};
   static_assert(sizeof(names) / sizeof(names[0]) == static_cast<int>(TernaryOp::Count), "one name per op");
   const int i = static_cast<int>(op);
   return i >= 0 && i < static_cast<int>(TernaryOp::Count) ? names[i] : "ternary";

@@ -809,9 +809,22 @@ std::vector<Tensor> clamp_dbackward(Node& n, const std::vector<Tensor>& g) {
   const bool has_min = mn.kind != AttrValue::Kind::None, has_max = mx.kind != AttrValue::Kind::None;
   const double lo = has_min ? attr_number(mn) : 0.0, hi = has_max ? attr_number(mx) : 0.0;
   Tensor self = n.unpack("self");
-  Tensor mask = kernels::unary(self, DType::Bool, [=](double v) {
-    return ((!has_min || v >= lo) && (!has_max || v <= hi)) ? 1.0 : 0.0;
-  });
+  Tensor mask;
+  if (kernels::device::on_device(self)) {
+    // PyTorch's own expression on the device: (self >= min).logical_and_(self <= max), each
+    // comparison a bool tensor.
+    using cuda::pw::BinaryOp;
+    if (has_min) mask = kernels::device::compare_scalar(BinaryOp::Ge, self, lo, "ge");
+    if (has_max) {
+      Tensor upper = kernels::device::compare_scalar(BinaryOp::Le, self, hi, "le");
+      if (mask) kernels::device::binary_inplace(BinaryOp::Mul, mask, upper);
+      else mask = upper;
+    }
+  } else {
+    mask = kernels::unary(self, DType::Bool, [=](double v) {
+      return ((!has_min || v >= lo) && (!has_max || v <= hi)) ? 1.0 : 0.0;
+    });
+  }
   Tensor zero;
   {
     OpScope scope("zeros");
@@ -854,6 +867,16 @@ std::vector<Tensor> gelu_bb_backward(Node& n, const std::vector<Tensor>& g) {
   const bool th = attr_of(n, "approximate").s == "tanh";
   Tensor self = n.unpack("self");
   Tensor a, b;
+  if (kernels::device::any_on_device({&g[0], &self})) {
+    using cuda::pw::BinaryOp;
+    if (n.next[0].fn)
+      a = kernels::device::binary(th ? BinaryOp::GeluTanhBackward : BinaryOp::GeluBackward, g[0], self,
+                                  n.input_meta[0].dtype, "gelu_backward");
+    if (n.next[1].fn)
+      b = kernels::device::ternary(cuda::pw::TernaryOp::GeluDoubleBackward, g[0], n.unpack("grad_output"), self,
+                                   n.input_meta[1].dtype, "gelu_double_backward", th ? 1.0 : 0.0);
+    return {a, b};
+  }
   if (n.next[0].fn)
     a = kernels::binary(g[0], self, n.input_meta[0].dtype, [th](double gv, double x) { return gv * gelu_first(x, th); },
                         "gelu_backward");
@@ -1006,8 +1029,25 @@ std::vector<Tensor> var_dbackward(Node& n, const std::vector<Tensor>& g) {
 // MaxBackward1: evenly_distribute_backward (CPU path) =
 // grad.new_zeros(sizes).masked_fill_(mask, grad / mask.sum()), mask = self == result (NaNs
 // where the maximum is NaN): MaskedFillBackward1 with edges (None, DivBackward0), measured.
+//
+// On cuda PyTorch takes the other branch of evenly_distribute_backward (input.is_cuda()):
+// mask = (input == value).logical_or_(input.isnan().logical_and_(value.isnan())), and
+// mask * (grad / mask.sum()): MulBackward0 with edges (None, DivBackward0) where the CPU
+// has MaskedFillBackward1, saving the same bool mask (a known difference between the
+// devices in PyTorch itself, which agtrace mirrors).
 std::vector<Tensor> max_all_dbackward(Node& n, const std::vector<Tensor>& g) {
   Tensor self = n.unpack("self"), result = n.unpack("result");
+  if (kernels::device::any_on_device({&self, &g[0]})) {
+    using cuda::pw::BinaryOp;
+    auto isnan = [](const Tensor& t) {
+      return kernels::device::binary(BinaryOp::Ne, t, t, DType::Bool, "isnan", 1, t->dtype());
+    };
+    Tensor both_nan = isnan(self);
+    kernels::device::binary_inplace(BinaryOp::Mul, both_nan, isnan(result));  // logical_and_
+    Tensor mask = kernels::device::binary(BinaryOp::Eq, self, result, DType::Bool, "eq", 1, self->dtype());
+    kernels::device::binary_inplace(BinaryOp::Maximum, mask, both_nan);  // logical_or_
+    return {mul(mask, div(g[0], sum(mask, std::nullopt, false)))};
+  }
   const double r = self->is_meta() ? 0.0 : item(result);
   Tensor mask = kernels::binary(self, result, DType::Bool,
                                 [r](double v, double) { return (std::isnan(r) ? std::isnan(v) : v == r) ? 1.0 : 0.0; },
@@ -1146,7 +1186,9 @@ std::vector<Tensor> norm_dbackward(Node& n, const std::vector<Tensor>& g) {
     norm_t = unsqueeze_multiple(norm_t, dims, self->dim());
   }
   if (p == 1.0) return {mul(sgn(self), grad)};
-  Tensor zero_norm = kernels::unary(norm_t, DType::Bool, [](double v) { return v == 0.0 ? 1.0 : 0.0; });
+  Tensor zero_norm = kernels::device::on_device(norm_t)
+                         ? kernels::device::compare_scalar(cuda::pw::BinaryOp::Eq, norm_t, 0, "eq")
+                         : kernels::unary(norm_t, DType::Bool, [](double v) { return v == 0.0 ? 1.0 : 0.0; });
   return {mul(grad, masked_fill(div(self, norm_t), zero_norm, Value::integer(0)))};
 }
 

@@ -213,20 +213,28 @@ Tensor zeros_0d(const Tensor& like) {
 // (measured: WhereBackward0 > MulBackward0 > MulBackward0 > PowBackward1 > SubBackward1 for
 // self; MulBackward0 > WhereBackward0 > MulBackward0 > (PowBackward1, LogBackward0) for the
 // exponent, LogBackward0 absent for a scalar base as in 2.0 ** x).
+// On cuda the masks are PyTorch's own expressions, each a bool tensor on the device:
+// exponent == 0, and (self == 0) & (exponent >= 0).
 std::vector<Tensor> pow_tensor_dbackward(Node& n, const std::vector<Tensor>& g) {
   Tensor self = n.unpack("self"), ex = n.unpack("exponent");
+  const bool on_device = kernels::device::any_on_device({&self, &ex});
+  using cuda::pw::BinaryOp;
   Tensor ga, gb;
   if (n.should_compute_output(0)) {
     Tensor d = mul(ex, pow_tensor(self, sub_scalar(ex, Value::integer(1))));
     Tensor value = mul(g[0], d);
-    Tensor cond = kernels::unary(ex, DType::Bool, [](double e) { return e == 0.0 ? 1.0 : 0.0; });
+    Tensor cond = on_device ? kernels::device::compare_scalar(BinaryOp::Eq, ex, 0, "eq")
+                            : kernels::unary(ex, DType::Bool, [](double e) { return e == 0.0 ? 1.0 : 0.0; });
     ga = where(cond, zeros_0d(g[0]), value);
   }
   if (n.should_compute_output(1)) {
     Tensor result = n.unpack("result");
     Tensor value = mul(result, log(self));
-    Tensor cond = kernels::binary(self, ex, DType::Bool, [](double s, double e) { return (s == 0.0 && e >= 0.0) ? 1.0 : 0.0; },
-                                  "logical_and");
+    Tensor cond =
+        on_device ? kernels::device::binary(BinaryOp::Mul, kernels::device::compare_scalar(BinaryOp::Eq, self, 0, "eq"),
+                                            kernels::device::compare_scalar(BinaryOp::Ge, ex, 0, "ge"), DType::Bool, "logical_and")
+                  : kernels::binary(self, ex, DType::Bool,
+                                    [](double s, double e) { return (s == 0.0 && e >= 0.0) ? 1.0 : 0.0; }, "logical_and");
     gb = mul(g[0], where(cond, zeros_0d(g[0]), value));
   }
   return {ga, gb};

@@ -324,7 +324,9 @@ std::vector<Tensor> add_scalar_backward(Node&, const std::vector<Tensor>& g) { r
 
 Tensor sgn(const Tensor& a) {
   OpScope scope("sgn");
-  Tensor r = kernels::unary(a, a->dtype(), [](double x) { return x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0); });
+  Tensor r = kernels::device::on_device(a)
+                 ? kernels::device::unary(cuda::pw::UnaryOp::Sign, a, a->dtype())
+                 : kernels::unary(a, a->dtype(), [](double x) { return x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0); });
   if (needs_grad({&a})) {
     auto node = make_node("SgnBackward0", sgn_backward, {a});
     node->differentiable_backward = sgn_backward;

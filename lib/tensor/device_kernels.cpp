@@ -651,4 +651,14 @@ Tensor mm(const Tensor& a, const Tensor& b, DType out) {
   return r;
 }
 
+// ---- lead:
+Tensor compare_scalar(cuda::pw::BinaryOp op, const Tensor& a, double v, const std::string& name) {
+  Tensor number;
+  {
+    DeviceScope on_cpu("cpu");
+    number = scalar_tensor(v, a->dtype());
+  }
+  return binary(op, a, number, DType::Bool, name, 1, a->dtype());
+}
+
 }  // namespace agtrace::kernels::device

@@ -130,4 +130,9 @@ Tensor index_rows(const Tensor& self, const Tensor& idx);
 // out[idx] += src (index_put_ with accumulate=True), src of shape idx.shape + out.shape[1:].
 void index_add_rows(const Tensor& out, const Tensor& idx, const Tensor& src);
 
+// ---- lead:
+// (a <op> v) for a Python number v as a bool tensor on the device (op a comparison), the
+// number a CPU scalar the kernel takes by value (as PyTorch's a == 0).
+Tensor compare_scalar(cuda::pw::BinaryOp op, const Tensor& a, double v, const std::string& name);
+
 }  // namespace agtrace::kernels::device

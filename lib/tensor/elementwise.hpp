@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "tensor/device_backend.hpp"
 #include "tensor/tensor.hpp"
 
 namespace agtrace::kernels {
@@ -148,9 +149,20 @@ std::vector<double> broadcast_values(const Tensor& t, const Shape& shape);
 
 }  // namespace detail
 
+namespace detail {
+// The result of a host kernel is a CPU tensor, whatever device the scope in force names: an
+// op on CPU operands inside a cuda backward (log of the wrapped base of 2.0 ** x) gives a CPU
+// tensor in PyTorch too. A cuda operand still fails when the loop reads it (no host access).
+inline Tensor host_result(const Shape& sizes, DType out, bool meta) {
+  if (allocation_device() == "cpu") return uninitialized_tensor(sizes, out, meta);
+  DeviceScope on_cpu("cpu");
+  return uninitialized_tensor(sizes, out, meta);
+}
+}  // namespace detail
+
 template <typename F>
 Tensor unary(const Tensor& a, DType out, F&& f) {
-  Tensor r = uninitialized_tensor(a->sizes, out, a->is_meta());
+  Tensor r = detail::host_result(a->sizes, out, a->is_meta());
   if (r->is_meta()) return r;
   if (detail::all_float32(out, {&a})) {
     detail::unary_loop(detail::float_operand(a), r->storage->f32(), out, f);
@@ -167,7 +179,7 @@ template <typename F>
 Tensor binary(const Tensor& a, const Tensor& b, DType out, F&& f, const std::string& op) {
   const bool same = a->sizes == b->sizes;
   Shape shape = same ? a->sizes : broadcast_shapes(a->sizes, b->sizes, op);
-  Tensor r = uninitialized_tensor(shape, out, detail::any_meta({&a, &b}));
+  Tensor r = detail::host_result(shape, out, detail::any_meta({&a, &b}));
   if (r->is_meta()) return r;
   const int64_t n = r->numel();
   // A contiguous float32 tensor with a one-element operand of another dtype (a Python
@@ -201,7 +213,7 @@ Tensor binary(const Tensor& a, const Tensor& b, DType out, F&& f, const std::str
 template <typename F>
 Tensor ternary(const Tensor& a, const Tensor& b, const Tensor& c, DType out, F&& f, const std::string& op) {
   Shape shape = broadcast_shapes(broadcast_shapes(a->sizes, b->sizes, op), c->sizes, op);
-  Tensor r = uninitialized_tensor(shape, out, detail::any_meta({&a, &b, &c}));
+  Tensor r = detail::host_result(shape, out, detail::any_meta({&a, &b, &c}));
   if (r->is_meta()) return r;
   std::vector<double> v[3] = {detail::broadcast_values(a, shape), detail::broadcast_values(b, shape),
                               detail::broadcast_values(c, shape)};
