@@ -91,7 +91,9 @@ const char* kBatchNormTensors = R"({
     "py": {"shape": [2, 3, 2, 2], "requires_grad": true, "init": "ones"},
     "pe": {"shape": [2, 3, 2, 2], "requires_grad": true, "init": "ones"},
     "pm": {"shape": [3], "requires_grad": true, "init": "ones"},
-    "pv": {"shape": [3], "requires_grad": true, "init": "ones"}})";
+    "pv": {"shape": [3], "requires_grad": true, "init": "ones"},
+    "ps": {"shape": [3], "requires_grad": true, "init": "ones"},
+    "pi": {"shape": [3], "requires_grad": true, "init": "ones"}})";
 
 // The conv operands in `dtype`: float32 for first order; float64 for second order, whose
 // float32 sums of sums (a convolution of gradients that are convolutions) differ from the
@@ -119,9 +121,12 @@ TEST_CASE("batch_norm in training on cuda: values, running statistics and gradie
   same_report(kBatchNormTensors,
               R"P(["y = F.batch_norm(bx, rm, rv, bw, bb, training=True, momentum=0.3)",
                    "print(y.grad_fn.name(), y.grad_fn._saved_result1.shape, rm._version, rv._version)",
+                   "sm = y.grad_fn._saved_result1",
+                   "si = y.grad_fn._saved_result2",
                    "z = F.batch_norm(bl, None, None, training=True)",
                    "((y * t).sum() + (z * z * bl).sum()).backward()",
-                   "((y.detach() * py).sum() + (rm * pm).sum() + (rv * pv).sum()).backward()"])P");
+                   "((y.detach() * py).sum() + (rm * pm).sum() + (rv * pv).sum()).backward()",
+                   "((sm * ps).sum() + (si * pi).sum()).backward()"])P");
 }
 
 TEST_CASE("batch_norm in eval on cuda: values and gradients match the CPU", "[device][routes][nn]") {
@@ -184,4 +189,19 @@ TEST_CASE("create_graph through layer_norm and max_pool2d on cuda matches the CP
                    "gi, = torch.autograd.grad(m, [img], create_graph=True)",
                    "print(gi.grad_fn.name())",
                    "(gi * img * img).sum().backward()"])P");
+}
+
+TEST_CASE("an int64 conv2d, which the CPU runs, is unsupported on cuda (conv.cuh has floating kernels only)",
+          "[device][routes][nn]") {
+  const std::string tensors = R"({"a": {"shape": [1, 1, 3, 3], "dtype": "int64", "init": {"arange": [1, 1]}},
+                                  "k": {"shape": [1, 1, 2, 2], "dtype": "int64", "init": "ones"}})";
+  const std::string program = R"P(["c = F.conv2d(a, k)", "print(c.shape)"])P";
+  testing::SimulatedDevice dev;
+  const RunResult cpu = run_nn(tensors, program, "cpu", nullptr);
+  const RunResult gpu = run_nn(tensors, program, "cuda", &dev);
+  CHECK(cpu.errors.empty());
+  REQUIRE(gpu.errors.size() == 1);
+  CHECK(gpu.errors[0].kind == "unsupported");
+  CHECK(gpu.errors[0].message.find("conv2d") != std::string::npos);
+  CHECK(dev.stats().requested_live == 0);
 }
