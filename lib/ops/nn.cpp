@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <tuple>
 
 #include "interp/value.hpp"
@@ -117,6 +118,9 @@ Tensor grad_like(const Node& n, size_t edge, bool meta) {
   const auto& m = n.input_meta[edge];
   return fresh(m.sizes, m.dtype, meta);
 }
+
+// The incoming gradient of a double-backward node's output i (null when absent).
+Tensor incoming(const std::vector<Tensor>& g, size_t i) { return i < g.size() ? g[i] : nullptr; }
 
 // ---------------------------------------------------------------- layer_norm
 //
@@ -312,6 +316,14 @@ std::vector<Tensor> layer_norm_backward(Node& n, const std::vector<Tensor>& g) {
 std::vector<Tensor> layer_norm_bb_backward(Node& n, const std::vector<Tensor>& g) {
   Tensor go = n.unpack("grad_out"), x = n.unpack("input"), mean = n.unpack("mean"), rstd = n.unpack("rstd");
   Tensor w = n.unpack("weight");
+  if (kernels::device::any_on_device({&go, &x})) {
+    // The same formula from the backend's pointwise and reduce kernels; the three results
+    // allocated in this order, as below.
+    const kernels::device::DoubleGrads d = kernels::device::layer_norm_double_backward(
+        go, x, mean, rstd, w, incoming(g, 0), incoming(g, 1), incoming(g, 2),
+        static_cast<int64_t>(n.attr("normalized_shape").list.size()), {wants(n, 0), wants(n, 1), wants(n, 4)});
+    return {d.grad_out, d.input, nullptr, nullptr, d.weight, nullptr};
+  }
   const bool meta = x->is_meta();
   Tensor g_go = wants(n, 0) ? grad_like(n, 0, meta) : nullptr;
   Tensor g_x = wants(n, 1) ? grad_like(n, 1, meta) : nullptr;
@@ -439,6 +451,16 @@ std::vector<Tensor> batch_norm_backward(Node& n, const std::vector<Tensor>& g) {
   Tensor rm = n.unpack("running_mean"), rv = n.unpack("running_var"), w = n.unpack("weight");
   const bool training = n.attr("training").b;
   const double eps = n.attr("eps").d;
+  if (kernels::device::any_on_device({&g[0], &x})) {
+    // cuda/batch_norm.cuh's backward: the same gradients, allocated in this order.
+    auto dtype_of = [&](size_t edge) {
+      return wants(n, edge) ? std::optional<DType>(n.input_meta[edge].dtype) : std::nullopt;
+    };
+    const kernels::device::LayerNormGrads d = kernels::device::batch_norm_backward(
+        g[0], x, w, training ? save_mean : rm, training ? save_invstd : rv, training, eps, wants(n, 0), dtype_of(1),
+        dtype_of(2));
+    return {d.input, d.weight, d.bias};
+  }
   const bool meta = x->is_meta();
   Tensor gx = wants(n, 0) ? fresh(x->sizes, x->dtype(), meta) : nullptr;
   Tensor gw = wants(n, 1) ? grad_like(n, 1, meta) : nullptr;
@@ -504,6 +526,15 @@ std::vector<Tensor> batch_norm_backward(Node& n, const std::vector<Tensor>& g) {
 std::vector<Tensor> batch_norm_bb_backward(Node& n, const std::vector<Tensor>& g) {
   Tensor go = n.unpack("grad_out"), x = n.unpack("input"), w = n.unpack("weight");
   const bool training = n.attr("train").b;
+  if (kernels::device::any_on_device({&go, &x})) {
+    // The same formulas from the backend's pointwise and reduce kernels; the three results
+    // allocated in this order, as below.
+    const kernels::device::DoubleGrads d = kernels::device::batch_norm_double_backward(
+        go, x, w, n.unpack(training ? "save_mean" : "running_mean"),
+        n.unpack(training ? "save_invstd" : "running_var"), incoming(g, 0), incoming(g, 1), incoming(g, 2), training,
+        n.attr("eps").d, {wants(n, 0), wants(n, 1), wants(n, 2)});
+    return {d.grad_out, d.input, d.weight, nullptr, nullptr};
+  }
   const bool meta = x->is_meta();
   Tensor g_go = wants(n, 0) ? grad_like(n, 0, meta) : nullptr;
   Tensor g_x = wants(n, 1) ? grad_like(n, 1, meta) : nullptr;
@@ -727,6 +758,16 @@ ConvGeometry conv_geometry(const Shape& in, const Shape& w, const std::vector<in
   return c;
 }
 
+// The geometry for cuda/conv.cuh.
+cuda::Conv2dGeometry device_geometry(const ConvGeometry& c) {
+  cuda::Conv2dGeometry g;
+  g.stride_h = c.stride[0], g.stride_w = c.stride[1];
+  g.pad_h = c.padding[0], g.pad_w = c.padding[1];
+  g.dilation_h = c.dilation[0], g.dilation_w = c.dilation[1];
+  g.groups = c.groups;
+  return g;
+}
+
 // Visits every (output element, weight element, input element) triple of a grouped,
 // strided, dilated, zero-padded 2-D convolution, with flat row-major indices.
 template <typename F>
@@ -760,6 +801,15 @@ void for_each_tap(const ConvGeometry& c, F&& f) {
 //   d_input[x] += grad[o] * weight[w];  d_weight[w] += grad[o] * input[x];  d_bias[co] += grad[o]
 std::vector<Tensor> conv2d_backward(Node& n, const std::vector<Tensor>& g) {
   Tensor input = n.unpack("input"), weight = n.unpack("weight");
+  if (kernels::device::any_on_device({&g[0], &input})) {
+    // cuda/conv.cuh's backward: the same gradients, allocated in this order.
+    const ConvGeometry c = conv_geometry(input->sizes, weight->sizes, n.attr("stride").list, n.attr("padding").list,
+                                         n.attr("dilation").list, n.attr("groups").i);
+    const kernels::device::LayerNormGrads d = kernels::device::conv2d_backward(
+        g[0], input, weight, device_geometry(c), wants(n, 0), wants(n, 1),
+        wants(n, 2) ? std::optional<DType>(n.input_meta[2].dtype) : std::nullopt);
+    return {d.input, d.weight, d.bias};
+  }
   const bool meta = input->is_meta();
   Tensor gx = wants(n, 0) ? fresh(input->sizes, input->dtype(), meta) : nullptr;
   Tensor gw = wants(n, 1) ? fresh(weight->sizes, weight->dtype(), meta) : nullptr;
@@ -797,6 +847,15 @@ std::vector<Tensor> conv2d_backward(Node& n, const std::vector<Tensor>& g) {
 // raises unsupported naming ConvolutionBackwardBackward0.
 std::vector<Tensor> conv2d_bb_backward(Node& n, const std::vector<Tensor>& g) {
   Tensor go = n.unpack("grad_output"), input = n.unpack("input"), weight = n.unpack("weight");
+  if (kernels::device::any_on_device({&go, &input})) {
+    // The same three terms from cuda/conv.cuh's forward and backward launchers.
+    const ConvGeometry c = conv_geometry(input->sizes, weight->sizes, n.attr("stride").list, n.attr("padding").list,
+                                         n.attr("dilation").list, n.attr("groups").i);
+    const kernels::device::DoubleGrads d = kernels::device::conv2d_double_backward(
+        go, input, weight, incoming(g, 0), incoming(g, 1), incoming(g, 2), device_geometry(c),
+        {wants(n, 0), wants(n, 1), wants(n, 2)});
+    return {d.grad_out, d.input, d.weight};
+  }
   const bool meta = input->is_meta();
   Tensor g_go = wants(n, 0) ? grad_like(n, 0, meta) : nullptr;
   Tensor g_x = wants(n, 1) ? grad_like(n, 1, meta) : nullptr;
@@ -1051,6 +1110,15 @@ std::vector<Tensor> max_pool2d_backward(Node& n, const std::vector<Tensor>& g) {
 std::vector<Tensor> max_pool_bb_backward(Node& n, const std::vector<Tensor>& g) {
   Tensor indices = n.unpack("indices");
   Tensor a, b;
+  if (kernels::device::any_on_device({&g[0], &indices})) {
+    // The gather on the cuda device; self's gradient zeros there.
+    if (n.next[0].fn) a = kernels::device::max_pool2d_double_backward(g[0], indices, n.input_meta[0].dtype);
+    if (n.next[1].fn) {
+      DeviceScope scope("cuda");
+      b = kernels::full(n.input_meta[1].sizes, 0.0, n.input_meta[1].dtype, false);
+    }
+    return {a, b};
+  }
   if (n.next[0].fn) {
     const auto& m = n.input_meta[0];
     a = fresh(m.sizes, m.dtype, g[0]->is_meta());
@@ -1193,12 +1261,24 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
 
   const DType dt = x->dtype();
   const bool meta = x->is_meta();
-  Tensor out = fresh(x->sizes, dt, meta);
   // result1/result2: the batch statistics in training, empty [0] tensors in eval (measured).
   const Shape stat_shape{training ? channels : 0};
-  Tensor save_mean = fresh(stat_shape, dt, meta);
-  Tensor save_invstd = fresh(stat_shape, dt, meta);
-  if (!meta) {
+  const bool on_device = kernels::device::any_on_device({&x, &weight, &bias, &running_mean, &running_var});
+  Tensor out, save_mean, save_invstd;
+  if (on_device) {
+    // cuda/batch_norm.cuh: out, save_mean, save_invstd allocated in this order, as below;
+    // the kernel updates the running buffers in place (their version stays 0 there too).
+    kernels::device::BatchNormResult d =
+        kernels::device::batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps);
+    out = d.out;
+    save_mean = d.save_mean;
+    save_invstd = d.save_invstd;
+  } else {
+    out = fresh(x->sizes, dt, meta);
+    save_mean = fresh(stat_shape, dt, meta);
+    save_invstd = fresh(stat_shape, dt, meta);
+  }
+  if (!meta && !on_device) {
     const int64_t batch = x->sizes[0];
     const int64_t inner = x->numel() / (batch * channels);
     const int64_t count = batch * inner;
@@ -1420,8 +1500,12 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, con
   const ConvGeometry c = conv_geometry(input->sizes, weight->sizes, args.stride, args.padding, args.dilation,
                                        args.groups);
   const bool meta = input->is_meta();
-  Tensor out = fresh({c.batch, c.out_channels, c.out_h, c.out_w}, input->dtype(), meta);
-  if (!meta) {
+  const bool on_device = kernels::device::any_on_device({&input, &weight, &bias});
+  // On cuda: cuda/conv.cuh (im2col and products), the same one new storage.
+  Tensor out = on_device ? kernels::device::conv2d(input, weight, bias, device_geometry(c),
+                                                   {c.batch, c.out_channels, c.out_h, c.out_w})
+                         : fresh({c.batch, c.out_channels, c.out_h, c.out_w}, input->dtype(), meta);
+  if (!meta && !on_device) {
     const std::vector<double> xv = to_values(input), wv = to_values(weight);
     const std::vector<double> bv = bias ? to_values(bias) : std::vector<double>{};
     std::vector<double> ov(static_cast<size_t>(out->numel()), 0.0);

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/conv.cuh"
 #include "cuda/device_tensor.hpp"
 #include "cuda/pointwise_formulas.hpp"
 #include "cuda/pooling.cuh"
@@ -96,6 +97,29 @@ class DeviceBackend {
   // out[index[i][j]][j] = src[i][j] along dim (or += with add); out keeps its other elements.
   virtual void scatter(const cuda::DeviceTensorRef& out, int64_t dim, const cuda::DeviceTensorRef& index,
                        const cuda::DeviceTensorRef& src, bool add) = 0;
+  // ---- nn: cuda/batch_norm.cuh and cuda/conv.cuh, with those launchers' contracts.
+  // batch_norm over the channel dim 1: save_mean / save_invstd written in training (null in
+  // eval), running statistics updated in training when given; its backward from the saved
+  // statistics (training) or the running ones (eval). Null pointers: absent.
+  virtual void batch_norm(const cuda::DeviceTensorRef& out, const cuda::DeviceTensorRef* save_mean,
+                          const cuda::DeviceTensorRef* save_invstd, const cuda::DeviceTensorRef& in,
+                          const cuda::DeviceTensorRef* weight, const cuda::DeviceTensorRef* bias,
+                          const cuda::DeviceTensorRef* running_mean, const cuda::DeviceTensorRef* running_var,
+                          bool training, double momentum, double eps) = 0;
+  virtual void batch_norm_backward(const cuda::DeviceTensorRef* grad_in, const cuda::DeviceTensorRef* grad_weight,
+                                   const cuda::DeviceTensorRef* grad_bias, const cuda::DeviceTensorRef& grad_out,
+                                   const cuda::DeviceTensorRef& in, const cuda::DeviceTensorRef* weight,
+                                   const cuda::DeviceTensorRef& mean, const cuda::DeviceTensorRef& var_or_invstd,
+                                   bool training, double eps) = 0;
+  // conv2d of [N, Cin, H, W] with [Cout, Cin / groups, KH, KW] (bias [Cout] or null), and
+  // its backward (any of the three gradients null).
+  virtual void conv2d(const cuda::DeviceTensorRef& out, const cuda::DeviceTensorRef& in,
+                      const cuda::DeviceTensorRef& weight, const cuda::DeviceTensorRef* bias,
+                      const cuda::Conv2dGeometry& g) = 0;
+  virtual void conv2d_backward(const cuda::DeviceTensorRef* grad_in, const cuda::DeviceTensorRef* grad_weight,
+                               const cuda::DeviceTensorRef* grad_bias, const cuda::DeviceTensorRef& grad_out,
+                               const cuda::DeviceTensorRef& in, const cuda::DeviceTensorRef& weight,
+                               const cuda::Conv2dGeometry& g) = 0;
 };
 
 // The backend that "cuda" storages of the run in progress use; null: none (a cuda storage

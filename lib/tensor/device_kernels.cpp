@@ -661,4 +661,372 @@ Tensor compare_scalar(cuda::pw::BinaryOp op, const Tensor& a, double v, const st
   return binary(op, a, number, DType::Bool, name, 1, a->dtype());
 }
 
+// ---- nn: batch_norm, conv2d and the double backwards of the nn layers (ops/nn.cpp).
+namespace {
+using Ref = cuda::DeviceTensorRef;
+using cuda::pw::BinaryOp;
+using cuda::pw::UnaryOp;
+
+std::optional<Ref> ref_if(const Tensor& t) {
+  if (!t) return std::nullopt;
+  return device_ref(t);
+}
+const Ref* ptr(const std::optional<Ref>& r) { return r ? &*r : nullptr; }
+
+// A [C] vector as [1, C, 1, ...] of `rank` dims (broadcast over all but the channel dim 1).
+Ref channel_view(const Tensor& t, size_t rank) {
+  Ref r = device_ref(t);
+  r.sizes = Shape(rank, 1);
+  r.strides = Shape(rank, 0);
+  r.sizes[1] = t->sizes[0];
+  r.strides[1] = t->strides[0];
+  return r;
+}
+// t's dims as the trailing ones of `rank` dims (size-1 dims in front).
+Ref trailing_view(const Tensor& t, size_t rank) {
+  Ref r = device_ref(t);
+  const size_t pad = rank - r.sizes.size();
+  r.sizes.insert(r.sizes.begin(), pad, 1);
+  r.strides.insert(r.strides.begin(), pad, 0);
+  return r;
+}
+// An incoming gradient of a double-backward node: defined when it has the expected
+// number of elements (the engine's undefined gradients read as zeros, as on the CPU).
+bool defined(const Tensor& g, int64_t numel) { return g && g->numel() == numel; }
+
+// A zero-filled transient buffer standing for an undefined incoming gradient.
+struct Zeros {
+  Scratch s;
+  Zeros(const Shape& sizes, DType d) : s(sizes, d) {
+    device_launch([&](DeviceBackend& b) { b.fill(s.ref(), 0.0); });
+  }
+};
+
+// The operands of the shared double backward of layer_norm and batch_norm in training,
+// all broadcast to x's shape: per group (a layer_norm row, a batch_norm channel) of
+// `count` elements, mean and k = rstd / invstd; per element or channel, weight and the
+// incoming gradients of d_weight and d_bias (null: absent).
+struct NormOperands {
+  Ref x, go, mean, k;
+  const Ref *w = nullptr, *ggi = nullptr, *ggw = nullptr, *ggb = nullptr;
+  Shape stat_shape;                             // x's shape with the group dims as 1
+  std::vector<int64_t> group_dims, param_dims;  // reduced for group sums / d_weight
+  double count = 1;
+};
+
+// ops/nn.cpp's formula (layer_norm_bb_backward / batch_norm_bb_backward in training), with
+// xhat = (x - mean) k, u = ggI, v = gO w, P(a) = a - sum(a)/N - xhat sum(a xhat)/N:
+//   grad_out = w k P(u) + ggW xhat + ggB;  weight = sum(gO k P(u)) over param_dims
+//   input = -(k^2 xhat / N)(C - S_u S_v / N) - (k^2 / N)(S_u P(v) + S_v P(u)) + k P(gO ggW)
+// with C = sum(u v) - sum(u) sum(v) / N, S_a = sum(a xhat). Each step one kernel in x's
+// dtype (float for float32, as PyTorch's composed CUDA formula computes).
+void norm_double_backward(const NormOperands& o, const Ref* d_go, const Ref* d_x, const Ref* d_w) {
+  const Shape& X = o.x.sizes;
+  const DType dt = o.x.dtype;
+  const double N = o.count;
+  Scratch xh(X, dt), v(X, dt), pu(X, dt), t(X, dt), t2(X, dt);
+  Scratch sum_u(o.stat_shape, dt), s_u(o.stat_shape, dt), sum_v(o.stat_shape, dt), s_v(o.stat_shape, dt),
+      ms(o.stat_shape, dt), c(o.stat_shape, dt), c2(o.stat_shape, dt), kk(o.stat_shape, dt);
+  std::unique_ptr<Zeros> zero_u;
+  if (!o.ggi) zero_u = std::make_unique<Zeros>(X, dt);
+  const Ref& u = o.ggi ? *o.ggi : zero_u->s.ref();
+  device_launch([&](DeviceBackend& b) {
+    auto sums = [&](const Ref& a, const Ref& sum_a, const Ref& sum_ax) {
+      b.reduce(cuda::ReduceOp::Sum, sum_a, a, o.group_dims, true);
+      b.binary(BinaryOp::Mul, t.ref(), a, xh.ref(), 1);
+      b.reduce(cuda::ReduceOp::Sum, sum_ax, t.ref(), o.group_dims, true);
+    };
+    auto project = [&](const Ref& p, const Ref& a, const Ref& sum_a, const Ref& sum_ax) {
+      b.unary(UnaryOp::DivScalar, ms.ref(), sum_a, N, 0);
+      b.binary(BinaryOp::Sub, p, a, ms.ref(), 1);
+      b.unary(UnaryOp::DivScalar, ms.ref(), sum_ax, N, 0);
+      b.binary(BinaryOp::Mul, t.ref(), xh.ref(), ms.ref(), 1);
+      b.binary(BinaryOp::Sub, p, p, t.ref(), 1);
+    };
+    b.binary(BinaryOp::Sub, xh.ref(), o.x, o.mean, 1);
+    b.binary(BinaryOp::Mul, xh.ref(), xh.ref(), o.k, 1);
+    if (o.w) b.binary(BinaryOp::Mul, v.ref(), o.go, *o.w, 1);
+    else b.copy(v.ref(), o.go);
+    sums(u, sum_u.ref(), s_u.ref());
+    sums(v.ref(), sum_v.ref(), s_v.ref());
+    project(pu.ref(), u, sum_u.ref(), s_u.ref());
+    if (d_go) {
+      b.binary(BinaryOp::Mul, *d_go, pu.ref(), o.k, 1);
+      if (o.w) b.binary(BinaryOp::Mul, *d_go, *d_go, *o.w, 1);
+      if (o.ggw) {
+        b.binary(BinaryOp::Mul, t.ref(), xh.ref(), *o.ggw, 1);
+        b.binary(BinaryOp::Add, *d_go, *d_go, t.ref(), 1);
+      }
+      if (o.ggb) b.binary(BinaryOp::Add, *d_go, *d_go, *o.ggb, 1);
+    }
+    if (d_w) {
+      b.binary(BinaryOp::Mul, t.ref(), o.go, pu.ref(), 1);
+      b.binary(BinaryOp::Mul, t.ref(), t.ref(), o.k, 1);
+      b.reduce(cuda::ReduceOp::Sum, *d_w, t.ref(), o.param_dims, false);
+    }
+    if (!d_x) return;
+    b.binary(BinaryOp::Mul, t.ref(), u, v.ref(), 1);
+    b.reduce(cuda::ReduceOp::Sum, c.ref(), t.ref(), o.group_dims, true);  // sum(u v)
+    b.binary(BinaryOp::Mul, c2.ref(), sum_u.ref(), sum_v.ref(), 1);
+    b.unary(UnaryOp::DivScalar, c2.ref(), c2.ref(), N, 0);
+    b.binary(BinaryOp::Sub, c.ref(), c.ref(), c2.ref(), 1);  // C
+    b.binary(BinaryOp::Mul, c2.ref(), s_u.ref(), s_v.ref(), 1);
+    b.unary(UnaryOp::DivScalar, c2.ref(), c2.ref(), N, 0);
+    b.binary(BinaryOp::Sub, c.ref(), c.ref(), c2.ref(), 1);  // C - S_u S_v / N
+    b.binary(BinaryOp::Mul, kk.ref(), o.k, o.k, 1);
+    b.unary(UnaryOp::DivScalar, kk.ref(), kk.ref(), N, 0);  // k^2 / N
+    b.binary(BinaryOp::Mul, *d_x, xh.ref(), c.ref(), 1);
+    b.binary(BinaryOp::Mul, *d_x, *d_x, kk.ref(), 1);
+    b.unary(UnaryOp::Neg, *d_x, *d_x, 0, 0);
+    project(t2.ref(), v.ref(), sum_v.ref(), s_v.ref());  // P(v)
+    b.binary(BinaryOp::Mul, t2.ref(), t2.ref(), s_u.ref(), 1);
+    b.binary(BinaryOp::Mul, v.ref(), pu.ref(), s_v.ref(), 1);  // v is no longer needed
+    b.binary(BinaryOp::Add, t2.ref(), t2.ref(), v.ref(), 1);
+    b.binary(BinaryOp::Mul, t2.ref(), t2.ref(), kk.ref(), 1);
+    b.binary(BinaryOp::Sub, *d_x, *d_x, t2.ref(), 1);
+    if (o.ggw) {  // + k P(gO ggW)
+      b.binary(BinaryOp::Mul, v.ref(), o.go, *o.ggw, 1);
+      sums(v.ref(), sum_v.ref(), s_v.ref());
+      project(t2.ref(), v.ref(), sum_v.ref(), s_v.ref());
+      b.binary(BinaryOp::Mul, t2.ref(), t2.ref(), o.k, 1);
+      b.binary(BinaryOp::Add, *d_x, *d_x, t2.ref(), 1);
+    }
+  });
+}
+
+struct DoubleResults {
+  DoubleGrads g;
+  std::optional<Ref> go, x, w;
+};
+DoubleResults double_results(const Tensor& grad_out, const Tensor& x, const Tensor& weight, DoubleWants want) {
+  DoubleResults r;
+  if (want.grad_out) r.g.grad_out = device_result(grad_out->sizes, grad_out->dtype());
+  if (want.input) r.g.input = device_result(x->sizes, x->dtype());
+  if (want.weight) r.g.weight = device_result(weight->sizes, weight->dtype());
+  r.go = ref_if(r.g.grad_out);
+  r.x = ref_if(r.g.input);
+  r.w = ref_if(r.g.weight);
+  return r;
+}
+}  // namespace
+
+BatchNormResult batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                           const Tensor& running_var, bool training, double momentum, double eps) {
+  require_on_device({&x, &weight, &bias, &running_mean, &running_var});
+  BatchNormResult r;
+  const Shape stat{training ? x->sizes[1] : 0};
+  r.out = device_result(x->sizes, x->dtype());
+  r.save_mean = device_result(stat, x->dtype());
+  r.save_invstd = device_result(stat, x->dtype());
+  const std::optional<Ref> sm = training ? ref_if(r.save_mean) : std::nullopt;
+  const std::optional<Ref> si = training ? ref_if(r.save_invstd) : std::nullopt;
+  const std::optional<Ref> w = ref_if(weight), bi = ref_if(bias), rm = ref_if(running_mean), rv = ref_if(running_var);
+  device_launch([&](DeviceBackend& b) {
+    b.batch_norm(device_ref(r.out), ptr(sm), ptr(si), device_ref(x), ptr(w), ptr(bi), ptr(rm), ptr(rv), training,
+                 momentum, eps);
+  });
+  return r;
+}
+
+LayerNormGrads batch_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                                   const Tensor& var_or_invstd, bool training, double eps, bool want_input,
+                                   std::optional<DType> weight_grad, std::optional<DType> bias_grad) {
+  require_on_device({&grad_out, &x, &weight, &mean, &var_or_invstd});
+  LayerNormGrads g;
+  const Shape channels{x->sizes[1]};
+  if (want_input) g.input = device_result(x->sizes, x->dtype());
+  if (weight_grad) g.weight = device_result(channels, *weight_grad);
+  if (bias_grad) g.bias = device_result(channels, *bias_grad);
+  const std::optional<Ref> gi = ref_if(g.input), gw = ref_if(g.weight), gb = ref_if(g.bias), w = ref_if(weight);
+  device_launch([&](DeviceBackend& b) {
+    b.batch_norm_backward(ptr(gi), ptr(gw), ptr(gb), device_ref(grad_out), device_ref(x), ptr(w), device_ref(mean),
+                          device_ref(var_or_invstd), training, eps);
+  });
+  return g;
+}
+
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const cuda::Conv2dGeometry& g,
+              const Shape& out_sizes) {
+  require_on_device({&input, &weight, &bias});
+  Tensor r = device_result(out_sizes, input->dtype());
+  const std::optional<Ref> bi = ref_if(bias);
+  device_launch([&](DeviceBackend& b) { b.conv2d(device_ref(r), device_ref(input), device_ref(weight), ptr(bi), g); });
+  return r;
+}
+
+LayerNormGrads conv2d_backward(const Tensor& grad_out, const Tensor& input, const Tensor& weight,
+                               const cuda::Conv2dGeometry& g, bool want_input, bool want_weight,
+                               std::optional<DType> bias_grad) {
+  require_on_device({&grad_out, &input, &weight});
+  LayerNormGrads r;
+  if (want_input) r.input = device_result(input->sizes, input->dtype());
+  if (want_weight) r.weight = device_result(weight->sizes, weight->dtype());
+  if (bias_grad) r.bias = device_result({weight->sizes[0]}, *bias_grad);
+  const std::optional<Ref> gi = ref_if(r.input), gw = ref_if(r.weight), gb = ref_if(r.bias);
+  device_launch([&](DeviceBackend& b) {
+    b.conv2d_backward(ptr(gi), ptr(gw), ptr(gb), device_ref(grad_out), device_ref(input), device_ref(weight), g);
+  });
+  return r;
+}
+
+DoubleGrads conv2d_double_backward(const Tensor& grad_out, const Tensor& input, const Tensor& weight,
+                                   const Tensor& ggI, const Tensor& ggW, const Tensor& ggB,
+                                   const cuda::Conv2dGeometry& g, DoubleWants want) {
+  require_on_device({&grad_out, &input, &weight});
+  const bool has_i = defined(ggI, input->numel()), has_w = defined(ggW, weight->numel());
+  const bool has_b = defined(ggB, weight->sizes[0]);
+  DoubleResults r = double_results(grad_out, input, weight, want);
+  if (has_i) require_on_device({&ggI});
+  if (has_w) require_on_device({&ggW});
+  if (has_b) require_on_device({&ggB});
+  std::unique_ptr<Zeros> zi, zw;
+  if (!has_i) zi = std::make_unique<Zeros>(input->sizes, input->dtype());
+  if (!has_w) zw = std::make_unique<Zeros>(weight->sizes, weight->dtype());
+  const Ref gi = has_i ? device_ref(ggI) : zi->s.ref(), gw = has_w ? device_ref(ggW) : zw->s.ref();
+  const std::optional<Ref> gb = has_b ? ref_if(ggB) : std::nullopt;
+  std::unique_ptr<Scratch> second;
+  if (r.go) second = std::make_unique<Scratch>(grad_out->sizes, grad_out->dtype());
+  device_launch([&](DeviceBackend& b) {
+    if (r.go) {  // conv(ggI, W) + ggB, then + conv(I, ggW)
+      b.conv2d(*r.go, gi, device_ref(weight), ptr(gb), g);
+      b.conv2d(second->ref(), device_ref(input), gw, nullptr, g);
+      b.binary(BinaryOp::Add, *r.go, *r.go, second->ref(), 1);
+    }
+    if (r.x) b.conv2d_backward(&*r.x, nullptr, nullptr, device_ref(grad_out), device_ref(input), gw, g);
+    if (r.w) b.conv2d_backward(nullptr, &*r.w, nullptr, device_ref(grad_out), gi, device_ref(weight), g);
+  });
+  return r.g;
+}
+
+DoubleGrads layer_norm_double_backward(const Tensor& grad_out, const Tensor& x, const Tensor& mean,
+                                       const Tensor& rstd, const Tensor& weight, const Tensor& ggI,
+                                       const Tensor& ggW, const Tensor& ggB, int64_t normalized_ndim,
+                                       DoubleWants want) {
+  require_on_device({&grad_out, &x, &mean, &rstd, &weight});
+  const size_t rank = x->sizes.size(), lead = rank - static_cast<size_t>(normalized_ndim);
+  int64_t cols = 1;
+  for (size_t d = lead; d < rank; ++d) cols *= x->sizes[d];
+  NormOperands o;
+  o.x = device_ref(x);
+  o.go = device_ref(grad_out);
+  o.mean = device_ref(mean);
+  o.k = device_ref(rstd);
+  o.stat_shape = mean->sizes;
+  o.count = static_cast<double>(cols);
+  for (size_t d = 0; d < rank; ++d) (d < lead ? o.param_dims : o.group_dims).push_back(static_cast<int64_t>(d));
+  std::optional<Ref> w, gi, gw, gb;
+  if (weight) w = trailing_view(weight, rank);
+  if (defined(ggI, x->numel())) gi = device_ref(ggI);
+  if (defined(ggW, cols)) gw = trailing_view(ggW, rank);
+  if (defined(ggB, cols)) gb = trailing_view(ggB, rank);
+  o.w = ptr(w), o.ggi = ptr(gi), o.ggw = ptr(gw), o.ggb = ptr(gb);
+  DoubleResults r = double_results(grad_out, x, weight, want);
+  norm_double_backward(o, ptr(r.go), ptr(r.x), ptr(r.w));
+  return r.g;
+}
+
+DoubleGrads batch_norm_double_backward(const Tensor& grad_out, const Tensor& x, const Tensor& weight,
+                                       const Tensor& mean, const Tensor& stat, const Tensor& ggI, const Tensor& ggW,
+                                       const Tensor& ggB, bool training, double eps, DoubleWants want) {
+  require_on_device({&grad_out, &x, &weight, &mean, &stat});
+  const size_t rank = x->sizes.size();
+  const int64_t channels = x->sizes[1];
+  std::optional<Ref> w, gi, gw, gb;
+  if (weight) w = channel_view(weight, rank);
+  if (defined(ggI, x->numel())) gi = device_ref(ggI);
+  if (defined(ggW, channels)) gw = channel_view(ggW, rank);
+  if (defined(ggB, channels)) gb = channel_view(ggB, rank);
+  std::vector<int64_t> group_dims;
+  for (size_t d = 0; d < rank; ++d)
+    if (d != 1) group_dims.push_back(static_cast<int64_t>(d));
+  Shape stat_shape(rank, 1);
+  stat_shape[1] = channels;
+  DoubleResults r = double_results(grad_out, x, weight, want);
+  if (training) {
+    NormOperands o;
+    o.x = device_ref(x);
+    o.go = device_ref(grad_out);
+    o.mean = channel_view(mean, rank);
+    o.k = channel_view(stat, rank);
+    o.stat_shape = stat_shape;
+    o.count = static_cast<double>(x->numel() / std::max<int64_t>(channels, 1));
+    o.group_dims = o.param_dims = group_dims;
+    o.w = ptr(w), o.ggi = ptr(gi), o.ggw = ptr(gw), o.ggb = ptr(gb);
+    norm_double_backward(o, ptr(r.go), ptr(r.x), ptr(r.w));
+    return r.g;
+  }
+  // eval: k = 1 / sqrt(running_var + eps), a constant; grad_out = ggI k w + ggW (x - mean) k
+  // + ggB, input = ggW gO k, weight = sum(ggI gO k) per channel.
+  const DType dt = x->dtype();
+  Scratch k(stat_shape, dt), t(x->sizes, dt);
+  const Ref m = channel_view(mean, rank);
+  device_launch([&](DeviceBackend& b) {
+    b.unary(UnaryOp::AddScalar, k.ref(), channel_view(stat, rank), eps, 0);
+    b.unary(UnaryOp::Rsqrt, k.ref(), k.ref(), 0, 0);
+    if (r.go) {
+      if (gi) {
+        b.binary(BinaryOp::Mul, *r.go, *gi, k.ref(), 1);
+        if (w) b.binary(BinaryOp::Mul, *r.go, *r.go, *w, 1);
+      } else {
+        b.fill(*r.go, 0.0);
+      }
+      if (gw) {
+        b.binary(BinaryOp::Sub, t.ref(), device_ref(x), m, 1);
+        b.binary(BinaryOp::Mul, t.ref(), t.ref(), k.ref(), 1);
+        b.binary(BinaryOp::Mul, t.ref(), t.ref(), *gw, 1);
+        b.binary(BinaryOp::Add, *r.go, *r.go, t.ref(), 1);
+      }
+      if (gb) b.binary(BinaryOp::Add, *r.go, *r.go, *gb, 1);
+    }
+    if (r.x) {
+      if (gw) {
+        b.binary(BinaryOp::Mul, *r.x, device_ref(grad_out), *gw, 1);
+        b.binary(BinaryOp::Mul, *r.x, *r.x, k.ref(), 1);
+      } else {
+        b.fill(*r.x, 0.0);
+      }
+    }
+    if (r.w) {
+      if (gi) {
+        b.binary(BinaryOp::Mul, t.ref(), *gi, device_ref(grad_out), 1);
+        b.binary(BinaryOp::Mul, t.ref(), t.ref(), k.ref(), 1);
+        b.reduce(cuda::ReduceOp::Sum, *r.w, t.ref(), group_dims, false);
+      } else {
+        b.fill(*r.w, 0.0);
+      }
+    }
+  });
+  return r.g;
+}
+
+Tensor max_pool2d_double_backward(const Tensor& grad, const Tensor& indices, DType dtype) {
+  require_on_device({&grad, &indices});
+  Tensor r = device_result(indices->sizes, dtype);
+  const size_t nd = indices->sizes.size();
+  const int64_t plane_out = indices->sizes[nd - 2] * indices->sizes[nd - 1];
+  const int64_t plane_in = grad->sizes[nd - 2] * grad->sizes[nd - 1];
+  const int64_t planes = plane_out > 0 ? indices->numel() / plane_out : 0;
+  if (r->numel() == 0 || plane_in == 0) return r;
+  // Each operand as [planes, H * W] rows (contiguous copies where they are not).
+  std::unique_ptr<Scratch> gc, ic;
+  Ref g = device_ref(grad), idx = device_ref(indices);
+  if (!grad->is_contiguous()) {
+    gc = std::make_unique<Scratch>(grad->sizes, grad->dtype());
+    device_launch([&](DeviceBackend& b) { b.copy(gc->ref(), g); });
+    g = gc->ref();
+  }
+  if (!indices->is_contiguous()) {
+    ic = std::make_unique<Scratch>(indices->sizes, indices->dtype());
+    device_launch([&](DeviceBackend& b) { b.copy(ic->ref(), idx); });
+    idx = ic->ref();
+  }
+  auto rows = [&](Ref t, int64_t cols) {
+    t.sizes = {planes, cols};
+    t.strides = {cols, 1};
+    return t;
+  };
+  device_launch([&](DeviceBackend& b) { b.gather(rows(device_ref(r), plane_out), rows(g, plane_in), 1, rows(idx, plane_out)); });
+  return r;
+}
+
 }  // namespace agtrace::kernels::device

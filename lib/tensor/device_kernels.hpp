@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/conv.cuh"
 #include "cuda/device_tensor.hpp"
 #include "cuda/pointwise_formulas.hpp"
 #include "cuda/pooling.cuh"
@@ -134,5 +135,58 @@ void index_add_rows(const Tensor& out, const Tensor& idx, const Tensor& src);
 // (a <op> v) for a Python number v as a bool tensor on the device (op a comparison), the
 // number a CPU scalar the kernel takes by value (as PyTorch's a == 0).
 Tensor compare_scalar(cuda::pw::BinaryOp op, const Tensor& a, double v, const std::string& name);
+
+// ---- nn: batch_norm, conv2d, and the double backwards of the nn layers (ops/nn.cpp).
+// batch_norm over dim 1 (cuda/batch_norm.cuh): out, then save_mean and save_invstd ([C] in
+// training, [0] in eval), allocated in that order as on the CPU; running statistics (null
+// or [C] on cuda) updated in place in training.
+struct BatchNormResult {
+  Tensor out, save_mean, save_invstd;
+};
+BatchNormResult batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                           const Tensor& running_var, bool training, double momentum, double eps);
+// Its backward: mean and var_or_invstd are save_mean / save_invstd (training) or the
+// running statistics (eval). A gradient is made when its dtype is given (weight's and
+// bias's of shape [C]), in the order input, weight, bias.
+LayerNormGrads batch_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                                   const Tensor& var_or_invstd, bool training, double eps, bool want_input,
+                                   std::optional<DType> weight_grad, std::optional<DType> bias_grad);
+// conv2d (cuda/conv.cuh) into a new [N, Cout, OH, OW] tensor (out_sizes), and its
+// backward (input, weight, bias gradients as asked, in that order).
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const cuda::Conv2dGeometry& g,
+              const Shape& out_sizes);
+LayerNormGrads conv2d_backward(const Tensor& grad_out, const Tensor& input, const Tensor& weight,
+                               const cuda::Conv2dGeometry& g, bool want_input, bool want_weight,
+                               std::optional<DType> bias_grad);
+// The gradients of a double-backward node: of its grad_out, input and weight edges (made
+// when asked, in that order, in their dtypes and shapes); ggI, ggW, ggB are the incoming
+// gradients of the backward's three outputs, null where undefined (read as zeros).
+struct DoubleGrads {
+  Tensor grad_out, input, weight;
+};
+struct DoubleWants {
+  bool grad_out = false, input = false, weight = false;
+};
+// _convolution_double_backward (transposed=False): grad_output conv(ggI, W) + conv(I, ggW)
+// + ggB; input convolution_backward's input gradient of (gO, ggW); weight its weight
+// gradient of (gO, ggI).
+DoubleGrads conv2d_double_backward(const Tensor& grad_out, const Tensor& input, const Tensor& weight,
+                                   const Tensor& ggI, const Tensor& ggW, const Tensor& ggB,
+                                   const cuda::Conv2dGeometry& g, DoubleWants want);
+// layer_norm's and batch_norm's double backward (ops/nn.cpp's formulas), composed of the
+// backend's pointwise and reduce kernels; intermediates in transient device buffers.
+// layer_norm: statistics over the last normalized_ndim dims (mean, rstd broadcast).
+DoubleGrads layer_norm_double_backward(const Tensor& grad_out, const Tensor& x, const Tensor& mean,
+                                       const Tensor& rstd, const Tensor& weight, const Tensor& ggI,
+                                       const Tensor& ggW, const Tensor& ggB, int64_t normalized_ndim,
+                                       DoubleWants want);
+// batch_norm: per channel (dim 1); training: mean/stat = save_mean/save_invstd; eval: the
+// running mean and variance (invstd = 1 / sqrt(var + eps)).
+DoubleGrads batch_norm_double_backward(const Tensor& grad_out, const Tensor& x, const Tensor& weight,
+                                       const Tensor& mean, const Tensor& stat, const Tensor& ggI, const Tensor& ggW,
+                                       const Tensor& ggB, bool training, double eps, DoubleWants want);
+// max_pool_double_backward: grad (the input's shape) gathered at each window's index
+// (indices [..., OH, OW], flat within each H x W plane), in a new tensor of indices' shape.
+Tensor max_pool2d_double_backward(const Tensor& grad, const Tensor& indices, DType dtype);
 
 }  // namespace agtrace::kernels::device

@@ -147,7 +147,7 @@ TEST_CASE("every bundled scenario gives the same report on cuda as on the CPU, o
                    << mixed.size() << " mix a CPU tensor they make with cuda ones (PyTorch's error too):"
                    << mixed_list);
   // The routes of tensor/device_kernels.hpp cover at least these today.
-  for (const char* name : {"checkpoint", "create_graph", "create_graph_views", "dtype_bytes", "error_kinds", "inplace_views", "mlp_toy", "ops_activations", "ops_matmul", "ops_shapes",
+  for (const char* name : {"checkpoint", "create_graph", "create_graph_nn", "create_graph_views", "dtype_bytes", "error_kinds", "inplace_views", "mlp_toy", "ops_activations", "ops_matmul", "ops_shapes",
                            "requires_grad_combinations", "reversed_scalars",
                            "saved_tensor_hooks", "seed_exp_saves_output", "seed_leaf_inplace", "seed_no_grad",
                            "seed_pow_saves_input", "seed_saved_nonleaf_inplace", "seed_second_backward", "seed_walk"})

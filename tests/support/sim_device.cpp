@@ -567,3 +567,249 @@ void SimulatedDevice::scatter(const cuda::DeviceTensorRef& out, int64_t dim, con
 }
 
 }  // namespace agtrace::testing
+
+// ---- nn: batch_norm.cuh and conv.cuh, element by element in the launchers' compute type and order.
+namespace agtrace::testing {
+
+namespace {
+// [N, C, inner...]: batch, channels and the elements per sample and channel.
+struct ChannelSplit {
+  int64_t batch = 1, channels = 1, inner = 1;
+  int64_t at(int64_t b, int64_t c, int64_t i) const { return (b * channels + c) * inner + i; }
+};
+ChannelSplit channel_split(const Shape& sizes) {
+  ChannelSplit s;
+  s.batch = sizes[0];
+  s.channels = sizes[1];
+  for (size_t d = 2; d < sizes.size(); ++d) s.inner *= sizes[d];
+  return s;
+}
+// conv.cu's dtype check: floating dtypes only (an int64 conv2d, which the CPU runs, fails).
+void conv_dtype(const cuda::DeviceTensorRef& in, const char* op) {
+  if (in.dtype == DType::Int64 || in.dtype == DType::Bool)
+    throw std::runtime_error(std::string("unsupported dtype for CUDA kernel ") + op + ": " + dtype_name(in.dtype));
+}
+// A temporary of the conv launchers (conv.cu's Temp): its bytes in the allocator's count.
+int64_t conv_temp_bytes(std::initializer_list<int64_t> shape, DType dtype) {
+  int64_t n = 1;
+  for (int64_t v : shape) n *= v;
+  return n * (dtype == DType::Float64 ? 8 : dtype == DType::Float32 ? 4 : 2);
+}
+}  // namespace
+
+void SimulatedDevice::batch_norm(const cuda::DeviceTensorRef& out, const cuda::DeviceTensorRef* save_mean,
+                                 const cuda::DeviceTensorRef* save_invstd, const cuda::DeviceTensorRef& in,
+                                 const cuda::DeviceTensorRef* weight, const cuda::DeviceTensorRef* bias,
+                                 const cuda::DeviceTensorRef* running_mean, const cuda::DeviceTensorRef* running_var,
+                                 bool training, double momentum, double eps) {
+  ++launches;
+  // The launcher's contract: per channel, the mean, then the mean of squared deviations;
+  // invstd = 1 / sqrt(var + eps); running statistics take the momentum step with the
+  // unbiased variance; eval reads the running ones. Float for float32 (T = float).
+  if (!training && (!running_mean || !running_var))
+    throw std::runtime_error("CUDA kernel batch_norm: eval mode needs running_mean and running_var");
+  const bool dbl = needs_double({&in});
+  const ChannelSplit s = channel_split(in.sizes);
+  const int64_t count = s.batch * s.inner;
+  if (training && count == 0) throw std::runtime_error("CUDA kernel batch_norm: no elements per channel in training");
+  const double mom = to_compute(momentum, dbl), ep = to_compute(eps, dbl);
+  auto vec = [&](const cuda::DeviceTensorRef& t, int64_t c) { return load(t, t.sizes, c); };
+  for (int64_t c = 0; c < s.channels; ++c) {
+    double mean, invstd;
+    if (training) {
+      double sum = 0;
+      for (int64_t b = 0; b < s.batch; ++b)
+        for (int64_t i = 0; i < s.inner; ++i) sum = to_compute(sum + load(in, in.sizes, s.at(b, c, i)), dbl);
+      mean = to_compute(sum / static_cast<double>(count), dbl);
+      double q = 0;
+      for (int64_t b = 0; b < s.batch; ++b)
+        for (int64_t i = 0; i < s.inner; ++i) {
+          const double d = to_compute(load(in, in.sizes, s.at(b, c, i)) - mean, dbl);
+          q = to_compute(q + to_compute(d * d, dbl), dbl);
+        }
+      const double var = to_compute(q / static_cast<double>(count), dbl);
+      invstd = to_compute(1.0 / to_compute(std::sqrt(to_compute(var + ep, dbl)), dbl), dbl);
+      if (save_mean) store(*save_mean, c, mean);
+      if (save_invstd) store(*save_invstd, c, invstd);
+      const double unbiased =
+          count > 1 ? to_compute(to_compute(var * static_cast<double>(count), dbl) / static_cast<double>(count - 1), dbl)
+                    : var;
+      const double keep = to_compute(1.0 - mom, dbl);
+      if (running_mean)
+        store(*running_mean, c,
+              to_compute(to_compute(mom * mean, dbl) + to_compute(keep * vec(*running_mean, c), dbl), dbl));
+      if (running_var)
+        store(*running_var, c,
+              to_compute(to_compute(mom * unbiased, dbl) + to_compute(keep * vec(*running_var, c), dbl), dbl));
+    } else {
+      mean = vec(*running_mean, c);
+      invstd = to_compute(1.0 / to_compute(std::sqrt(to_compute(vec(*running_var, c) + ep, dbl)), dbl), dbl);
+    }
+    const double wc = weight ? vec(*weight, c) : 1.0, bc = bias ? vec(*bias, c) : 0.0;
+    for (int64_t b = 0; b < s.batch; ++b)
+      for (int64_t i = 0; i < s.inner; ++i) {
+        const int64_t j = s.at(b, c, i);
+        const double y = to_compute(
+            to_compute(to_compute(to_compute(load(in, in.sizes, j) - mean, dbl) * invstd, dbl) * wc, dbl) + bc, dbl);
+        store(out, j, y);
+      }
+  }
+}
+
+void SimulatedDevice::batch_norm_backward(const cuda::DeviceTensorRef* grad_in, const cuda::DeviceTensorRef* grad_weight,
+                                          const cuda::DeviceTensorRef* grad_bias, const cuda::DeviceTensorRef& grad_out,
+                                          const cuda::DeviceTensorRef& in, const cuda::DeviceTensorRef* weight,
+                                          const cuda::DeviceTensorRef& mean, const cuda::DeviceTensorRef& var_or_invstd,
+                                          bool training, double eps) {
+  ++launches;
+  // sum(dy), dot = sum(dy (x - mean)); dweight = dot * invstd, dbias = sum(dy); training:
+  // dx = (dy - (x - mean) * (dot / M * invstd^2) - sum(dy) / M) * (invstd * w); eval: dy * (invstd * w).
+  const bool dbl = needs_double({&in});
+  const ChannelSplit s = channel_split(in.sizes);
+  const int64_t count = s.batch * s.inner;
+  auto vec = [&](const cuda::DeviceTensorRef& t, int64_t c) { return load(t, t.sizes, c); };
+  for (int64_t c = 0; c < s.channels; ++c) {
+    const double m = vec(mean, c), stat = vec(var_or_invstd, c);
+    const double invstd =
+        training ? stat : to_compute(1.0 / to_compute(std::sqrt(to_compute(stat + to_compute(eps, dbl), dbl)), dbl), dbl);
+    double sg = 0, dot = 0;
+    for (int64_t b = 0; b < s.batch; ++b)
+      for (int64_t i = 0; i < s.inner; ++i) {
+        const double g = load(grad_out, in.sizes, s.at(b, c, i));
+        sg = to_compute(sg + g, dbl);
+        dot = to_compute(dot + to_compute(g * to_compute(load(in, in.sizes, s.at(b, c, i)) - m, dbl), dbl), dbl);
+      }
+    if (grad_weight) store(*grad_weight, c, to_compute(dot * invstd, dbl));
+    if (grad_bias) store(*grad_bias, c, sg);
+    if (!grad_in) continue;
+    const double wc = weight ? vec(*weight, c) : 1.0;
+    const double grad_scale = to_compute(invstd * wc, dbl);
+    const double proj_scale =
+        to_compute(to_compute(to_compute(dot / static_cast<double>(count), dbl) * invstd, dbl) * invstd, dbl);
+    const double grad_mean = to_compute(sg / static_cast<double>(count), dbl);
+    for (int64_t b = 0; b < s.batch; ++b)
+      for (int64_t i = 0; i < s.inner; ++i) {
+        const int64_t j = s.at(b, c, i);
+        const double g = load(grad_out, in.sizes, j);
+        const double v =
+            training ? to_compute(to_compute(to_compute(g - to_compute(to_compute(load(in, in.sizes, j) - m, dbl) *
+                                                                            proj_scale, dbl), dbl) - grad_mean, dbl) *
+                                      grad_scale, dbl)
+                     : to_compute(g * grad_scale, dbl);
+        store(*grad_in, j, v);
+      }
+  }
+}
+
+void SimulatedDevice::conv2d(const cuda::DeviceTensorRef& out, const cuda::DeviceTensorRef& in,
+                             const cuda::DeviceTensorRef& weight, const cuda::DeviceTensorRef* bias,
+                             const cuda::Conv2dGeometry& g) {
+  ++launches;
+  // conv.cu: im2col columns, the weight and the result in contiguous temporaries (counted
+  // by the allocator, freed at the end), out = W_g @ columns per group (float accumulation
+  // for float32, over (ci, kh, kw) in order), then the bias added.
+  const int64_t n = in.sizes[0], cin = in.sizes[1], h = in.sizes[2], w = in.sizes[3];
+  const int64_t cout = weight.sizes[0], cin_g = weight.sizes[1], kh = weight.sizes[2], kw = weight.sizes[3];
+  const int64_t oh = out.sizes[2], ow = out.sizes[3], cout_g = cout / g.groups, l = oh * ow;
+  conv_dtype(in, "conv2d");
+  if (n * cout * l == 0) return;
+  const bool dbl = needs_double({&in});
+  void* temps[3] = {allocate(conv_temp_bytes({n, cin * kh * kw, l}, in.dtype), "conv2d"),
+                    allocate(conv_temp_bytes({cout, cin_g * kh * kw}, in.dtype), "conv2d"),
+                    allocate(conv_temp_bytes({n, cout, l}, in.dtype), "conv2d")};
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t co = 0; co < cout; ++co)
+      for (int64_t y = 0; y < oh; ++y)
+        for (int64_t x = 0; x < ow; ++x) {
+          double acc = 0;
+          for (int64_t ci = 0; ci < cin_g; ++ci)
+            for (int64_t i = 0; i < kh; ++i)
+              for (int64_t j = 0; j < kw; ++j) {
+                const int64_t iy = y * g.stride_h - g.pad_h + i * g.dilation_h;
+                const int64_t ix = x * g.stride_w - g.pad_w + j * g.dilation_w;
+                if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+                const int64_t c = (co / cout_g) * cin_g + ci;
+                acc = to_compute(acc + to_compute(load_at(weight, {co, ci, i, j}) * load_at(in, {b, c, iy, ix}), dbl),
+                                 dbl);
+              }
+          if (bias) acc = to_compute(acc + load(*bias, bias->sizes, co), dbl);
+          store_at(out, {b, co, y, x}, acc);
+        }
+  for (void* p : temps) release(p);
+}
+
+void SimulatedDevice::conv2d_backward(const cuda::DeviceTensorRef* grad_in, const cuda::DeviceTensorRef* grad_weight,
+                                      const cuda::DeviceTensorRef* grad_bias, const cuda::DeviceTensorRef& grad_out,
+                                      const cuda::DeviceTensorRef& in, const cuda::DeviceTensorRef& weight,
+                                      const cuda::Conv2dGeometry& g) {
+  ++launches;
+  // conv.cu: grad_bias the sum of grad_out over (N, OH, OW); grad_in = col2im(W_g^T @ grad_out)
+  // (each column entry a float sum over the group's output channels, each input element
+  // the sum of its entries over (kh, kw)); grad_weight per sample (a sum over OH * OW),
+  // then summed over the batch.
+  conv_dtype(in, "conv2d_backward");
+  if (grad_bias) reduce(cuda::ReduceOp::Sum, *grad_bias, grad_out, {0, 2, 3}, false);
+  if (!grad_in && !grad_weight) return;
+  const int64_t n = in.sizes[0], cin = in.sizes[1], h = in.sizes[2], w = in.sizes[3];
+  const int64_t cout = weight.sizes[0], cin_g = weight.sizes[1], kh = weight.sizes[2], kw = weight.sizes[3];
+  const int64_t oh = grad_out.sizes[2], ow = grad_out.sizes[3], cout_g = cout / g.groups, l = oh * ow;
+  const bool dbl = needs_double({&in});
+  std::vector<void*> temps = {allocate(conv_temp_bytes({n, cout, l}, in.dtype), "conv2d_backward"),
+                              allocate(conv_temp_bytes({cout, cin_g * kh * kw}, in.dtype), "conv2d_backward"),
+                              allocate(conv_temp_bytes({n, cin * kh * kw, l}, in.dtype), "conv2d_backward")};
+  if (grad_in) {
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t c = 0; c < cin; ++c)
+        for (int64_t y = 0; y < h; ++y)
+          for (int64_t x = 0; x < w; ++x) {
+            const int64_t grp = c / cin_g, ci = c % cin_g;
+            double acc = 0;
+            for (int64_t i = 0; i < kh; ++i) {
+              const int64_t ty = y + g.pad_h - i * g.dilation_h;
+              if (ty < 0 || ty % g.stride_h != 0 || ty / g.stride_h >= oh) continue;
+              for (int64_t j = 0; j < kw; ++j) {
+                const int64_t tx = x + g.pad_w - j * g.dilation_w;
+                if (tx < 0 || tx % g.stride_w != 0 || tx / g.stride_w >= ow) continue;
+                double col = 0;  // (W_g^T @ grad_out)[row (ci, i, j)][column (ty, tx)]
+                for (int64_t k = 0; k < cout_g; ++k) {
+                  const int64_t co = grp * cout_g + k;
+                  col = to_compute(col + to_compute(load_at(weight, {co, ci, i, j}) *
+                                                        load_at(grad_out, {b, co, ty / g.stride_h, tx / g.stride_w}),
+                                                    dbl),
+                                   dbl);
+                }
+                acc = to_compute(acc + col, dbl);
+              }
+            }
+            store_at(*grad_in, {b, c, y, x}, acc);
+          }
+  }
+  if (grad_weight) {
+    temps.push_back(allocate(conv_temp_bytes({n, cout, cin_g * kh * kw}, in.dtype), "conv2d_backward"));
+    temps.push_back(allocate(conv_temp_bytes({cout, cin_g * kh * kw}, in.dtype), "conv2d_backward"));
+    for (int64_t co = 0; co < cout; ++co)
+      for (int64_t ci = 0; ci < cin_g; ++ci)
+        for (int64_t i = 0; i < kh; ++i)
+          for (int64_t j = 0; j < kw; ++j) {
+            const int64_t c = (co / cout_g) * cin_g + ci;
+            double total = 0;
+            for (int64_t b = 0; b < n; ++b) {
+              double per_n = 0;
+              for (int64_t y = 0; y < oh; ++y)
+                for (int64_t x = 0; x < ow; ++x) {
+                  const int64_t iy = y * g.stride_h - g.pad_h + i * g.dilation_h;
+                  const int64_t ix = x * g.stride_w - g.pad_w + j * g.dilation_w;
+                  if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+                  per_n = to_compute(per_n + to_compute(load_at(grad_out, {b, co, y, x}) * load_at(in, {b, c, iy, ix}),
+                                                        dbl),
+                                     dbl);
+                }
+              total = to_compute(total + to_compute(per_n, dbl), dbl);
+            }
+            store_at(*grad_weight, {co, ci, i, j}, total);
+          }
+  }
+  for (size_t k = temps.size(); k-- > 0;) release(temps[k]);
+}
+
+}  // namespace agtrace::testing

@@ -64,6 +64,23 @@ class SimulatedDevice : public DeviceBackend {
               const cuda::DeviceTensorRef& index) override;
   void scatter(const cuda::DeviceTensorRef& out, int64_t dim, const cuda::DeviceTensorRef& index,
                const cuda::DeviceTensorRef& src, bool add) override;
+  // ---- nn: batch_norm.cuh and conv.cuh.
+  void batch_norm(const cuda::DeviceTensorRef& out, const cuda::DeviceTensorRef* save_mean,
+                  const cuda::DeviceTensorRef* save_invstd, const cuda::DeviceTensorRef& in,
+                  const cuda::DeviceTensorRef* weight, const cuda::DeviceTensorRef* bias,
+                  const cuda::DeviceTensorRef* running_mean, const cuda::DeviceTensorRef* running_var, bool training,
+                  double momentum, double eps) override;
+  void batch_norm_backward(const cuda::DeviceTensorRef* grad_in, const cuda::DeviceTensorRef* grad_weight,
+                           const cuda::DeviceTensorRef* grad_bias, const cuda::DeviceTensorRef& grad_out,
+                           const cuda::DeviceTensorRef& in, const cuda::DeviceTensorRef* weight,
+                           const cuda::DeviceTensorRef& mean, const cuda::DeviceTensorRef& var_or_invstd, bool training,
+                           double eps) override;
+  void conv2d(const cuda::DeviceTensorRef& out, const cuda::DeviceTensorRef& in, const cuda::DeviceTensorRef& weight,
+              const cuda::DeviceTensorRef* bias, const cuda::Conv2dGeometry& g) override;
+  void conv2d_backward(const cuda::DeviceTensorRef* grad_in, const cuda::DeviceTensorRef* grad_weight,
+                       const cuda::DeviceTensorRef* grad_bias, const cuda::DeviceTensorRef& grad_out,
+                       const cuda::DeviceTensorRef& in, const cuda::DeviceTensorRef& weight,
+                       const cuda::Conv2dGeometry& g) override;
 
   int64_t live_buffers() const { return static_cast<int64_t>(blocks_.size()); }
   int64_t uploads = 0, downloads = 0;  // element copies in each direction

@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "cuda/allocator.hpp"
+#include "cuda/batch_norm.cuh"
+#include "cuda/conv.cuh"
 #include "cuda/elementwise.cuh"
 #include "cuda/indexing.cuh"
 #include "cuda/layer_norm.cuh"
@@ -163,6 +165,28 @@ class CudaBackend : public DeviceBackend {
   void scatter(const DeviceTensorRef& out, int64_t dim, const DeviceTensorRef& index, const DeviceTensorRef& src,
                bool add) override {
     cuda::scatter(out, dim, index, src, add);
+  }
+  // ---- nn: batch_norm.cuh and conv.cuh.
+  void batch_norm(const DeviceTensorRef& out, const DeviceTensorRef* save_mean, const DeviceTensorRef* save_invstd,
+                  const DeviceTensorRef& in, const DeviceTensorRef* weight, const DeviceTensorRef* bias,
+                  const DeviceTensorRef* running_mean, const DeviceTensorRef* running_var, bool training,
+                  double momentum, double eps) override {
+    cuda::batch_norm(out, save_mean, save_invstd, in, weight, bias, running_mean, running_var, training, momentum, eps);
+  }
+  void batch_norm_backward(const DeviceTensorRef* grad_in, const DeviceTensorRef* grad_weight,
+                           const DeviceTensorRef* grad_bias, const DeviceTensorRef& grad_out, const DeviceTensorRef& in,
+                           const DeviceTensorRef* weight, const DeviceTensorRef& mean,
+                           const DeviceTensorRef& var_or_invstd, bool training, double eps) override {
+    cuda::batch_norm_backward(grad_in, grad_weight, grad_bias, grad_out, in, weight, mean, var_or_invstd, training, eps);
+  }
+  void conv2d(const DeviceTensorRef& out, const DeviceTensorRef& in, const DeviceTensorRef& weight,
+              const DeviceTensorRef* bias, const Conv2dGeometry& g) override {
+    cuda::conv2d(out, in, weight, bias, g);
+  }
+  void conv2d_backward(const DeviceTensorRef* grad_in, const DeviceTensorRef* grad_weight,
+                       const DeviceTensorRef* grad_bias, const DeviceTensorRef& grad_out, const DeviceTensorRef& in,
+                       const DeviceTensorRef& weight, const Conv2dGeometry& g) override {
+    cuda::conv2d_backward(grad_in, grad_weight, grad_bias, grad_out, in, weight, g);
   }
 
  private:
