@@ -66,7 +66,8 @@ void Accountant::on_event(const Event& e) {
         peak_at_.in_backward = pos.in_backward;
         peak_at_.op = pos.op;
       }
-      model_alloc(s, e.bytes);
+      s.modelled = !model_device_only_ || e.on_device;
+      if (s.modelled) model_alloc(s, e.bytes);
       break;
     }
     case Event::Kind::Free: {
@@ -310,7 +311,7 @@ void Accountant::apply_holder_changes(std::vector<HolderChange>& changes) {
         --t.storages;
         t.bytes -= bytes;
       }
-      t.block_bytes -= allocator_block_bytes(bytes);
+      t.block_bytes -= st.modelled ? allocator_block_bytes(bytes) : 0;
       st.category_now = -1;
     }
     if (c.category.empty()) {
@@ -325,7 +326,7 @@ void Accountant::apply_holder_changes(std::vector<HolderChange>& changes) {
       ++t.storages;
       t.bytes += bytes;
     }
-    t.block_bytes += allocator_block_bytes(bytes);
+    t.block_bytes += st.modelled ? allocator_block_bytes(bytes) : 0;
     std::vector<int64_t>& ids = st.unreleased;
     if (ids.empty()) continue;
     ids.erase(std::remove_if(ids.begin(), ids.end(), [&](int64_t id) { return !note_saved(id, category); }),
@@ -358,7 +359,7 @@ void Accountant::finish_extras(RunResult& out) const {
     if (recompute_saves_.count(s.id) || excluded_from_saved_bytes(s.id) || s.storage_id < 0) continue;
     if (in_raised_statement(s)) continue;
     const Storage* st = find_storage(s.storage_id);
-    if (st && !seen[static_cast<size_t>(s.storage_id)]) {
+    if (st && st->modelled && !seen[static_cast<size_t>(s.storage_id)]) {
       seen[static_cast<size_t>(s.storage_id)] = true;
       x.model.saved_unique_bytes += allocator_block_bytes(st->life.bytes);
     }

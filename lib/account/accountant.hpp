@@ -51,6 +51,11 @@ class Accountant : public EventSink {
   // than copying them: call once, at the end of the run.
   void finish(RunResult& out);
   int64_t live_bytes() const { return live_; }
+  // A cuda run: the allocator model counts cuda storages only. The CPU tensors of such a run
+  // (a Python number wrapped, an index made without device=, a save_on_cpu pack) take no
+  // block of PyTorch's CUDA caching allocator, so torch.cuda.memory_allocated never sees
+  // them. On a CPU run the model counts every storage (what the program would take on a GPU).
+  void set_model_device_only(bool device_only) { model_device_only_ = device_only; }
 
  private:
   // Storage and saved-value ids are dense creation-order counters (events.hpp), so the
@@ -62,6 +67,7 @@ class Accountant : public EventSink {
     bool allocated = false;     // an Alloc was seen (the map this replaced held only those)
     uint64_t alloc_serial = 0;  // statement serial of the Alloc (temporaries: freed in the same one)
     int64_t model_block = -1;   // allocator model: rounded block while live; -1: none
+    bool modelled = false;      // counted by the allocator model (set_model_device_only)
     int category_now = -1;      // category at the last statement end (a HolderCategory); -1: none
     std::vector<std::string> holders_now;  // holders at the last statement end (with category_now)
     std::vector<int64_t> unreleased;       // saved values not yet released that hold it
@@ -71,6 +77,7 @@ class Accountant : public EventSink {
     bool known = false;         // a Save was seen
     int category = -1;          // category of its storage at the last statement end while held
   };
+  bool model_device_only_ = false;
   Storage& storage_slot(int64_t id);
   Storage* find_storage(int64_t id);
   const Storage* find_storage(int64_t id) const;

@@ -200,6 +200,7 @@ class Interpreter : public ops::Runtime {
   Interpreter(const Scenario& sc, const RunOptions& opt)
       : sc_(sc), opt_(opt), rng_(sc.seed ^ fnv1a64("__program__")) {
     device_ = opt.device.empty() ? sc.device : opt.device;
+    acc_.set_model_device_only(device_ == "cuda");
     const char* verify = std::getenv("AGTRACE_VERIFY_HOLDERS");
     verify_holders_ = opt.verify_holders || (verify && std::string(verify) == "1");
   }

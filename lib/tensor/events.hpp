@@ -24,6 +24,7 @@ struct Event {
   int64_t packed_storage_id = -1;  // the storage the hooks keep (-1: nothing kept)
   int64_t packed_bytes = 0;        // bytes of the tensor the hooks keep
   int64_t expected_version = 0;    // Unpack: the version at save time (no check under hooks)
+  bool on_device = false;          // Alloc: a cuda storage (its bytes are the device's)
 };
 
 class EventSink {

@@ -72,6 +72,7 @@ Storage::Storage(DType d, int64_t n, bool is_meta, bool zero_fill) : dtype(d), n
   e.storage_id = id;
   e.bytes = nbytes();
   e.what = run_position().op;
+  e.on_device = rep_ == Rep::Device;
   emit(e);
 }
 

@@ -214,3 +214,26 @@ TEST_CASE("creation functions take device= as PyTorch's do: x.device keeps a pro
             .errors.at(0)
             .message.find("no cuda device in this run") != std::string::npos);
 }
+
+TEST_CASE("on cuda the allocator model counts device storages only, as torch.cuda.memory_allocated does",
+          "[device][interp]") {
+  // A CPU index tensor (made without device=), a Python number wrapped by torch.tensor and a
+  // save_on_cpu pack live on the host: the model of the cuda run leaves them out, and agrees
+  // with what the simulated caching allocator measured; the CPU run's model counts them.
+  const char* json = R"JSON({"name": "t",
+      "tensors": {"x": {"shape": [8, 8], "requires_grad": true}},
+      "program": ["i = torch.tensor([1, 0, 1])", "c = torch.tensor(2.0)",
+                  {"saved_tensor_hooks": "save_on_cpu", "body": ["h = (x * c).exp()"]},
+                  "s = h.sum()"]})JSON";
+  testing::SimulatedDevice dev;
+  RunResult gpu = run_on(json, &dev, "cuda");
+  RunResult cpu = run_on(json, nullptr, "cpu");
+  REQUIRE(gpu.errors.empty());
+  REQUIRE(gpu.account.device.present);
+  CHECK(gpu.account.model.peak_bytes == gpu.account.device.stats.block_peak);
+  CHECK(gpu.account.model.live_at_end == gpu.account.device.stats.block_live);
+  // x, x * c and h (the mul's result is freed when its pack is made) and s on the device:
+  // 512-byte blocks each; the CPU model adds i, c and the packs' host copies.
+  CHECK(gpu.account.model.live_at_end == 3 * 512);
+  CHECK(cpu.account.model.live_at_end > gpu.account.model.live_at_end);
+}
