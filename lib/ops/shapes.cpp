@@ -365,11 +365,15 @@ void require_index_dtype(const Tensor& idx) {
   }
 }
 
-// Index values, wrapped, checked against `size` with the message `oob(value)`.
+// Index values, wrapped, checked against `size` with the message `oob(value)`. A cuda
+// index is copied to the host first (host_values: a synchronising read): PyTorch's CUDA
+// kernels check indices on the device and stop on a device-side assert, which leaves no
+// error to report but poisons the CUDA context; agtrace raises the CPU's error instead,
+// before the launch.
 template <typename Msg>
 std::vector<int64_t> index_values(const Tensor& idx, int64_t size, bool wrap_negative, Msg oob) {
   std::vector<int64_t> out;
-  for (double v : to_values(idx)) {
+  for (double v : host_values(idx)) {
     int64_t i = static_cast<int64_t>(v);
     if (i >= size || i < (wrap_negative ? -size : 0)) throw oob(i);
     out.push_back(i < 0 ? i + size : i);
@@ -421,10 +425,15 @@ std::vector<Tensor> index_backward(Node& n, const std::vector<Tensor>& g) {
   const Shape& sizes = n.attr("self_sizes").list;
   Tensor index = n.unpack("indices");
   if (kernels::device::any_on_device({&g[0], &index})) {
-    // zeros, then index_add along dim 0 (index_put_ with accumulate). Negative indices are
-    // not wrapped on cuda: the kernel raises for them (index_rows refused them already).
+    // zeros, then index_add along dim 0 (index_put_ with accumulate), the indices wrapped on
+    // the host (the forward checked them).
+    std::vector<int64_t> rows;
+    for (double v : host_values(index)) {
+      const auto i = static_cast<int64_t>(v);
+      rows.push_back(i < 0 ? i + sizes[0] : i);
+    }
     Tensor r = kernels::full(sizes, 0.0, g[0]->dtype(), false);
-    kernels::device::index_add_rows(r, index, g[0]);
+    kernels::device::index_add_rows_wrapped(r, index, rows, g[0]);
     return {in_dtype(r, n.input_meta[0])};
   }
   std::vector<int64_t> idx;
@@ -837,9 +846,15 @@ Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
   const int64_t size = a->sizes[static_cast<size_t>(d)];
   // The CPU kernel rejects negative indices too (measured: "INDICES element is out of DATA
   // bounds, id=-1 axis_dim=3").
+  auto out_of_bounds = [&](int64_t i) {
+    ScenarioError e("index_out_of_range", "INDICES element is out of DATA bounds, id=" + std::to_string(i) +
+                                              " axis_dim=" + std::to_string(size));
+    e.facts = {{"index", i}, {"dim", d}, {"size", size}};
+    return e;
+  };
   if (kernels::device::any_on_device({&a, &index})) {
-    // cuda/indexing.cuh's index_select (an index out of range is the kernel's error: the
-    // indices are not read on the host).
+    // The indices checked on the host (index_values), then cuda/indexing.cuh's index_select.
+    index_values(index, size, false, out_of_bounds);
     Tensor r = kernels::device::index_select(a, d, index);
     if (needs_grad({&a})) {
       auto node = make_node("IndexSelectBackward0", index_select_backward, {a});
@@ -852,13 +867,7 @@ Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
     return r;
   }
   std::vector<int64_t> idx;
-  if (!index->is_meta() && !a->is_meta())
-    idx = index_values(index, size, false, [&](int64_t i) {
-      ScenarioError e("index_out_of_range", "INDICES element is out of DATA bounds, id=" + std::to_string(i) +
-                                                " axis_dim=" + std::to_string(size));
-      e.facts = {{"index", i}, {"dim", d}, {"size", size}};
-      return e;
-    });
+  if (!index->is_meta() && !a->is_meta()) idx = index_values(index, size, false, out_of_bounds);
   Shape shape = a->sizes;
   shape[static_cast<size_t>(d)] = index->numel();  // a 0-d index keeps the dim, size 1 (measured)
   Tensor r = empty_tensor(shape, a->dtype(), a->is_meta() || index->is_meta());
@@ -890,8 +899,9 @@ Tensor index_with_tensor(const Tensor& self, const Tensor& idx) {
   const int64_t size = self->sizes[0];
   std::vector<int64_t> rows;
   const bool on_device = kernels::device::any_on_device({&self, &idx});
-  if (on_device && idx->dtype() != DType::Int64) throw_no_device_kernel("cuda");  // a mask index
-  if (!idx->is_meta() && !self->is_meta() && !on_device)
+  // On cuda too the indices are read on the host (index_values) to raise the CPU's error
+  // and to wrap negative ones, as PyTorch's CUDA index kernel does on the device.
+  if (!idx->is_meta() && !self->is_meta())
     rows = index_values(idx, size, true, [&](int64_t i) {
       ScenarioError e("index_out_of_range", "index " + std::to_string(i) + " is out of bounds for dimension 0 with size " +
                                                 std::to_string(size));
@@ -901,7 +911,7 @@ Tensor index_with_tensor(const Tensor& self, const Tensor& idx) {
   // The result has idx's shape followed by self's remaining dims (advanced indexing).
   Shape shape = idx->sizes;
   shape.insert(shape.end(), self->sizes.begin() + 1, self->sizes.end());
-  Tensor r = on_device ? kernels::device::index_rows(self, idx)
+  Tensor r = on_device ? kernels::device::index_rows_wrapped(self, idx, rows)
                        : empty_tensor(shape, self->dtype(), self->is_meta() || idx->is_meta());
   if (!r->is_meta() && !on_device) {
     std::vector<double> values;
