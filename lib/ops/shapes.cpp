@@ -355,9 +355,7 @@ void require_dim(const Tensor& a, const std::string& op) {
 // ------------------------------------------------------------------ indexing
 
 void require_index_dtype(const Tensor& idx) {
-  if (idx->dtype() == DType::Bool)
-    throw ScenarioError("unsupported", "indexing with a bool tensor (a mask) is not supported yet");
-  if (idx->dtype() != DType::Int64) {
+  if (idx->dtype() != DType::Int64 && idx->dtype() != DType::Bool) {
     // IndexError in PyTorch.
     ScenarioError e("index_out_of_range", "tensors used as indices must be long, byte or bool tensors");
     e.facts = {{"dtype", dtype_name(idx->dtype())}};
@@ -442,6 +440,40 @@ std::vector<Tensor> index_backward(Node& n, const std::vector<Tensor>& g) {
     idx.push_back(i < 0 ? i + sizes[0] : i);
   }
   return {in_dtype(scatter_add_rows(g[0], sizes, 0, idx), n.input_meta[0])};
+}
+
+// The true positions of a bool mask, row-major over its dims. A cuda mask is read on the
+// host: the result's size depends on it (PyTorch's nonzero synchronises too).
+std::vector<int64_t> mask_positions(const Tensor& mask) {
+  std::vector<int64_t> out;
+  const std::vector<double> mv = host_values(mask);
+  for (size_t i = 0; i < mv.size(); ++i)
+    if (mv[i] != 0) out.push_back(static_cast<int64_t>(i));
+  return out;
+}
+
+// IndexBackward0 of x[mask] (index_backward: zeros(self_sizes).index_put_((mask,), grad,
+// accumulate=True)): the gradient's rows added back at the mask's positions.
+std::vector<Tensor> mask_index_backward(Node& n, const std::vector<Tensor>& g) {
+  const Shape& sizes = n.attr("self_sizes").list;
+  Tensor mask = n.unpack("indices");
+  const int64_t k = mask->dim();
+  if (g[0]->is_meta()) return {in_dtype(kernels::full(sizes, 0.0, g[0]->dtype(), true), n.input_meta[0])};
+  const std::vector<int64_t> pos = mask_positions(mask);
+  Tensor r = kernels::full(sizes, 0.0, g[0]->dtype(), false);
+  if (kernels::device::on_device(g[0])) {
+    kernels::device::masked_rows_add(r, k, pos, g[0]);
+    return {in_dtype(r, n.input_meta[0])};
+  }
+  int64_t inner = 1;
+  for (size_t d = static_cast<size_t>(k); d < sizes.size(); ++d) inner *= sizes[d];
+  const std::vector<double> gv = to_values(g[0]);
+  std::vector<double> acc(static_cast<size_t>(shape_numel(sizes)), 0.0);
+  for (size_t j = 0; j < pos.size(); ++j)
+    for (int64_t i = 0; i < inner; ++i)
+      acc[static_cast<size_t>(pos[j] * inner + i)] += gv[j * static_cast<size_t>(inner) + static_cast<size_t>(i)];
+  write_values(r, acc);
+  return {in_dtype(r, n.input_meta[0])};
 }
 
 // create_graph=True. IndexSelectBackward0: index_select_backward =
@@ -885,6 +917,67 @@ Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
   return r;
 }
 
+namespace {
+
+// x[mask], a bool mask over self's first mask.dim() dims (measured, 1.13): the selected
+// rows, [count] + self.sizes[k:]; IndexBackward0 saving indices = (mask,) (the very object:
+// bool, numel bytes under pack hooks) and self_sizes. A mask with more dims than self raises
+// IndexError "too many indices for tensor of dimension 2", one of another shape "The shape of
+// the mask [4] at index 0 does not match the shape of the indexed tensor [3, 4] at index 0".
+// The mask is read on the host on either device.
+Tensor index_with_mask(const Tensor& self, const Tensor& mask) {
+  const int64_t k = mask->dim();
+  // x[True] / x[False] add a dim of size 1 / 0 (measured [1, 3, 4] for x[torch.tensor(True)]):
+  // not mirrored.
+  if (k == 0) throw ScenarioError("unsupported", "indexing with a 0-d bool tensor is not supported");
+  if (k > self->dim()) {
+    ScenarioError e("index_out_of_range", "too many indices for tensor of dimension " + std::to_string(self->dim()));
+    e.facts = {{"ndim", self->dim()}};
+    throw e;
+  }
+  for (int64_t d = 0; d < k; ++d)
+    if (mask->sizes[static_cast<size_t>(d)] != self->sizes[static_cast<size_t>(d)]) {
+      ScenarioError e("shape_mismatch", "The shape of the mask " + shape_str(mask->sizes) + " at index " +
+                                                std::to_string(d) + " does not match the shape of the indexed tensor " +
+                                                shape_str(self->sizes) + " at index " + std::to_string(d));
+      e.facts = {{"shape", mask->sizes}, {"self_shape", self->sizes}, {"dim", d}};
+      throw e;
+    }
+  // The result's size depends on the mask's values (nonzero), which the meta device lacks.
+  if (self->is_meta() || mask->is_meta())
+    throw ScenarioError("unsupported", "indexing with a bool mask on the meta device is not supported");
+  const bool on_device = kernels::device::on_device(self);
+  // A cuda mask with a CPU tensor (or the reverse): PyTorch's wording not measured.
+  if (on_device != kernels::device::on_device(mask))
+    throw ScenarioError("unsupported", "indexing with a bool mask on another device than the tensor is not supported");
+  const std::vector<int64_t> pos = mask_positions(mask);
+  Shape shape{static_cast<int64_t>(pos.size())};
+  shape.insert(shape.end(), self->sizes.begin() + k, self->sizes.end());
+  Tensor r;
+  if (on_device) {
+    r = kernels::device::masked_rows(self, k, pos);
+  } else {
+    int64_t inner = 1;
+    for (size_t d = static_cast<size_t>(k); d < self->sizes.size(); ++d) inner *= self->sizes[d];
+    const std::vector<double> sv = to_values(self);
+    std::vector<double> values;
+    values.reserve(pos.size() * static_cast<size_t>(inner));
+    for (int64_t p : pos) values.insert(values.end(), sv.begin() + p * inner, sv.begin() + (p + 1) * inner);
+    r = empty_tensor(shape, self->dtype(), false);
+    write_values(r, values);
+  }
+  if (needs_grad({&self})) {
+    auto node = make_node("IndexBackward0", mask_index_backward, {self});
+    node->save_input("indices", mask);
+    node->saved.back().as_list = true;  // `_saved_indices` reads back as (mask,)
+    node->save_attr("self_sizes", AttrValue::ints(self->sizes));
+    set_history(r, node);
+  }
+  return r;
+}
+
+}  // namespace
+
 Tensor index_with_tensor(const Tensor& self, const Tensor& idx) {
   OpScope scope("index");
   require_index_dtype(idx);
@@ -893,6 +986,7 @@ Tensor index_with_tensor(const Tensor& self, const Tensor& idx) {
     e.facts = {{"ndim", 0}};
     throw e;
   }
+  if (idx->dtype() == DType::Bool) return index_with_mask(self, idx);
   // A 0-d integer tensor indexes like a Python int (measured: x[torch.tensor(1)] gives
   // SelectBackward0 with index 1).
   if (idx->dim() == 0) return select(self, 0, static_cast<int64_t>(item(idx)));

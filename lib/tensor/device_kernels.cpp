@@ -877,4 +877,51 @@ Tensor mse_bb_reduced(const Tensor& g, const Tensor& self, const Tensor& target,
   return r;
 }
 
+namespace {
+// r with its first k dims merged into one of their product (they must be contiguous among
+// themselves: each stride the next one's times its size).
+cuda::DeviceTensorRef merge_leading(cuda::DeviceTensorRef r, int64_t k) {
+  int64_t rows = 1;
+  for (int64_t d = 0; d < k; ++d) rows *= r.sizes[static_cast<size_t>(d)];
+  const int64_t stride = r.strides[static_cast<size_t>(k - 1)];
+  r.sizes.erase(r.sizes.begin(), r.sizes.begin() + k);
+  r.strides.erase(r.strides.begin(), r.strides.begin() + k);
+  r.sizes.insert(r.sizes.begin(), rows);
+  r.strides.insert(r.strides.begin(), stride);
+  return r;
+}
+bool leading_merge(const Tensor& t, int64_t k) {
+  for (int64_t d = 0; d + 1 < k; ++d) {
+    const auto u = static_cast<size_t>(d);
+    if (t->sizes[u + 1] != 1 && t->strides[u] != t->strides[u + 1] * t->sizes[u + 1]) return false;
+  }
+  return true;
+}
+}  // namespace
+
+Tensor masked_rows(const Tensor& self, int64_t k, const std::vector<int64_t>& positions) {
+  require_on_device({&self});
+  Shape shape{static_cast<int64_t>(positions.size())};
+  shape.insert(shape.end(), self->sizes.begin() + k, self->sizes.end());
+  Tensor r = device_result(shape, self->dtype());
+  if (positions.empty()) return r;
+  std::unique_ptr<Scratch> dense;
+  cuda::DeviceTensorRef in = device_ref(self);
+  if (!leading_merge(self, k)) {
+    dense = std::make_unique<Scratch>(self->sizes, self->dtype());
+    device_launch([&](DeviceBackend& b) { b.copy(dense->ref(), device_ref(self)); });
+    in = dense->ref();
+  }
+  std::unique_ptr<Scratch> index = uploaded_index(positions);
+  device_launch([&](DeviceBackend& b) { b.index_select(device_ref(r), merge_leading(in, k), 0, index->ref()); });
+  return r;
+}
+
+void masked_rows_add(const Tensor& out, int64_t k, const std::vector<int64_t>& positions, const Tensor& grad) {
+  require_on_device({&out, &grad});
+  if (positions.empty()) return;
+  std::unique_ptr<Scratch> index = uploaded_index(positions);
+  device_launch([&](DeviceBackend& b) { b.index_add(merge_leading(device_ref(out), k), 0, index->ref(), device_ref(grad)); });
+}
+
 }  // namespace agtrace::kernels::device

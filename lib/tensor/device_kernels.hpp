@@ -158,5 +158,11 @@ Tensor softmax_data_grad_result(const Tensor& G, const Tensor& go, const Tensor&
 // MseLossBackwardBackward0's grad_output gradient of a reduced loss: the 0-d
 // scale * sum((self - target) * g) (scale 2 / numel for mean, 2 for sum).
 Tensor mse_bb_reduced(const Tensor& g, const Tensor& self, const Tensor& target, double scale, DType out);
+// self[mask] for a bool mask over self's first k dims, given the mask's true positions
+// (row-major over those dims, read on the host): self seen as (rows, rest...) with its first
+// k dims merged (a transient contiguous copy when they do not merge), those rows gathered
+// into [positions] + rest. And the backward's out (contiguous) += grad's rows there.
+Tensor masked_rows(const Tensor& self, int64_t k, const std::vector<int64_t>& positions);
+void masked_rows_add(const Tensor& out, int64_t k, const std::vector<int64_t>& positions, const Tensor& grad);
 
 }  // namespace agtrace::kernels::device

@@ -185,3 +185,35 @@ TEST_CASE("create_graph through softmax, log_softmax and the losses on cuda matc
                "g, = torch.autograd.grad(s + l + c, [x], create_graph=True)",
                "(g * g * v).sum().backward()"])P");
 }
+
+TEST_CASE("mask indexing x[mask] on cuda matches the CPU, which follows PyTorch's IndexBackward0",
+          "[device][routes_misc]") {
+  const Pair p = compare(R"P(["m = z.detach() > 0.2", "y = z[m]", "print(y)", "r = x.t()[v.detach() > 0.0]",
+               "e = x[x.detach().sum(1) > 100.0]", "print(r, e)",
+               {"try": ["x[m.t()]"]}, {"try": ["x[m.view(3, 4, 1)]"]},
+               "((y * y).sum() + (r ** 3).sum() + e.sum()).backward()"])P");
+  // Measured (1.13): IndexBackward0 saving indices = (m,), the very bool object (12 bytes for
+  // [3, 4]), and self_sizes; the masks' errors.
+  const NodeSnapshot& n = node_named(p.cpu, "IndexBackward0");
+  REQUIRE(n.saved.size() == 2);
+  CHECK(n.saved[0].attr == "indices");
+  CHECK(n.saved[0].same_object_as == "m");
+  CHECK(n.saved[0].dtype == DType::Bool);
+  CHECK(n.saved[0].bytes == 12);
+  CHECK(n.saved[1].value == "(3, 4)");
+  REQUIRE(p.cpu.errors.size() == 2);
+  CHECK(p.cpu.errors[0].kind == "shape_mismatch");
+  CHECK(p.cpu.errors[0].message ==
+        "The shape of the mask [4, 3] at index 0 does not match the shape of the indexed tensor [3, 4] at index 0");
+  CHECK(p.cpu.errors[1].message == "too many indices for tensor of dimension 2");
+  // The gradient of (z[z > 0.2] ** 2).sum(): 2 z where the mask holds, 0 elsewhere.
+  const std::vector<double> zv{0.0, 1.5, -2.0, 0.0, 3.0, -3.0, 0.25, 1.0, -0.5, 0.0, 2.0, -2.0};
+  bool found = false;
+  for (const GradRecord& g : p.cpu.grads)
+    if (g.name == "z") {
+      found = true;
+      REQUIRE(g.values.size() == zv.size());
+      for (size_t i = 0; i < zv.size(); ++i) CHECK(g.values[i] == (zv[i] > 0.2 ? 2.0 * zv[i] : 0.0));
+    }
+  CHECK(found);
+}
