@@ -1153,7 +1153,11 @@ std::vector<Tensor> norm_dbackward(Node& n, const std::vector<Tensor>& g) {
     norm_t = unsqueeze_multiple(norm_t, dims, self->dim());
   }
   if (p == 1.0) return {mul(sgn(self), grad)};
-  Tensor zero_norm = kernels::unary(norm_t, DType::Bool, [](double v) { return v == 0.0 ? 1.0 : 0.0; });
+  // norm == 0, a bool tensor without a node (the comparison kernel on cuda).
+  Tensor zero_norm = kernels::device::on_device(norm_t)
+                         ? kernels::device::binary(cuda::pw::BinaryOp::Eq, norm_t, wrap_number(Value::real(0.0)),
+                                                   DType::Bool, "eq", 1, norm_t->dtype())
+                         : kernels::unary(norm_t, DType::Bool, [](double v) { return v == 0.0 ? 1.0 : 0.0; });
   return {mul(grad, masked_fill(div(self, norm_t), zero_norm, Value::integer(0)))};
 }
 

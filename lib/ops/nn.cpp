@@ -683,7 +683,11 @@ std::vector<Tensor> embedding_dense_bb_backward(Node& n, const std::vector<Tenso
   Tensor picked = ops::index_select(g[0], 0, flat);
   const int64_t padding_idx = n.attr("padding_idx").i;
   if (padding_idx >= 0) {
-    Tensor mask = kernels::unary(indices, DType::Bool, [padding_idx](double v) { return v == padding_idx ? 1.0 : 0.0; });
+    // indices == padding_idx, a bool tensor without a node (the comparison kernel on cuda).
+    Tensor mask = kernels::device::on_device(indices)
+                      ? kernels::device::binary(cuda::pw::BinaryOp::Eq, indices, wrap_number(Value::integer(padding_idx)),
+                                                DType::Bool, "eq", 1, DType::Int64)
+                      : kernels::unary(indices, DType::Bool, [padding_idx](double v) { return v == padding_idx ? 1.0 : 0.0; });
     picked = ops::masked_fill(picked, ops::reshape(mask, {-1, 1}), Value::integer(0));
   }
   std::vector<int64_t> size(indices->sizes.begin(), indices->sizes.end());

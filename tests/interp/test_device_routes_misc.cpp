@@ -217,3 +217,10 @@ TEST_CASE("mask indexing x[mask] on cuda matches the CPU, which follows PyTorch'
     }
   CHECK(found);
 }
+
+TEST_CASE("create_graph through embedding with padding_idx and through the 2-norm on cuda matches the CPU",
+          "[device][routes_misc]") {
+  compare(R"P(["e = F.embedding(i, E, padding_idx=2)", "g, = torch.autograd.grad((e * e * 3.0).sum(), [E], create_graph=True)",
+               "h, = torch.autograd.grad((z.norm(dim=1) * v[:3]).sum() + (z * x).norm(), [z], create_graph=True)",
+               "(g * g).sum().backward()", "(h * h * x).sum().backward()"])P");
+}
