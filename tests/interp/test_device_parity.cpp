@@ -52,6 +52,22 @@ bool mixes_devices(const RunResult& gpu, const RunResult& cpu, std::string& why)
   return false;
 }
 
+// A name_error on cuda where the CPU run had none: the scenario reads an attribute of the
+// CPU's dropout node (`_saved_other` of MulBackward0), which NativeDropoutBackward0 lacks on
+// cuda, in PyTorch too (measured: "'NativeDropoutBackward0' object has no attribute
+// '_saved_other'"). The known difference again, but the run stops there: not a pass.
+bool reads_cpu_dropout_attribute(const RunResult& gpu, const RunResult& cpu, std::string& why) {
+  for (const ErrorRecord& e : gpu.errors) {
+    if (e.kind != "name_error" || e.message.find("'NativeDropoutBackward0' object has no attribute") != 0) continue;
+    bool cpu_too = false;
+    for (const ErrorRecord& c : cpu.errors) cpu_too = cpu_too || c.statement == e.statement;
+    if (cpu_too) continue;
+    why = e.message + ", statement " + std::to_string(e.statement);
+    return true;
+  }
+  return false;
+}
+
 std::vector<std::string> node_names(const RunResult& r, const WalkRecord& w) {
   std::vector<std::string> names;
   for (int64_t id : w.nodes) names.push_back(r.nodes.at(id).name);
@@ -108,7 +124,7 @@ TEST_CASE("every bundled scenario gives the same report on cuda as on the CPU, o
   for (const auto& f : std::filesystem::directory_iterator(test::source_dir() + "/scenarios"))
     if (f.path().extension() == ".json") files.push_back(f.path().string());
   std::sort(files.begin(), files.end());
-  std::vector<std::string> same, unsupported, mixed;
+  std::vector<std::string> same, unsupported, mixed, dropout_reads;
   for (const std::string& file : files) {
     auto sc = load_scenario_file(file);
     if (sc->device == "meta") continue;  // too big for real element data
@@ -123,6 +139,10 @@ TEST_CASE("every bundled scenario gives the same report on cuda as on the CPU, o
     }
     if (mixes_devices(gpu, cpu, why)) {  // a CPU tensor the scenario makes (torch.tensor) meets a cuda one
       mixed.push_back(sc->name + " (" + why + ")");
+      continue;
+    }
+    if (reads_cpu_dropout_attribute(gpu, cpu, why)) {
+      dropout_reads.push_back(sc->name + " (" + why + ")");
       continue;
     }
     std::string gpu_errors;
@@ -183,12 +203,15 @@ TEST_CASE("every bundled scenario gives the same report on cuda as on the CPU, o
   std::string ran, list;
   for (const std::string& s : same) ran += " " + s;
   for (const std::string& s : unsupported) list += "\n  " + s;
-  std::string mixed_list;
+  std::string mixed_list, dropout_list;
   for (const std::string& s : mixed) mixed_list += "\n  " + s;
+  for (const std::string& s : dropout_reads) dropout_list += "\n  " + s;
   WARN(same.size() << " scenarios ran on cuda (simulated) with the CPU's report:" << ran << "\n"
                    << unsupported.size() << " reach an op with no cuda kernel yet:" << list << "\n"
                    << mixed.size() << " mix a CPU tensor they make with cuda ones (PyTorch's error too):"
-                   << mixed_list);
+                   << mixed_list << "\n"
+                   << dropout_reads.size() << " read the CPU dropout node's attributes (NativeDropoutBackward0 on cuda):"
+                   << dropout_list);
   // The routes of tensor/device_kernels.hpp cover at least these today.
   for (const char* name : {"checkpoint", "create_graph", "create_graph_views", "dtype_bytes", "error_kinds", "mlp_toy", "ops_activations", "ops_matmul", "ops_shapes",
                            "requires_grad_combinations", "reversed_scalars",
