@@ -729,8 +729,13 @@ Tensor embedding_backward_scaled(const Tensor& grad, const Tensor& indices, cons
   std::vector<double> rounded(scales);
   for (double& v : rounded) v = round_to_dtype(v, dtype);  // the upload takes values representable in dtype
   device_upload(scale.ref().data, dtype, rounded.data(), n);
+  Scratch kept(column, DType::Bool);
+  Operand zero(0.0, dtype);
   device_launch([&](DeviceBackend& b) {
     b.binary(cuda::pw::BinaryOp::Mul, scaled.ref(), device_ref(grad), scale.ref(), 1);
+    // A padding row's gradient is skipped, not multiplied by 0 (an inf or NaN there stays out).
+    b.binary(cuda::pw::BinaryOp::Ne, kept.ref(), scale.ref(), zero.ref(), 1);
+    b.ternary(cuda::pw::TernaryOp::Where, scaled.ref(), kept.ref(), scaled.ref(), zero.ref(), 0, 0);
     b.index_add(device_ref(r), 0, index_vector(indices), as_matrix(scaled.ref(), n, dim));
   });
   return r;

@@ -139,7 +139,8 @@ Tensor index_rows_wrapped(const Tensor& self, const Tensor& idx, const std::vect
 void index_add_rows_wrapped(const Tensor& out, const Tensor& idx, const std::vector<int64_t>& rows, const Tensor& src);
 // embedding_dense_backward with per-index scales computed on the host (`scales`, one per
 // element of indices, row-major: 0 at padding_idx, 1 / count with scale_grad_by_freq):
-// zeros of weight_sizes with grad's rows times their scale added at their indices.
+// zeros of weight_sizes with grad's rows times their scale added at their indices (rows of
+// scale 0 skipped).
 Tensor embedding_backward_scaled(const Tensor& grad, const Tensor& indices, const std::vector<double>& scales,
                                  const Shape& weight_sizes, DType dtype);
 // The p-norm over dims (wrapped; empty: all) for p = 0, 1, +-inf or any other p but 2
