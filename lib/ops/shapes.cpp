@@ -510,8 +510,10 @@ std::vector<Tensor> index_select_dbackward(Node& n, const std::vector<Tensor>& g
   return {r};
 }
 
-std::vector<Tensor> index_dbackward(Node& n, const std::vector<Tensor>& g) {
-  Tensor r = index_backward(n, g)[0];
+// IndexBackward0 under create_graph (x[idx] and x[mask] alike; measured for a mask:
+// IndexPutImplBackward0 with edges (None, grad), saving accumulate True and indices =
+// (mask,), the very object): r is the gradient index_backward computed.
+std::vector<Tensor> index_put_graph(Node& n, const std::vector<Tensor>& g, const Tensor& r) {
   if (needs_grad({&g[0]})) {
     auto node = make_node("IndexPutImplBackward0", index_put_backward, {nullptr, g[0]});
     node->differentiable_backward = index_put_backward;
@@ -521,6 +523,14 @@ std::vector<Tensor> index_dbackward(Node& n, const std::vector<Tensor>& g) {
     set_history(r, node);
   }
   return {r};
+}
+
+std::vector<Tensor> index_dbackward(Node& n, const std::vector<Tensor>& g) {
+  return index_put_graph(n, g, index_backward(n, g)[0]);
+}
+
+std::vector<Tensor> mask_index_dbackward(Node& n, const std::vector<Tensor>& g) {
+  return index_put_graph(n, g, mask_index_backward(n, g)[0]);
 }
 
 // ------------------------------------------------------------------ cat / stack
@@ -968,6 +978,7 @@ Tensor index_with_mask(const Tensor& self, const Tensor& mask) {
   }
   if (needs_grad({&self})) {
     auto node = make_node("IndexBackward0", mask_index_backward, {self});
+    node->differentiable_backward = mask_index_dbackward;
     node->save_input("indices", mask);
     node->saved.back().as_list = true;  // `_saved_indices` reads back as (mask,)
     node->save_attr("self_sizes", AttrValue::ints(self->sizes));

@@ -232,3 +232,11 @@ TEST_CASE("create_graph through embedding with padding_idx and through the 2-nor
                "h, = torch.autograd.grad((z.norm(dim=1) * v[:3]).sum() + (z * x).norm(), [z], create_graph=True)",
                "(g * g).sum().backward()", "(h * h * x).sum().backward()"])P");
 }
+
+TEST_CASE("create_graph through x[idx] with negative indices and through x[mask] on cuda matches the CPU",
+          "[device][routes_misc]") {
+  compare(R"P(["g, = torch.autograd.grad((x[n] ** 3).sum() + (x.index_select(0, t[:2] - 1) ** 2).sum(), [x], create_graph=True)",
+               "(g * g).sum().backward()",
+               "h, = torch.autograd.grad((z[z.detach() > 0.2] ** 3).sum(), [z], create_graph=True)",
+               "(h * h * x).sum().backward()"])P");
+}
