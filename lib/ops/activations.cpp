@@ -811,9 +811,12 @@ std::vector<Tensor> clamp_dbackward(Node& n, const std::vector<Tensor>& g) {
   const bool has_min = mn.kind != AttrValue::Kind::None, has_max = mx.kind != AttrValue::Kind::None;
   const double lo = has_min ? attr_number(mn) : 0.0, hi = has_max ? attr_number(mx) : 0.0;
   Tensor self = n.unpack("self");
-  Tensor mask = kernels::unary(self, DType::Bool, [=](double v) {
-    return ((!has_min || v >= lo) && (!has_max || v <= hi)) ? 1.0 : 0.0;
-  });
+  Tensor mask = kernels::device::on_device(self)
+                    ? kernels::device::in_range_mask(self, has_min ? std::optional<double>(lo) : std::nullopt,
+                                                     has_max ? std::optional<double>(hi) : std::nullopt)
+                    : kernels::unary(self, DType::Bool, [=](double v) {
+                        return ((!has_min || v >= lo) && (!has_max || v <= hi)) ? 1.0 : 0.0;
+                      });
   Tensor zero;
   {
     OpScope scope("zeros");
@@ -856,6 +859,14 @@ std::vector<Tensor> gelu_bb_backward(Node& n, const std::vector<Tensor>& g) {
   const bool th = attr_of(n, "approximate").s == "tanh";
   Tensor self = n.unpack("self");
   Tensor a, b;
+  if (kernels::device::any_on_device({&g[0], &self})) {  // the same formulas from device kernels
+    if (n.next[0].fn)
+      a = kernels::device::binary(th ? cuda::pw::BinaryOp::GeluTanhBackward : cuda::pw::BinaryOp::GeluBackward, g[0],
+                                  self, n.input_meta[0].dtype, "gelu_backward");
+    if (n.next[1].fn)
+      b = kernels::device::gelu_second_times(g[0], n.unpack("grad_output"), self, th, n.input_meta[1].dtype);
+    return {a, b};
+  }
   if (n.next[0].fn)
     a = kernels::binary(g[0], self, n.input_meta[0].dtype, [th](double gv, double x) { return gv * gelu_first(x, th); },
                         "gelu_backward");

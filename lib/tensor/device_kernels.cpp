@@ -929,4 +929,64 @@ void masked_rows_add(const Tensor& out, int64_t k, const std::vector<int64_t>& p
   device_launch([&](DeviceBackend& b) { b.index_add(merge_leading(device_ref(out), k), 0, index->ref(), device_ref(grad)); });
 }
 
+Tensor in_range_mask(const Tensor& self, std::optional<double> lo, std::optional<double> hi) {
+  require_on_device({&self});
+  using cuda::pw::BinaryOp;
+  Tensor r = device_result(self->sizes, DType::Bool);
+  Scratch upper(self->sizes, DType::Bool);
+  Operand low(lo.value_or(0.0), self->dtype()), high(hi.value_or(0.0), self->dtype()), one(1.0, DType::Bool);
+  device_launch([&](DeviceBackend& b) {
+    if (lo) b.binary(BinaryOp::Ge, device_ref(r), device_ref(self), low.ref(), 1);
+    else b.fill(device_ref(r), 1.0);
+    if (!hi) return;
+    b.binary(BinaryOp::Le, upper.ref(), device_ref(self), high.ref(), 1);
+    b.binary(BinaryOp::Mul, device_ref(r), device_ref(r), upper.ref(), 1);  // logical and of 0/1
+  });
+  return r;
+}
+
+Tensor gelu_second_times(const Tensor& g, const Tensor& go, const Tensor& self, bool tanh_approx, DType out) {
+  require_on_device({&g, &go, &self});
+  using cuda::pw::BinaryOp;
+  using cuda::pw::UnaryOp;
+  constexpr double kInvSqrt2Pi = 0.39894228040143267794, kSqrt2OverPi = 0.79788456080286535588, kC = 0.044715;
+  Tensor r = device_result(self->sizes, out);
+  Scratch t(self->sizes, out), du(self->sizes, out), s(self->sizes, out), q(self->sizes, out);
+  device_launch([&](DeviceBackend& b) {
+    const cuda::DeviceTensorRef x = device_ref(self), rr = device_ref(r);
+    b.binary(BinaryOp::Mul, t.ref(), x, x, 1);  // x^2
+    if (!tanh_approx) {  // phi(x) (2 - x^2)
+      b.unary(UnaryOp::MulScalar, rr, t.ref(), -0.5, 0);
+      b.unary(UnaryOp::Exp, rr, rr, 0, 0);
+      b.unary(UnaryOp::MulScalar, rr, rr, kInvSqrt2Pi, 0);
+      b.unary(UnaryOp::MulScalar, s.ref(), t.ref(), -1.0, 0);
+      b.unary(UnaryOp::AddScalar, s.ref(), s.ref(), 2.0, 0);
+      b.binary(BinaryOp::Mul, rr, rr, s.ref(), 1);
+    } else {
+      // u = k (x + c x^3), th = tanh(u), du = k (1 + 3 c x^2):
+      // (1 - th^2) (du - x th du^2 + 3 k c x^2)
+      b.unary(UnaryOp::MulScalar, du.ref(), t.ref(), 3.0 * kC * kSqrt2OverPi, 0);
+      b.unary(UnaryOp::AddScalar, du.ref(), du.ref(), kSqrt2OverPi, 0);
+      b.binary(BinaryOp::Mul, s.ref(), t.ref(), x, 1);
+      b.unary(UnaryOp::MulScalar, s.ref(), s.ref(), kC, 0);
+      b.binary(BinaryOp::Add, s.ref(), s.ref(), x, 1);
+      b.unary(UnaryOp::MulScalar, s.ref(), s.ref(), kSqrt2OverPi, 0);
+      b.unary(UnaryOp::Tanh, s.ref(), s.ref(), 0, 0);  // th
+      b.binary(BinaryOp::Mul, q.ref(), du.ref(), du.ref(), 1);
+      b.binary(BinaryOp::Mul, q.ref(), q.ref(), s.ref(), 1);
+      b.binary(BinaryOp::Mul, q.ref(), q.ref(), x, 1);
+      b.binary(BinaryOp::Sub, rr, du.ref(), q.ref(), 1);
+      b.unary(UnaryOp::MulScalar, q.ref(), t.ref(), 3.0 * kSqrt2OverPi * kC, 0);
+      b.binary(BinaryOp::Add, rr, rr, q.ref(), 1);
+      b.binary(BinaryOp::Mul, s.ref(), s.ref(), s.ref(), 1);
+      b.unary(UnaryOp::MulScalar, s.ref(), s.ref(), -1.0, 0);
+      b.unary(UnaryOp::AddScalar, s.ref(), s.ref(), 1.0, 0);  // 1 - th^2
+      b.binary(BinaryOp::Mul, rr, rr, s.ref(), 1);
+    }
+    b.binary(BinaryOp::Mul, rr, rr, device_ref(g), 1);
+    b.binary(BinaryOp::Mul, rr, rr, device_ref(go), 1);
+  });
+  return r;
+}
+
 }  // namespace agtrace::kernels::device

@@ -165,5 +165,11 @@ Tensor mse_bb_reduced(const Tensor& g, const Tensor& self, const Tensor& target,
 // into [positions] + rest. And the backward's out (contiguous) += grad's rows there.
 Tensor masked_rows(const Tensor& self, int64_t k, const std::vector<int64_t>& positions);
 void masked_rows_add(const Tensor& out, int64_t k, const std::vector<int64_t>& positions, const Tensor& grad);
+// create_graph through clamp (ClampBackward1): the bool mask (!min || self >= min) &&
+// (!max || self <= max), NaN outside. And through gelu (GeluBackwardBackward0's self
+// gradient): g * go * gelu''(self), exact (phi(x) (2 - x^2)) or tanh-approximated, composed
+// from pointwise kernels in dtype `out`.
+Tensor in_range_mask(const Tensor& self, std::optional<double> lo, std::optional<double> hi);
+Tensor gelu_second_times(const Tensor& g, const Tensor& go, const Tensor& self, bool tanh_approx, DType out);
 
 }  // namespace agtrace::kernels::device

@@ -240,3 +240,9 @@ TEST_CASE("create_graph through x[idx] with negative indices and through x[mask]
                "h, = torch.autograd.grad((z[z.detach() > 0.2] ** 3).sum(), [z], create_graph=True)",
                "(h * h * x).sum().backward()"])P");
 }
+
+TEST_CASE("create_graph through clamp and gelu (both forms) on cuda matches the CPU", "[device][routes_misc]") {
+  compare(R"P(["g1, = torch.autograd.grad((x.clamp(-1.0, 1.0) ** 2).sum() + (x.clamp(min=0.3) ** 3).sum() + (x.clamp(max=0.5) * x).sum(), [x], create_graph=True)",
+               "g2, = torch.autograd.grad((F.gelu(x) ** 2).sum() + (F.gelu(x * 0.7, approximate='tanh') * x).sum(), [x], create_graph=True)",
+               "((g1 * g1).sum() + (g2 * g2 * v).sum()).backward()"])P");
+}
