@@ -654,7 +654,9 @@ std::vector<Tensor> norm_backward(Node& n, const std::vector<Tensor>& g) {
   if (p == 0.0) return {nullptr};
   if (g[0]->is_meta()) return {input_grad(n, 0, true, {})};
   if (kernels::device::any_on_device({&g[0], &self})) {
-    if (p != 2.0) throw_no_device_kernel("cuda");
+    if (p != 2.0)  // the formulas above composed from device kernels
+      return {kernels::device::norm_p_backward(self, result, g[0], p, reduced_dims_of(n), attr_of(n, "keepdim").b,
+                                               n.input_meta[0].dtype)};
     return {kernels::device::norm2_backward(self, result, g[0], reduced_dims_of(n), attr_of(n, "keepdim").b,
                                             n.input_meta[0].dtype)};
   }
@@ -950,6 +952,11 @@ std::vector<Tensor> softmax_data_bb_backward(Node& n, const std::vector<Tensor>&
   if (g[0]->is_meta()) {
     if (n.next[0].fn) a = input_grad(n, 0, true, {});
     if (n.next[1].fn) b = input_grad(n, 1, true, {});
+    return {a, b};
+  }
+  if (kernels::device::any_on_device({&g[0], &go, &o})) {  // the same formulas from device kernels
+    if (n.next[0].fn) a = kernels::device::softmax_data_grad_output(g[0], o, wdim, log, n.input_meta[0].dtype);
+    if (n.next[1].fn) b = kernels::device::softmax_data_grad_result(g[0], go, o, wdim, log, n.input_meta[1].dtype);
     return {a, b};
   }
   if (n.next[0].fn) a = input_grad(n, 0, false, softmax_data_values(g[0], o, wdim, log));
@@ -1517,7 +1524,6 @@ Tensor norm(const Tensor& a, const Value& p, const std::vector<int64_t>& dims, b
   const double pv = p.number();
   std::vector<double> vals;
   const bool on_device = kernels::device::on_device(a);
-  if (on_device && pv != 2.0) throw_no_device_kernel("cuda");  // only the 2-norm is routed
   if (!a->is_meta() && !on_device) {
     std::vector<double> x = to_values(a);
     std::vector<double> acc(static_cast<size_t>(plan.groups), 0.0);
@@ -1541,8 +1547,9 @@ Tensor norm(const Tensor& a, const Value& p, const std::vector<int64_t>& dims, b
       else vals[k] = std::pow(acc[k], 1.0 / pv);
     }
   }
-  Tensor r = on_device ? kernels::device::norm2(a, wd, keepdim)
-                       : make_out(plan.out_shape, a->dtype(), a->is_meta(), vals);
+  Tensor r = !on_device   ? make_out(plan.out_shape, a->dtype(), a->is_meta(), vals)
+             : pv == 2.0 ? kernels::device::norm2(a, wd, keepdim)
+                         : kernels::device::norm_p(a, pv, wd, keepdim);
   if (needs_grad({&a})) {
     // NormBackward1 (norm.ScalarOpt_dim): dim (as passed to at::norm), keepdim, p (its
     // Python type shows: 2 vs 2.0), result, self (SUMMARY norm_all / norm_dim).

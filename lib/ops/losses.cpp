@@ -116,6 +116,19 @@ std::vector<Tensor> mse_bb_backward(Node& n, const std::vector<Tensor>& g) {
   const int64_t reduction = n.attr("reduction").i;
   const double norm = reduction == kMean ? 2.0 / static_cast<double>(self->numel()) : 2.0;
   Tensor a, b, c;
+  if (kernels::device::any_on_device({&g[0], &go, &self, &target})) {  // the same formulas from device kernels
+    if (n.next[0].fn)
+      a = reduction == kNone
+              ? kernels::device::mse_loss_backward(g[0], self, target, 2.0, n.input_meta[0].dtype)
+              : kernels::device::mse_bb_reduced(g[0], self, target, norm, n.input_meta[0].dtype);
+    for (size_t i = 1; i < 3; ++i) {
+      if (!n.next[i].fn) continue;
+      Tensor r = kernels::device::binary(cuda::pw::BinaryOp::Mul, g[0], go, n.input_meta[i].dtype, "mul");
+      kernels::device::unary_inplace(cuda::pw::UnaryOp::MulScalar, r, (i == 1 ? 1.0 : -1.0) * norm);
+      (i == 1 ? b : c) = r;
+    }
+    return {a, b, c};
+  }
   if (n.next[0].fn) {
     if (reduction == kNone) {
       a = kernels::ternary(self, target, g[0], n.input_meta[0].dtype,
@@ -304,9 +317,24 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight,
   std::vector<double> vals;
   double total_weight = 0;
   const bool on_device = kernels::device::any_on_device({&input, &target});
+  auto target_out_of_bounds = [&](int64_t t) {
+    ScenarioError e("index_out_of_range", "Target " + std::to_string(t) + " is out of bounds.");
+    e.facts = {{"op", "nll_loss"}, {"index", t}, {"size", classes}};
+    return e;
+  };
   kernels::device::NllLossResult dev;
-  if (on_device)  // the loss and total_weight computed by the device, in the CPU's order
+  if (on_device) {
+    // The targets checked on the host first (a synchronising copy), with the CPU's error:
+    // PyTorch's CUDA kernel checks them on the device (CUDA_KERNEL_ASSERT), a device-side
+    // assert that leaves nothing to report.
+    if (!meta)
+      for (double v : host_values(target)) {
+        const auto t = static_cast<int64_t>(v);
+        if (t != ignore_index && (t < 0 || t >= classes)) throw target_out_of_bounds(t);
+      }
+    // the loss and total_weight computed by the device, in the CPU's order
     dev = kernels::device::nll_loss(input, target, weight, reduction, ignore_index, needs_grad({&input}));
+  }
   if (!meta && !on_device) {
     std::vector<double> x = to_values(input), tv = to_values(target);
     std::vector<double> wv = weight ? to_values(weight) : std::vector<double>{};
@@ -315,11 +343,7 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight,
       const int64_t t = static_cast<int64_t>(tv[i]);
       double li = 0;
       if (t != ignore_index) {
-        if (t < 0 || t >= classes) {
-          ScenarioError e("index_out_of_range", "Target " + std::to_string(t) + " is out of bounds.");
-          e.facts = {{"op", "nll_loss"}, {"index", t}, {"size", classes}};
-          throw e;
-        }
+        if (t < 0 || t >= classes) throw target_out_of_bounds(t);
         const double w = weight ? wv[static_cast<size_t>(t)] : 1.0;
         li = -w * x[i * static_cast<size_t>(classes) + static_cast<size_t>(t)];
         total_weight += w;

@@ -669,14 +669,26 @@ std::vector<Tensor> embedding_backward(Node& n, const std::vector<Tensor>& g) {
   if (meta) return {gw};
   const int64_t padding_idx = n.attr("padding_idx").i;
   const bool by_freq = n.attr("scale_grad_by_freq").b;
-  if (kernels::device::any_on_device({&g[0], &indices})) {
-    // The grad's rows added at their indices (index_add along dim 0) into the zeros; a
-    // padding row or per-frequency scaling has no cuda route yet.
-    if (padding_idx != -1 || by_freq) throw_no_device_kernel("cuda");
-    kernels::device::index_add_rows(gw, indices, g[0]);
-    return {gw};
-  }
   const int64_t rows = n.input_meta[0].sizes[0], dim = n.input_meta[0].sizes[1];
+  if (kernels::device::any_on_device({&g[0], &indices})) {
+    // The grad's rows added at their indices (index_add along dim 0) into the zeros. With a
+    // padding row or per-frequency scaling, each index's scale (0 at padding_idx, else 1 or
+    // 1 / its count) comes from the indices read on the host (a synchronising copy; PyTorch's
+    // CUDA embedding_backward counts them on the device after sorting).
+    if (padding_idx == -1 && !by_freq) {
+      kernels::device::index_add_rows(gw, indices, g[0]);
+      return {gw};
+    }
+    const std::vector<double> iv = host_values(indices);
+    std::vector<double> counts(static_cast<size_t>(rows), 0.0), scales;
+    for (double v : iv) counts[static_cast<size_t>(v)] += 1.0;
+    for (double v : iv) {
+      const auto row = static_cast<int64_t>(v);
+      scales.push_back(row == padding_idx ? 0.0 : by_freq ? 1.0 / counts[static_cast<size_t>(row)] : 1.0);
+    }
+    return {kernels::device::embedding_backward_scaled(g[0], indices, scales, n.input_meta[0].sizes,
+                                                       n.input_meta[0].dtype)};
+  }
   const std::vector<double> iv = to_values(indices), gv = to_values(g[0]);
   std::vector<double> counts(static_cast<size_t>(rows), 0.0);
   for (double v : iv) counts[static_cast<size_t>(v)] += 1.0;
@@ -702,7 +714,11 @@ std::vector<Tensor> embedding_dense_bb_backward(Node& n, const std::vector<Tenso
   Tensor picked = ops::index_select(g[0], 0, flat);
   const int64_t padding_idx = n.attr("padding_idx").i;
   if (padding_idx >= 0) {
-    Tensor mask = kernels::unary(indices, DType::Bool, [padding_idx](double v) { return v == padding_idx ? 1.0 : 0.0; });
+    // indices == padding_idx, a bool tensor without a node (the comparison kernel on cuda).
+    Tensor mask = kernels::device::on_device(indices)
+                      ? kernels::device::binary(cuda::pw::BinaryOp::Eq, indices, wrap_number(Value::integer(padding_idx)),
+                                                DType::Bool, "eq", 1, DType::Int64)
+                      : kernels::unary(indices, DType::Bool, [padding_idx](double v) { return v == padding_idx ? 1.0 : 0.0; });
     picked = ops::masked_fill(picked, ops::reshape(mask, {-1, 1}), Value::integer(0));
   }
   std::vector<int64_t> size(indices->sizes.begin(), indices->sizes.end());
@@ -1359,13 +1375,98 @@ void check_dropout_probability(double p, const std::string& p_repr) {
     fail("type_error", "dropout probability has to be between 0 and 1, but got " + p_repr);
 }
 
+namespace {
+
+// The mask of dropout: one uniform01() per element in row-major order, kept when u >= p
+// (the documented rule above), the same draws on either device, so a cuda run gives the
+// CPU run's values and gradients. PyTorch's CUDA masks come from Philox and differ from
+// its CPU ones anyway: agtrace mirrors neither generator.
+std::vector<bool> dropout_keep(int64_t numel, double p, SplitMix64& gen) {
+  std::vector<bool> keep(static_cast<size_t>(numel));
+  for (int64_t i = 0; i < numel; ++i) keep[static_cast<size_t>(i)] = gen.uniform01() >= p;
+  return keep;
+}
+
+// NativeDropoutBackward0 (derivatives.yaml 1.13, native_dropout(input, p, train)):
+//   input: native_dropout_backward(grad, result1, scale), scale = !train ? 1 :
+//          (p == 1 ? 0.0 : 1.0 / (1.0 - p))
+// = grad * mask * scale, one new storage. The CUDA kernel (masked_scale_kernel) takes scale
+// as accscalar_t: float for float32, so (float)(1 / (1 - p)) (MulScalar rounds s0 so).
+// dropout() reaches native_dropout only with train = True and 0 < p < 1.
+double native_dropout_scale(const Node& n) {
+  const double p = n.attr("p").d;
+  return p == 1.0 ? 0.0 : 1.0 / (1.0 - p);
+}
+
+std::vector<Tensor> native_dropout_backward(Node& n, const std::vector<Tensor>& g) {
+  Tensor mask = n.unpack("result1");
+  Tensor r = kernels::device::binary(cuda::pw::BinaryOp::Mul, g[0], mask, n.input_meta[0].dtype,
+                                     "native_dropout_backward");
+  kernels::device::unary_inplace(cuda::pw::UnaryOp::MulScalar, r, native_dropout_scale(n));
+  return {r};
+}
+
+// create_graph=True (GradMode on): infinitely_differentiable_native_dropout_backward(grad,
+// result1, scale) = grad * (result1.type_as(grad) * scale): MulBackward0 saving other = the
+// scaled float mask and self None (measured with torch.native_dropout on the CPU).
+std::vector<Tensor> native_dropout_dbackward(Node& n, const std::vector<Tensor>& g) {
+  Tensor mask = n.unpack("result1");
+  Tensor scaled = mul(to_dtype(mask, g[0]->dtype()), wrap_number(Value::real(native_dropout_scale(n))));
+  return {mul(g[0], scaled)};
+}
+
+// at::native::dropout (1.13) takes at::native_dropout when `train &&
+// is_fused_kernel_acceptable(input, p)`: input.is_cuda() && p > 0 && p < 1 && numel > 0.
+// native_dropout_cuda (Dropout.cu, dropout_cuda<bool>) makes the bool mask first
+// (empty_like(self, kBool)), then the result, and writes result = src * mask * scale with
+// scale = 1 / (accscalar_t)(1 - p) in one kernel: no version bumps (the mask reads back at
+// version 0), node NativeDropoutBackward0 saving p (a float) and result1 = the mask. The
+// mask is a non-differentiable output, a leaf, so SavedVariable keeps the object itself
+// (measured: _saved_result1 is the mask, bool, numel bytes under pack hooks). The
+// signature's `train` (bool?) is saved too but 1.13 exposes no _saved_train (measured).
+// The mask's values are drawn on the host and uploaded (dropout_keep).
+Tensor native_dropout(const Tensor& x, double p, SplitMix64& gen) {
+  const DType d = x->dtype();
+  // fused_dropout dispatches on floating types (with Half and BFloat16); what it raises for
+  // the others was not measured: unsupported rather than a guessed message.
+  if (!is_floating(d)) fail("unsupported", "dropout of " + dtype_name(d) + " tensors on cuda is not supported");
+  const std::vector<bool> keep = dropout_keep(x->numel(), p, gen);
+  Tensor mask;
+  {
+    DeviceScope scope("cuda");
+    mask = tensor_from_values(x->sizes, DType::Bool, std::vector<double>(keep.begin(), keep.end()));
+  }
+  // scale in accscalar_t: float for float32 / float16 / bfloat16, double for float64.
+  const double scale = d == DType::Float64 ? 1.0 / (1.0 - p)
+                                           : round_to_dtype(1.0 / round_to_dtype(1.0 - p, DType::Float32), DType::Float32);
+  Tensor r = kernels::device::binary(cuda::pw::BinaryOp::Mul, x, mask, d, "dropout");
+  kernels::device::unary_inplace(cuda::pw::UnaryOp::MulScalar, r, scale);
+  if (needs_grad({&x})) {
+    auto node = make_node("NativeDropoutBackward0", native_dropout_backward, {x});
+    node->differentiable_backward = native_dropout_dbackward;
+    node->save_attr("p", AttrValue::real(p));
+    node->save_input("result1", mask);
+    set_history(r, node);
+  }
+  return r;
+}
+
+}  // namespace
+
 Tensor dropout(const Tensor& x, double p, bool training, bool inplace, SplitMix64& gen) {
   OpScope scope(inplace ? "dropout_" : "dropout");
   if (p == 0.0 || !training || x->numel() == 0) return x;
   const bool meta = x->is_meta();
+  const bool on_device = kernels::device::on_device(x);
+  // The in-place form stays _dropout<true> on cuda too (only dropout() checks the fused path).
+  if (on_device && !inplace && p > 0.0 && p < 1.0) return native_dropout(x, p, gen);
+  // On cuda the _dropout masks (at::zeros({}), empty_like(input)) are cuda tensors too.
+  std::optional<DeviceScope> device_scope;
+  if (on_device) device_scope.emplace("cuda");
   if (p == 1.0) {
     Tensor zero = kernels::full({}, 0.0, x->dtype(), meta);
     bump_internal(zero);  // at::zeros is empty().zero_()
+    device_scope.reset();
     if (inplace) {
       mul_(x, zero);
       return x;
@@ -1375,17 +1476,23 @@ Tensor dropout(const Tensor& x, double p, bool training, bool inplace, SplitMix6
   const DType d = x->dtype();
   // On meta no kernel runs: float16 / bfloat16 dropout works there (measured; issue #4).
   const bool half_on_meta = meta && (d == DType::Float16 || d == DType::BFloat16);
-  if (d == DType::Float16 && !meta) fail("dtype_mismatch", "\"bernoulli_scalar_cpu_\" not implemented for 'Half'");
+  if (d == DType::Float16 && !meta && !on_device)
+    fail("dtype_mismatch", "\"bernoulli_scalar_cpu_\" not implemented for 'Half'");
   if (d == DType::Int64)  // the mask's div_(1 - p) on an int64 tensor
     fail("dtype_mismatch", "result type Float can't be cast to the desired output type Long");
   if (d != DType::Float32 && d != DType::Float64 && !half_on_meta)
     fail("unsupported", "dropout of " + dtype_name(d) + " tensors is not supported");
-  Tensor mask = fresh(x->sizes, d, meta);
-  if (!meta) {
+  Tensor mask;
+  if (meta) {
+    mask = fresh(x->sizes, d, meta);
+  } else {
     const double scale = round_to_dtype(1.0 / round_to_dtype(1.0 - p, d), d);
-    Storage& s = *mask->storage;
-    for (int64_t i = 0; i < s.numel; ++i) s.set(i, gen.uniform01() >= p ? scale : 0.0);
+    const std::vector<bool> keep = dropout_keep(x->numel(), p, gen);
+    std::vector<double> values(keep.size());
+    for (size_t i = 0; i < keep.size(); ++i) values[i] = keep[i] ? scale : 0.0;
+    mask = tensor_from_values(x->sizes, d, values);
   }
+  device_scope.reset();
   bump_internal(mask);  // bernoulli_
   bump_internal(mask);  // div_
   if (inplace) {
@@ -1420,8 +1527,14 @@ Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int6
   out_shape.push_back(dim);
   // weight.index_select(0, indices.reshape(-1)).view(...): one new [numel, dim] storage.
   const bool on_device = kernels::device::any_on_device({&indices, &weight});
-  // On cuda: the index_select kernel (an index out of range is its error: indices are not
-  // read on the host).
+  // On cuda: the indices checked on the host first (a synchronising copy: PyTorch's CUDA
+  // kernel checks on the device, where a failure is a device-side assert with nothing to
+  // report), with the CPU's error, then the index_select kernel.
+  if (on_device && !indices->is_meta())
+    for (double v : host_values(indices)) {
+      const auto row = static_cast<int64_t>(v);
+      if (row < 0 || row >= rows) fail("index_out_of_range", "index out of range in self", {{"index", row}});
+    }
   Tensor out = on_device ? kernels::device::index_rows(weight, indices)
                          : fresh(out_shape, weight->dtype(), weight->is_meta() || indices->is_meta());
   if (!out->is_meta() && !on_device) {

@@ -355,9 +355,7 @@ void require_dim(const Tensor& a, const std::string& op) {
 // ------------------------------------------------------------------ indexing
 
 void require_index_dtype(const Tensor& idx) {
-  if (idx->dtype() == DType::Bool)
-    throw ScenarioError("unsupported", "indexing with a bool tensor (a mask) is not supported yet");
-  if (idx->dtype() != DType::Int64) {
+  if (idx->dtype() != DType::Int64 && idx->dtype() != DType::Bool) {
     // IndexError in PyTorch.
     ScenarioError e("index_out_of_range", "tensors used as indices must be long, byte or bool tensors");
     e.facts = {{"dtype", dtype_name(idx->dtype())}};
@@ -365,11 +363,15 @@ void require_index_dtype(const Tensor& idx) {
   }
 }
 
-// Index values, wrapped, checked against `size` with the message `oob(value)`.
+// Index values, wrapped, checked against `size` with the message `oob(value)`. A cuda
+// index is copied to the host first (host_values: a synchronising read): PyTorch's CUDA
+// kernels check indices on the device and stop on a device-side assert, which leaves no
+// error to report but poisons the CUDA context; agtrace raises the CPU's error instead,
+// before the launch.
 template <typename Msg>
 std::vector<int64_t> index_values(const Tensor& idx, int64_t size, bool wrap_negative, Msg oob) {
   std::vector<int64_t> out;
-  for (double v : to_values(idx)) {
+  for (double v : host_values(idx)) {
     int64_t i = static_cast<int64_t>(v);
     if (i >= size || i < (wrap_negative ? -size : 0)) throw oob(i);
     out.push_back(i < 0 ? i + size : i);
@@ -421,10 +423,15 @@ std::vector<Tensor> index_backward(Node& n, const std::vector<Tensor>& g) {
   const Shape& sizes = n.attr("self_sizes").list;
   Tensor index = n.unpack("indices");
   if (kernels::device::any_on_device({&g[0], &index})) {
-    // zeros, then index_add along dim 0 (index_put_ with accumulate). Negative indices are
-    // not wrapped on cuda: the kernel raises for them (index_rows refused them already).
+    // zeros, then index_add along dim 0 (index_put_ with accumulate), the indices wrapped on
+    // the host (the forward checked them).
+    std::vector<int64_t> rows;
+    for (double v : host_values(index)) {
+      const auto i = static_cast<int64_t>(v);
+      rows.push_back(i < 0 ? i + sizes[0] : i);
+    }
     Tensor r = kernels::full(sizes, 0.0, g[0]->dtype(), false);
-    kernels::device::index_add_rows(r, index, g[0]);
+    kernels::device::index_add_rows_wrapped(r, index, rows, g[0]);
     return {in_dtype(r, n.input_meta[0])};
   }
   std::vector<int64_t> idx;
@@ -433,6 +440,40 @@ std::vector<Tensor> index_backward(Node& n, const std::vector<Tensor>& g) {
     idx.push_back(i < 0 ? i + sizes[0] : i);
   }
   return {in_dtype(scatter_add_rows(g[0], sizes, 0, idx), n.input_meta[0])};
+}
+
+// The true positions of a bool mask, row-major over its dims. A cuda mask is read on the
+// host: the result's size depends on it (PyTorch's nonzero synchronises too).
+std::vector<int64_t> mask_positions(const Tensor& mask) {
+  std::vector<int64_t> out;
+  const std::vector<double> mv = host_values(mask);
+  for (size_t i = 0; i < mv.size(); ++i)
+    if (mv[i] != 0) out.push_back(static_cast<int64_t>(i));
+  return out;
+}
+
+// IndexBackward0 of x[mask] (index_backward: zeros(self_sizes).index_put_((mask,), grad,
+// accumulate=True)): the gradient's rows added back at the mask's positions.
+std::vector<Tensor> mask_index_backward(Node& n, const std::vector<Tensor>& g) {
+  const Shape& sizes = n.attr("self_sizes").list;
+  Tensor mask = n.unpack("indices");
+  const int64_t k = mask->dim();
+  if (g[0]->is_meta()) return {in_dtype(kernels::full(sizes, 0.0, g[0]->dtype(), true), n.input_meta[0])};
+  const std::vector<int64_t> pos = mask_positions(mask);
+  Tensor r = kernels::full(sizes, 0.0, g[0]->dtype(), false);
+  if (kernels::device::on_device(g[0])) {
+    kernels::device::masked_rows_add(r, k, pos, g[0]);
+    return {in_dtype(r, n.input_meta[0])};
+  }
+  int64_t inner = 1;
+  for (size_t d = static_cast<size_t>(k); d < sizes.size(); ++d) inner *= sizes[d];
+  const std::vector<double> gv = to_values(g[0]);
+  std::vector<double> acc(static_cast<size_t>(shape_numel(sizes)), 0.0);
+  for (size_t j = 0; j < pos.size(); ++j)
+    for (int64_t i = 0; i < inner; ++i)
+      acc[static_cast<size_t>(pos[j] * inner + i)] += gv[j * static_cast<size_t>(inner) + static_cast<size_t>(i)];
+  write_values(r, acc);
+  return {in_dtype(r, n.input_meta[0])};
 }
 
 // create_graph=True. IndexSelectBackward0: index_select_backward =
@@ -469,8 +510,10 @@ std::vector<Tensor> index_select_dbackward(Node& n, const std::vector<Tensor>& g
   return {r};
 }
 
-std::vector<Tensor> index_dbackward(Node& n, const std::vector<Tensor>& g) {
-  Tensor r = index_backward(n, g)[0];
+// IndexBackward0 under create_graph (x[idx] and x[mask] alike; measured for a mask:
+// IndexPutImplBackward0 with edges (None, grad), saving accumulate True and indices =
+// (mask,), the very object): r is the gradient index_backward computed.
+std::vector<Tensor> index_put_graph(Node& n, const std::vector<Tensor>& g, const Tensor& r) {
   if (needs_grad({&g[0]})) {
     auto node = make_node("IndexPutImplBackward0", index_put_backward, {nullptr, g[0]});
     node->differentiable_backward = index_put_backward;
@@ -480,6 +523,14 @@ std::vector<Tensor> index_dbackward(Node& n, const std::vector<Tensor>& g) {
     set_history(r, node);
   }
   return {r};
+}
+
+std::vector<Tensor> index_dbackward(Node& n, const std::vector<Tensor>& g) {
+  return index_put_graph(n, g, index_backward(n, g)[0]);
+}
+
+std::vector<Tensor> mask_index_dbackward(Node& n, const std::vector<Tensor>& g) {
+  return index_put_graph(n, g, mask_index_backward(n, g)[0]);
 }
 
 // ------------------------------------------------------------------ cat / stack
@@ -837,9 +888,15 @@ Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
   const int64_t size = a->sizes[static_cast<size_t>(d)];
   // The CPU kernel rejects negative indices too (measured: "INDICES element is out of DATA
   // bounds, id=-1 axis_dim=3").
+  auto out_of_bounds = [&](int64_t i) {
+    ScenarioError e("index_out_of_range", "INDICES element is out of DATA bounds, id=" + std::to_string(i) +
+                                              " axis_dim=" + std::to_string(size));
+    e.facts = {{"index", i}, {"dim", d}, {"size", size}};
+    return e;
+  };
   if (kernels::device::any_on_device({&a, &index})) {
-    // cuda/indexing.cuh's index_select (an index out of range is the kernel's error: the
-    // indices are not read on the host).
+    // The indices checked on the host (index_values), then cuda/indexing.cuh's index_select.
+    index_values(index, size, false, out_of_bounds);
     Tensor r = kernels::device::index_select(a, d, index);
     if (needs_grad({&a})) {
       auto node = make_node("IndexSelectBackward0", index_select_backward, {a});
@@ -852,13 +909,7 @@ Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
     return r;
   }
   std::vector<int64_t> idx;
-  if (!index->is_meta() && !a->is_meta())
-    idx = index_values(index, size, false, [&](int64_t i) {
-      ScenarioError e("index_out_of_range", "INDICES element is out of DATA bounds, id=" + std::to_string(i) +
-                                                " axis_dim=" + std::to_string(size));
-      e.facts = {{"index", i}, {"dim", d}, {"size", size}};
-      return e;
-    });
+  if (!index->is_meta() && !a->is_meta()) idx = index_values(index, size, false, out_of_bounds);
   Shape shape = a->sizes;
   shape[static_cast<size_t>(d)] = index->numel();  // a 0-d index keeps the dim, size 1 (measured)
   Tensor r = empty_tensor(shape, a->dtype(), a->is_meta() || index->is_meta());
@@ -876,6 +927,68 @@ Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
   return r;
 }
 
+namespace {
+
+// x[mask], a bool mask over self's first mask.dim() dims (measured, 1.13): the selected
+// rows, [count] + self.sizes[k:]; IndexBackward0 saving indices = (mask,) (the very object:
+// bool, numel bytes under pack hooks) and self_sizes. A mask with more dims than self raises
+// IndexError "too many indices for tensor of dimension 2", one of another shape "The shape of
+// the mask [4] at index 0 does not match the shape of the indexed tensor [3, 4] at index 0".
+// The mask is read on the host on either device.
+Tensor index_with_mask(const Tensor& self, const Tensor& mask) {
+  const int64_t k = mask->dim();
+  // x[True] / x[False] add a dim of size 1 / 0 (measured [1, 3, 4] for x[torch.tensor(True)]):
+  // not mirrored.
+  if (k == 0) throw ScenarioError("unsupported", "indexing with a 0-d bool tensor is not supported");
+  if (k > self->dim()) {
+    ScenarioError e("index_out_of_range", "too many indices for tensor of dimension " + std::to_string(self->dim()));
+    e.facts = {{"ndim", self->dim()}};
+    throw e;
+  }
+  for (int64_t d = 0; d < k; ++d)
+    if (mask->sizes[static_cast<size_t>(d)] != self->sizes[static_cast<size_t>(d)]) {
+      ScenarioError e("shape_mismatch", "The shape of the mask " + shape_str(mask->sizes) + " at index " +
+                                                std::to_string(d) + " does not match the shape of the indexed tensor " +
+                                                shape_str(self->sizes) + " at index " + std::to_string(d));
+      e.facts = {{"shape", mask->sizes}, {"self_shape", self->sizes}, {"dim", d}};
+      throw e;
+    }
+  // The result's size depends on the mask's values (nonzero), which the meta device lacks.
+  if (self->is_meta() || mask->is_meta())
+    throw ScenarioError("unsupported", "indexing with a bool mask on the meta device is not supported");
+  const bool on_device = kernels::device::on_device(self);
+  // A cuda mask with a CPU tensor (or the reverse): PyTorch's wording not measured.
+  if (on_device != kernels::device::on_device(mask))
+    throw ScenarioError("unsupported", "indexing with a bool mask on another device than the tensor is not supported");
+  const std::vector<int64_t> pos = mask_positions(mask);
+  Shape shape{static_cast<int64_t>(pos.size())};
+  shape.insert(shape.end(), self->sizes.begin() + k, self->sizes.end());
+  Tensor r;
+  if (on_device) {
+    r = kernels::device::masked_rows(self, k, pos);
+  } else {
+    int64_t inner = 1;
+    for (size_t d = static_cast<size_t>(k); d < self->sizes.size(); ++d) inner *= self->sizes[d];
+    const std::vector<double> sv = to_values(self);
+    std::vector<double> values;
+    values.reserve(pos.size() * static_cast<size_t>(inner));
+    for (int64_t p : pos) values.insert(values.end(), sv.begin() + p * inner, sv.begin() + (p + 1) * inner);
+    r = empty_tensor(shape, self->dtype(), false);
+    write_values(r, values);
+  }
+  if (needs_grad({&self})) {
+    auto node = make_node("IndexBackward0", mask_index_backward, {self});
+    node->differentiable_backward = mask_index_dbackward;
+    node->save_input("indices", mask);
+    node->saved.back().as_list = true;  // `_saved_indices` reads back as (mask,)
+    node->save_attr("self_sizes", AttrValue::ints(self->sizes));
+    set_history(r, node);
+  }
+  return r;
+}
+
+}  // namespace
+
 Tensor index_with_tensor(const Tensor& self, const Tensor& idx) {
   OpScope scope("index");
   require_index_dtype(idx);
@@ -884,14 +997,16 @@ Tensor index_with_tensor(const Tensor& self, const Tensor& idx) {
     e.facts = {{"ndim", 0}};
     throw e;
   }
+  if (idx->dtype() == DType::Bool) return index_with_mask(self, idx);
   // A 0-d integer tensor indexes like a Python int (measured: x[torch.tensor(1)] gives
   // SelectBackward0 with index 1).
   if (idx->dim() == 0) return select(self, 0, static_cast<int64_t>(item(idx)));
   const int64_t size = self->sizes[0];
   std::vector<int64_t> rows;
   const bool on_device = kernels::device::any_on_device({&self, &idx});
-  if (on_device && idx->dtype() != DType::Int64) throw_no_device_kernel("cuda");  // a mask index
-  if (!idx->is_meta() && !self->is_meta() && !on_device)
+  // On cuda too the indices are read on the host (index_values) to raise the CPU's error
+  // and to wrap negative ones, as PyTorch's CUDA index kernel does on the device.
+  if (!idx->is_meta() && !self->is_meta())
     rows = index_values(idx, size, true, [&](int64_t i) {
       ScenarioError e("index_out_of_range", "index " + std::to_string(i) + " is out of bounds for dimension 0 with size " +
                                                 std::to_string(size));
@@ -901,7 +1016,7 @@ Tensor index_with_tensor(const Tensor& self, const Tensor& idx) {
   // The result has idx's shape followed by self's remaining dims (advanced indexing).
   Shape shape = idx->sizes;
   shape.insert(shape.end(), self->sizes.begin() + 1, self->sizes.end());
-  Tensor r = on_device ? kernels::device::index_rows(self, idx)
+  Tensor r = on_device ? kernels::device::index_rows_wrapped(self, idx, rows)
                        : empty_tensor(shape, self->dtype(), self->is_meta() || idx->is_meta());
   if (!r->is_meta() && !on_device) {
     std::vector<double> values;

@@ -1029,4 +1029,282 @@ Tensor max_pool2d_double_backward(const Tensor& grad, const Tensor& indices, DTy
   return r;
 }
 
+// ---- misc: indices read on the host, embedding's backward, p-norms (issue #8)
+
+namespace {
+// A contiguous int64 device copy of host index values (the kernel's index vector).
+std::unique_ptr<Scratch> uploaded_index(const std::vector<int64_t>& values) {
+  auto s = std::make_unique<Scratch>(Shape{static_cast<int64_t>(values.size())}, DType::Int64);
+  const std::vector<double> v(values.begin(), values.end());
+  if (!v.empty()) device_upload(s->ref().data, DType::Int64, v.data(), static_cast<int64_t>(v.size()));
+  return s;
+}
+bool plain_index(const Tensor& idx, const std::vector<int64_t>& rows) {
+  if (!idx->is_contiguous()) return false;
+  for (int64_t r : rows)
+    if (r < 0) return false;
+  const std::vector<double> given = host_values(idx);  // rows are the wrapped values: equal unless one was negative
+  for (size_t i = 0; i < given.size(); ++i)
+    if (static_cast<int64_t>(given[i]) != rows[i]) return false;
+  return true;
+}
+// A contiguous tensor's (or buffer's) elements seen as rows x cols.
+cuda::DeviceTensorRef as_matrix(cuda::DeviceTensorRef r, int64_t rows, int64_t cols) {
+  r.sizes = {rows, cols};
+  r.strides = {cols, 1};
+  return r;
+}
+}  // namespace
+
+Tensor index_rows_wrapped(const Tensor& self, const Tensor& idx, const std::vector<int64_t>& rows) {
+  require_on_device({&self, &idx});
+  if (plain_index(idx, rows)) return index_rows(self, idx);
+  Shape shape = idx->sizes;
+  shape.insert(shape.end(), self->sizes.begin() + 1, self->sizes.end());
+  Tensor r = device_result(shape, self->dtype());
+  std::unique_ptr<Scratch> index = uploaded_index(rows);
+  device_launch([&](DeviceBackend& b) { b.index_select(merged_rows(r, idx->dim()), device_ref(self), 0, index->ref()); });
+  return r;
+}
+
+void index_add_rows_wrapped(const Tensor& out, const Tensor& idx, const std::vector<int64_t>& rows, const Tensor& src) {
+  require_on_device({&out, &idx, &src});
+  if (plain_index(idx, rows) && (idx->dim() == 1 || src->is_contiguous())) return index_add_rows(out, idx, src);
+  // src (idx.shape + rows' shape) into a contiguous transient buffer when it is not, then
+  // its rows added at the wrapped indices.
+  const int64_t n = static_cast<int64_t>(rows.size());
+  std::unique_ptr<Scratch> dense;
+  cuda::DeviceTensorRef s = device_ref(src);
+  if (!src->is_contiguous()) {
+    dense = std::make_unique<Scratch>(src->sizes, src->dtype());
+    device_launch([&](DeviceBackend& b) { b.copy(dense->ref(), device_ref(src)); });
+    s = dense->ref();
+  }
+  Shape row_sizes{n};
+  row_sizes.insert(row_sizes.end(), out->sizes.begin() + 1, out->sizes.end());
+  s.sizes = row_sizes;
+  s.strides.assign(row_sizes.size(), 1);
+  for (size_t d = row_sizes.size() - 1; d-- > 0;) s.strides[d] = s.strides[d + 1] * row_sizes[d + 1];
+  std::unique_ptr<Scratch> index = uploaded_index(rows);
+  device_launch([&](DeviceBackend& b) { b.index_add(device_ref(out), 0, index->ref(), s); });
+}
+
+Tensor embedding_backward_scaled(const Tensor& grad, const Tensor& indices, const std::vector<double>& scales,
+                                 const Shape& weight_sizes, DType dtype) {
+  require_on_device({&grad, &indices});
+  const int64_t n = static_cast<int64_t>(scales.size()), dim = weight_sizes[1];
+  Tensor r;
+  {
+    DeviceScope scope("cuda");
+    r = full(weight_sizes, 0.0, dtype, false);  // zeros, as the CPU's one new storage
+  }
+  if (n == 0) return r;
+  // grad (indices.shape + [dim], any strides) times each index's scale (a column of
+  // indices.shape + [1]) into a contiguous transient buffer, then added at the indices.
+  Shape column = indices->sizes;
+  column.push_back(1);
+  Scratch scale(column, dtype), scaled(grad->sizes, dtype);
+  std::vector<double> rounded(scales);
+  for (double& v : rounded) v = round_to_dtype(v, dtype);  // the upload takes values representable in dtype
+  device_upload(scale.ref().data, dtype, rounded.data(), n);
+  Scratch kept(column, DType::Bool);
+  Operand zero(0.0, dtype);
+  device_launch([&](DeviceBackend& b) {
+    b.binary(cuda::pw::BinaryOp::Mul, scaled.ref(), device_ref(grad), scale.ref(), 1);
+    // A padding row's gradient is skipped, not multiplied by 0 (an inf or NaN there stays out).
+    b.binary(cuda::pw::BinaryOp::Ne, kept.ref(), scale.ref(), zero.ref(), 1);
+    b.ternary(cuda::pw::TernaryOp::Where, scaled.ref(), kept.ref(), scaled.ref(), zero.ref(), 0, 0);
+    b.index_add(device_ref(r), 0, index_vector(indices), as_matrix(scaled.ref(), n, dim));
+  });
+  return r;
+}
+
+Tensor norm_p(const Tensor& a, double p, const std::vector<int64_t>& dims, bool keepdim) {
+  using cuda::pw::BinaryOp;
+  using cuda::pw::UnaryOp;
+  Tensor r = device_result(reduced_shape(a->sizes, dims, keepdim), a->dtype());
+  Scratch t(a->sizes, a->dtype());
+  Operand zero(0.0, a->dtype());
+  device_launch([&](DeviceBackend& b) {
+    if (p == 0.0) {  // the count of non-zero elements
+      b.binary(BinaryOp::Ne, t.ref(), device_ref(a), zero.ref(), 1);
+      b.reduce(cuda::ReduceOp::Sum, device_ref(r), t.ref(), dims, keepdim);
+      return;
+    }
+    b.unary(UnaryOp::Abs, t.ref(), device_ref(a), 0, 0);
+    if (std::isinf(p)) {  // max / min of |x| (NaN propagates)
+      b.reduce(p > 0 ? cuda::ReduceOp::Amax : cuda::ReduceOp::Amin, device_ref(r), t.ref(), dims, keepdim);
+      return;
+    }
+    if (p != 1.0) b.unary(UnaryOp::PowScalar, t.ref(), t.ref(), p, 0);
+    b.reduce(cuda::ReduceOp::Sum, device_ref(r), t.ref(), dims, keepdim);
+    if (p != 1.0) b.unary(UnaryOp::PowScalar, device_ref(r), device_ref(r), 1.0 / p, 0);
+  });
+  return r;
+}
+
+Tensor norm_p_backward(const Tensor& self, const Tensor& result, const Tensor& grad, double p,
+                       const std::vector<int64_t>& dims, bool keepdim, DType out) {
+  require_on_device({&self, &result, &grad});
+  using cuda::pw::BinaryOp;
+  using cuda::pw::TernaryOp;
+  using cuda::pw::UnaryOp;
+  const size_t nd = self->sizes.size();
+  const cuda::DeviceTensorRef norm = kept_dims(result, dims, nd, keepdim), g = kept_dims(grad, dims, nd, keepdim);
+  const Shape kept = reduced_shape(self->sizes, dims, true);
+  Tensor r = device_result(self->sizes, out);
+  Scratch ab(self->sizes, out), k(kept, out), z(kept, DType::Bool), zs(self->sizes, DType::Bool);
+  Operand zero(0.0, out);
+  device_launch([&](DeviceBackend& b) {
+    const cuda::DeviceTensorRef x = device_ref(self), rr = device_ref(r);
+    if (p == 1.0) {  // self.sgn() * grad
+      b.binary(BinaryOp::AbsBackward, rr, g, x, 1);
+      return;
+    }
+    b.unary(UnaryOp::Abs, ab.ref(), x, 0, 0);
+    if (std::isinf(p)) {
+      // self.sign() * (grad / mask.sum(dim, true)) * mask, mask = |self| == norm or NaN
+      b.binary(BinaryOp::Eq, rr, ab.ref(), norm, 1);
+      b.binary(BinaryOp::Ne, zs.ref(), ab.ref(), ab.ref(), 1);
+      b.binary(BinaryOp::Maximum, rr, rr, zs.ref(), 1);  // the mask, 1 or 0
+      b.reduce(cuda::ReduceOp::Sum, k.ref(), rr, dims, true);
+      b.binary(BinaryOp::Div, k.ref(), g, k.ref(), 1);  // grad / count
+      b.binary(BinaryOp::Mul, rr, k.ref(), rr, 1);
+      b.binary(BinaryOp::AbsBackward, rr, rr, x, 1);
+      return;
+    }
+    if (p < 1.0) {
+      // self.sgn() * |self|^(p-1) (0 where self == 0) * grad * norm^(1-p)
+      b.unary(UnaryOp::PowScalar, ab.ref(), ab.ref(), p - 1, 0);
+      b.binary(BinaryOp::AbsBackward, rr, ab.ref(), x, 1);
+      b.binary(BinaryOp::Eq, zs.ref(), x, zero.ref(), 1);
+      b.ternary(TernaryOp::Where, rr, zs.ref(), zero.ref(), rr, 0, 0);
+      b.binary(BinaryOp::Mul, rr, rr, g, 1);
+      b.unary(UnaryOp::PowScalar, k.ref(), norm, 1 - p, 0);
+      b.binary(BinaryOp::Mul, rr, rr, k.ref(), 1);
+      return;
+    }
+    // grad / norm^(p-1), 0 where norm == 0; times self.sgn() * |self|^(p-1) (p < 2) or
+    // self * |self|^(p-2)
+    b.unary(UnaryOp::PowScalar, k.ref(), norm, p - 1, 0);
+    b.binary(BinaryOp::Div, k.ref(), g, k.ref(), 1);
+    b.binary(BinaryOp::Eq, z.ref(), norm, zero.ref(), 1);
+    b.ternary(TernaryOp::Where, k.ref(), z.ref(), zero.ref(), k.ref(), 0, 0);
+    if (p < 2.0) {
+      b.unary(UnaryOp::PowScalar, ab.ref(), ab.ref(), p - 1, 0);
+      b.binary(BinaryOp::AbsBackward, ab.ref(), ab.ref(), x, 1);
+    } else {
+      b.unary(UnaryOp::PowScalar, ab.ref(), ab.ref(), p - 2, 0);
+      b.binary(BinaryOp::Mul, ab.ref(), x, ab.ref(), 1);
+    }
+    b.binary(BinaryOp::Mul, rr, ab.ref(), k.ref(), 1);
+  });
+  return r;
+}
+
+Tensor softmax_data_grad_output(const Tensor& G, const Tensor& o, int64_t dim, bool log, DType out) {
+  require_on_device({&G, &o});
+  if (!log) return softmax_backward(G, o, dim, false, out);  // _softmax_backward_data(G, o)
+  using cuda::pw::BinaryOp;
+  Tensor r = device_result(o->sizes, out);
+  Scratch t(o->sizes, out), s(reduced_shape(o->sizes, {dim}, true), out);
+  device_launch([&](DeviceBackend& b) {
+    b.unary(cuda::pw::UnaryOp::Exp, t.ref(), device_ref(o), 0, 0);
+    b.binary(BinaryOp::Mul, t.ref(), device_ref(G), t.ref(), 1);
+    b.reduce(cuda::ReduceOp::Sum, s.ref(), t.ref(), {dim}, true);
+    b.binary(BinaryOp::Sub, device_ref(r), device_ref(G), s.ref(), 1);
+  });
+  return r;
+}
+
+Tensor softmax_data_grad_result(const Tensor& G, const Tensor& go, const Tensor& o, int64_t dim, bool log, DType out) {
+  require_on_device({&G, &go, &o});
+  using cuda::pw::BinaryOp;
+  Tensor r = device_result(o->sizes, out);
+  const Shape kept = reduced_shape(o->sizes, {dim}, true);
+  Scratch t(o->sizes, out), s1(kept, out), s2(kept, out);
+  device_launch([&](DeviceBackend& b) {
+    const cuda::DeviceTensorRef rr = device_ref(r);
+    if (log) {  // -G * exp(o) * sum(go)
+      b.reduce(cuda::ReduceOp::Sum, s1.ref(), device_ref(go), {dim}, true);
+      b.unary(cuda::pw::UnaryOp::Exp, rr, device_ref(o), 0, 0);
+      b.binary(BinaryOp::Mul, rr, device_ref(G), rr, 1);
+      b.binary(BinaryOp::Mul, rr, rr, s1.ref(), 1);
+      b.unary(cuda::pw::UnaryOp::Neg, rr, rr, 0, 0);
+      return;
+    }
+    b.binary(BinaryOp::Mul, t.ref(), device_ref(o), device_ref(go), 1);
+    b.reduce(cuda::ReduceOp::Sum, s1.ref(), t.ref(), {dim}, true);  // sum(o * go)
+    b.binary(BinaryOp::Mul, t.ref(), device_ref(o), device_ref(G), 1);
+    b.reduce(cuda::ReduceOp::Sum, s2.ref(), t.ref(), {dim}, true);  // sum(o * G)
+    b.binary(BinaryOp::Mul, rr, device_ref(go), device_ref(G), 1);
+    b.binary(BinaryOp::Mul, t.ref(), s1.ref(), device_ref(G), 1);
+    b.binary(BinaryOp::Sub, rr, rr, t.ref(), 1);
+    b.binary(BinaryOp::Mul, t.ref(), device_ref(go), s2.ref(), 1);
+    b.binary(BinaryOp::Sub, rr, rr, t.ref(), 1);
+  });
+  return r;
+}
+
+Tensor mse_bb_reduced(const Tensor& g, const Tensor& self, const Tensor& target, double scale, DType out) {
+  require_on_device({&g, &self, &target});
+  using cuda::pw::BinaryOp;
+  Tensor r = device_result({}, out);
+  Scratch t(self->sizes, out);
+  device_launch([&](DeviceBackend& b) {
+    b.binary(BinaryOp::Sub, t.ref(), device_ref(self), device_ref(target), 1);
+    b.binary(BinaryOp::Mul, t.ref(), t.ref(), device_ref(g), 1);
+    b.reduce(cuda::ReduceOp::Sum, device_ref(r), t.ref(), {}, false);
+    b.unary(cuda::pw::UnaryOp::MulScalar, device_ref(r), device_ref(r), scale, 0);
+  });
+  return r;
+}
+
+namespace {
+// r with its first k dims merged into one of their product (they must be contiguous among
+// themselves: each stride the next one's times its size).
+cuda::DeviceTensorRef merge_leading(cuda::DeviceTensorRef r, int64_t k) {
+  int64_t rows = 1;
+  for (int64_t d = 0; d < k; ++d) rows *= r.sizes[static_cast<size_t>(d)];
+  const int64_t stride = r.strides[static_cast<size_t>(k - 1)];
+  r.sizes.erase(r.sizes.begin(), r.sizes.begin() + k);
+  r.strides.erase(r.strides.begin(), r.strides.begin() + k);
+  r.sizes.insert(r.sizes.begin(), rows);
+  r.strides.insert(r.strides.begin(), stride);
+  return r;
+}
+bool leading_merge(const Tensor& t, int64_t k) {
+  for (int64_t d = 0; d + 1 < k; ++d) {
+    const auto u = static_cast<size_t>(d);
+    if (t->sizes[u + 1] != 1 && t->strides[u] != t->strides[u + 1] * t->sizes[u + 1]) return false;
+  }
+  return true;
+}
+}  // namespace
+
+Tensor masked_rows(const Tensor& self, int64_t k, const std::vector<int64_t>& positions) {
+  require_on_device({&self});
+  Shape shape{static_cast<int64_t>(positions.size())};
+  shape.insert(shape.end(), self->sizes.begin() + k, self->sizes.end());
+  Tensor r = device_result(shape, self->dtype());
+  if (positions.empty()) return r;
+  std::unique_ptr<Scratch> dense;
+  cuda::DeviceTensorRef in = device_ref(self);
+  if (!leading_merge(self, k)) {
+    dense = std::make_unique<Scratch>(self->sizes, self->dtype());
+    device_launch([&](DeviceBackend& b) { b.copy(dense->ref(), device_ref(self)); });
+    in = dense->ref();
+  }
+  std::unique_ptr<Scratch> index = uploaded_index(positions);
+  device_launch([&](DeviceBackend& b) { b.index_select(device_ref(r), merge_leading(in, k), 0, index->ref()); });
+  return r;
+}
+
+void masked_rows_add(const Tensor& out, int64_t k, const std::vector<int64_t>& positions, const Tensor& grad) {
+  require_on_device({&out, &grad});
+  if (positions.empty()) return;
+  std::unique_ptr<Scratch> index = uploaded_index(positions);
+  device_launch([&](DeviceBackend& b) { b.index_add(merge_leading(device_ref(out), k), 0, index->ref(), device_ref(grad)); });
+}
+
 }  // namespace agtrace::kernels::device

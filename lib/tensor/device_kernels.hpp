@@ -189,4 +189,40 @@ DoubleGrads batch_norm_double_backward(const Tensor& grad_out, const Tensor& x, 
 // (indices [..., OH, OW], flat within each H x W plane), in a new tensor of indices' shape.
 Tensor max_pool2d_double_backward(const Tensor& grad, const Tensor& indices, DType dtype);
 
+// ---- misc: indices read on the host, embedding's backward, p-norms (issue #8)
+// self[idx] along dim 0 with idx's values already checked and wrapped into [0, rows) on the
+// host (`rows`, row-major): a negative or non-contiguous idx goes to the kernel as a
+// transient contiguous copy of the wrapped values (PyTorch's CUDA index kernel wraps on the
+// device), otherwise idx itself. And the backward's out[rows] += src.
+Tensor index_rows_wrapped(const Tensor& self, const Tensor& idx, const std::vector<int64_t>& rows);
+void index_add_rows_wrapped(const Tensor& out, const Tensor& idx, const std::vector<int64_t>& rows, const Tensor& src);
+// embedding_dense_backward with per-index scales computed on the host (`scales`, one per
+// element of indices, row-major: 0 at padding_idx, 1 / count with scale_grad_by_freq):
+// zeros of weight_sizes with grad's rows times their scale added at their indices (rows of
+// scale 0 skipped).
+Tensor embedding_backward_scaled(const Tensor& grad, const Tensor& indices, const std::vector<double>& scales,
+                                 const Shape& weight_sizes, DType dtype);
+// The p-norm over dims (wrapped; empty: all) for p = 0, 1, +-inf or any other p but 2
+// (norm2 above), and its backward (norm_backward's formulas per p; p = 0 has none).
+Tensor norm_p(const Tensor& a, double p, const std::vector<int64_t>& dims, bool keepdim);
+Tensor norm_p_backward(const Tensor& self, const Tensor& result, const Tensor& grad, double p,
+                       const std::vector<int64_t>& dims, bool keepdim, DType out);
+// create_graph=True: the gradients of SoftmaxBackwardDataBackward0 /
+// LogSoftmaxBackwardDataBackward0 (formulas in ops/activations.cpp) along dim (wrapped),
+// from G (the incoming gradient), go (the saved grad_output) and o (the saved output): for
+// grad_output (softmax: o * (G - sum(G * o)); log: G - sum(G * exp(o))) and for output
+// (softmax: go * G - sum(o * go) * G - go * sum(o * G); log: -G * exp(o) * sum(go)).
+// One new storage each, sums in transient buffers.
+Tensor softmax_data_grad_output(const Tensor& G, const Tensor& o, int64_t dim, bool log, DType out);
+Tensor softmax_data_grad_result(const Tensor& G, const Tensor& go, const Tensor& o, int64_t dim, bool log, DType out);
+// MseLossBackwardBackward0's grad_output gradient of a reduced loss: the 0-d
+// scale * sum((self - target) * g) (scale 2 / numel for mean, 2 for sum).
+Tensor mse_bb_reduced(const Tensor& g, const Tensor& self, const Tensor& target, double scale, DType out);
+// self[mask] for a bool mask over self's first k dims, given the mask's true positions
+// (row-major over those dims, read on the host): self seen as (rows, rest...) with its first
+// k dims merged (a transient contiguous copy when they do not merge), those rows gathered
+// into [positions] + rest. And the backward's out (contiguous) += grad's rows there.
+Tensor masked_rows(const Tensor& self, int64_t k, const std::vector<int64_t>& positions);
+void masked_rows_add(const Tensor& out, int64_t k, const std::vector<int64_t>& positions, const Tensor& grad);
+
 }  // namespace agtrace::kernels::device

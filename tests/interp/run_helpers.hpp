@@ -15,4 +15,15 @@ inline RunResult run_text(const std::string& json, bool values = false, const st
   return run_scenario(*sc, o);
 }
 
+// ---- misc: the same with element values kept, on `device` with the run's backend (null:
+// none), for the device tests.
+inline RunResult run_text_on(const std::string& json, const std::string& device, DeviceBackend* backend) {
+  auto sc = load_scenario_text(json, "<test>");
+  RunOptions o;
+  o.keep_values = true;
+  o.device = device;
+  o.device_backend = backend;
+  return run_scenario(*sc, o);
+}
+
 }  // namespace agtrace::test

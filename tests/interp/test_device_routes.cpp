@@ -6,8 +6,7 @@
 
 #include <cmath>
 
-#include "interp/interpreter.hpp"
-#include "scenario/scenario.hpp"
+#include "interp/run_helpers.hpp"
 #include "support/sim_device.hpp"
 
 using namespace agtrace;
@@ -23,12 +22,7 @@ RunResult run_program(const std::string& program, const std::string& device, Dev
                   "B": {"shape": [2, 3, 4], "requires_grad": true, "init": {"linspace": [-0.7, 0.9]}},
                   "i": {"shape": [3], "dtype": "int64", "init": {"values": [2, 0, 2]}}},
       "program": )JSON" + program + "}";
-  auto sc = load_scenario_text(json, "<test>");
-  RunOptions o;
-  o.keep_values = true;
-  o.device = device;
-  o.device_backend = backend;
-  return run_scenario(*sc, o);
+  return test::run_text_on(json, device, backend);
 }
 
 void same_report(const std::string& program) {

@@ -116,7 +116,7 @@ const std::map<std::string, std::vector<std::string>>& sweep() {
       {"chunk", {"s = (x.chunk(2)[1] ** 2).sum() + (torch.chunk(x, 2, 1)[0] * 3).sum()"}},
       {"unbind", {"s = (x.unbind(1)[2] ** 2).sum() + (torch.unbind(B)[0] * 3).sum()"}},
       {"index_select", {"s = (x.index_select(1, i) ** 2).sum() + (torch.index_select(x, 0, i) * v).sum()"}},
-      {"index", {"s = (x[i] ** 2).sum() + (B[i[:2]] * 2).sum()"}},
+      {"index", {"s = (x[i] ** 2).sum() + (x.t()[i] * 2).sum() + (x[i - 3] * y[0, :3].view(3, 1)).sum() + (x[x > 0.5] ** 2).sum()"}},
       {"cat", {"s = (torch.cat([x, y], 1) ** 2).sum() + (torch.cat([x, x * 2]) * 3).sum()"}},
       {"stack", {"s = (torch.stack([x, y], 2) ** 2).sum() + (torch.stack([v, v * 2]) * 3).sum()"}},
       {"to", {"s = (x.to(torch.float64) ** 2).sum() + (x.to(y) * y).sum() + (x.to(y.device) ** 2).sum()"}},
@@ -129,13 +129,13 @@ const std::map<std::string, std::vector<std::string>>& sweep() {
       {"mv", {"s = (torch.mv(x, v) ** 2).sum() + (w.t().mv(v) * 2).sum()"}},
       {"bmm", {"s = (torch.bmm(B, B.transpose(1, 2)) ** 2).sum()"}},
       {"addmm", {"s = (torch.addmm(w[0], x, w, beta=2, alpha=0.5) ** 2).sum()"}},
-      {"linear", {"s = (F.linear(x, w.t(), w[:, 1]) ** 2).sum() + (F.linear(B, x) * 2).sum()"}},
+      {"linear", {"s = (F.linear(x, w.t(), w[1]) ** 2).sum() + (F.linear(B, x) * 2).sum()"}},
       {"layer_norm", {"s = (F.layer_norm(x, [4], v, v * 0.5) * y).sum() + (F.layer_norm(B, [3, 4]) ** 2).sum()"}},
       {"batch_norm", {"rm = torch.zeros(2, device=x.device, dtype=x.dtype)", "rv = torch.ones(2, device=x.device, dtype=x.dtype)",
                       "s = (F.batch_norm(img, rm, rv, v[:2], v[2:], training=True) ** 2).sum() + (F.batch_norm(img, rm, rv) * img).sum()"}},
       {"dropout", {"s = (F.dropout(x, 0.0) * y).sum() + (F.dropout(x, 0.5, training=False) ** 2).sum()"}},
       {"embedding", {"s = (F.embedding(i, e) ** 2).sum() + (F.embedding(i.view(3, 1), e) * 3).sum()"}},
-      {"conv2d", {"s = (F.conv2d(img, k, k[0, 0, 0]) ** 2).sum() + (F.conv2d(img, k, stride=2, padding=1) * 2).sum()"}},
+      {"conv2d", {"s = (F.conv2d(img, k, v[:3]) ** 2).sum() + (F.conv2d(img, k, stride=2, padding=1) * 2).sum()"}},
       {"max_pool2d", {"s = (F.max_pool2d(img, 2) ** 2).sum() + (F.max_pool2d(img, 3, stride=1, padding=1) * 2).sum()"}},
   };
   return m;
@@ -188,8 +188,12 @@ TEST_CASE("each op gives the CPU's graph, saved values and gradients on cuda, in
   for (const char* dtype : {"float32", "float64"}) {
     for (const auto& [name, statements] : sweep()) {
       INFO(name << " in " << dtype);
+      // torch.testing.assert_close's float32 atol (1e-5): a layer_norm gradient's small
+      // elements come from cancelling terms near 1, which float arithmetic on the device
+      // leaves about 1e-6 off the CPU's double-then-rounded values.
       testing::CompareOptions o;
-      if (std::string(dtype) == "float64") o.rtol = 1e-12;
+      o.atol = 1e-5;
+      if (std::string(dtype) == "float64") o.rtol = o.atol = 1e-12;
       o.require_nonzero_grads = false;  // leaves an op does not reach have zero-free .grad or none
       const testing::DeviceComparison c = testing::compare_devices(scenario(dtype, statements), o);
       CHECK(c.launches > 0);

@@ -449,9 +449,16 @@ TEST_CASE("shapes: x[idx] with an int64 tensor", "[shapes]") {
         std::string("tensors used as indices must be long, byte or bool tensors"));
   CHECK(error_of([&] { ops::index_with_tensor(A({}, 1.0, 1.0), idx({1}, {0})); }).what() ==
         std::string("too many indices for tensor of dimension 0"));
-  // Mask indexing is not implemented: unsupported, not a wrong answer.
-  Tensor mask = agtrace::tensor_from_values({2}, DType::Bool, {1, 0});
-  CHECK(error_of([&] { ops::index_with_tensor(x, mask); }).kind == "unsupported");
+  // A bool mask selects rows (measured: IndexBackward0 saving the mask itself, 1 byte each);
+  // a 0-d mask (x[True]) is not mirrored: unsupported, not a wrong answer.
+  Tensor mask = agtrace::tensor_from_values({2}, DType::Bool, {0, 1});
+  Tensor row = ops::index_with_tensor(x, mask);
+  CHECK(row->sizes == Shape{1, 3});
+  CHECK(to_values(row) == to_values(ops::select(x, 0, 1)));
+  CHECK(fn(row).unpack("indices") == mask);
+  CHECK(fn(row).saved_bytes() == 2);
+  Tensor mask0 = agtrace::tensor_from_values({}, DType::Bool, {1});
+  CHECK(error_of([&] { ops::index_with_tensor(x, mask0); }).kind == "unsupported");
 }
 
 TEST_CASE("shapes: cat and stack", "[shapes]") {
