@@ -111,9 +111,11 @@ std::vector<OpEntry> nn_ops() {
        "running_var, weight (same objects), training; training updates the running buffers in place (unbiased "
        "variance, no version bump)",
        impl_batch_norm, {}},
-      {"dropout", {"F.dropout"}, "(input, p=0.5, training=True, inplace=False)", "nn", "MulBackward0",
-       "other = the mask scaled by 1/(1-p) (new tensor, version 2), self None; eval mode or p=0 return the input "
-       "itself. Mask: one uniform01() per element of the run-wide generator, kept when u >= p",
+      {"dropout", {"F.dropout"}, "(input, p=0.5, training=True, inplace=False)", "nn",
+       "MulBackward0 (CPU) / NativeDropoutBackward0 (cuda)",
+       "CPU: other = the mask scaled by 1/(1-p) (new tensor, version 2), self None; cuda with 0 < p < 1 "
+       "(at::native_dropout): p and result1 = a bool mask; eval mode or p=0 return the input itself. Mask: one "
+       "uniform01() per element of the run-wide generator, kept when u >= p, on both devices",
        impl_dropout, {}},
       {"embedding", {"F.embedding"},
        "(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False, sparse=False)", "nn",

@@ -157,7 +157,8 @@ std::vector<OpEntry> shape_ops() {
       {"index_select", {"torch.index_select", "Tensor.index_select"}, "(self, dim, index)", "indexing",
        "IndexSelectBackward0", "dim, index (the same object), self_sizes", impl_index_select, {}},
       {"index", {"x[idx]"}, "(self, indices)", "indexing", "IndexBackward0",
-       "indices (a list holding the int64 index tensor, the same object), self_sizes; a 0-d index selects",
+       "indices (a list holding the int64 index tensor or bool mask, the same object), self_sizes; a 0-d index "
+       "selects",
        nullptr, {}},
       {"cat", {"torch.cat", "torch.concat"}, "(tensors, dim=0)", "shape", "CatBackward0",
        "dim only; no tensors (dtype promoted over the inputs)", impl_cat, {}},
