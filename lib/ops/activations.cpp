@@ -16,6 +16,7 @@
 
 #include "ops/common.hpp"
 #include "ops/double_backward.hpp"
+#include "ops/gelu_f32.hpp"
 #include "ops/ops.hpp"
 #include "ops/shapes.hpp"
 #include "tensor/device_backend.hpp"
@@ -283,16 +284,18 @@ std::vector<Tensor> gelu_backward(Node& n, const std::vector<Tensor>& g) {
     return {kernels::binary_split(g[0], self, dt, [gt](double dy, double x) { return gt.backward(dy, x); }, "backward")};
   }
   if (dt == DType::Float32) {
-    // grad_times's formula for float32 (the factor rounded to float), with the factor's
-    // function inlined into the loop (a call per element cost ~1.5 ns, issue #6).
+    // PyTorch's float formula (ops/gelu_f32.hpp): dy * (cdf + x * pdf) in float.
     Tensor self = n.unpack("self");
     if (kernels::device::any_on_device({&g[0], &self}))
       return {kernels::device::binary(cuda::pw::BinaryOp::GeluBackward, g[0], self, dt, "backward")};
-    return {kernels::binary_split(g[0], self, dt,
-                                  [](double gv, double sv) {
-                                    return gv * static_cast<double>(static_cast<float>(gelu_none_grad(sv)));
-                                  },
-                                  "backward")};
+    if (g[0]->dtype() == DType::Float32)
+      if (Tensor r = kernels::binary_exact_f32(g[0], self, gelu_f32::backward_block)) return {r};
+    return {kernels::binary(g[0], self, dt,
+                            [](double gv, double sv) {
+                              return static_cast<double>(
+                                  gelu_f32::backward(static_cast<float>(gv), static_cast<float>(sv)));
+                            },
+                            "backward")};
   }
   return grad_times(n, g, "self", cuda::pw::BinaryOp::GeluBackward, gelu_none_grad, dt == DType::Float64);
 }
@@ -1297,6 +1300,16 @@ Tensor leaky_relu(const Tensor& a, const Value& negative_slope) {
   return r;
 }
 
+namespace {
+// approximate='none' on float32: PyTorch's float formula (ops/gelu_f32.hpp), split between
+// threads for large contiguous inputs.
+Tensor gelu_f32_forward(const Tensor& a) {
+  if (Tensor r = kernels::unary_exact_f32(a, gelu_f32::forward_block)) return r;
+  return kernels::unary(a, DType::Float32,
+                        [](double x) { return static_cast<double>(gelu_f32::forward(static_cast<float>(x))); });
+}
+}  // namespace
+
 Tensor gelu(const Tensor& a, const std::string& approximate) {
   OpScope scope("gelu");
   if (approximate != "none" && approximate != "tanh")
@@ -1308,7 +1321,8 @@ Tensor gelu(const Tensor& a, const std::string& approximate) {
                  ? kernels::device::unary(approximate == "tanh" ? cuda::pw::UnaryOp::GeluTanh : cuda::pw::UnaryOp::Gelu,
                                           a, a->dtype())
              : approximate == "tanh" ? kernels::unary_split(a, a->dtype(), [gt](double x) { return gt.forward(x); })
-                                     : kernels::unary_split(a, a->dtype(), [](double x) { return gelu_none(x); });
+             : a->dtype() == DType::Float32 ? gelu_f32_forward(a)
+                                            : kernels::unary_split(a, a->dtype(), [](double x) { return gelu_none(x); });
   if (needs_grad({&a})) {
     // GeluBackward0: approximate ('none' or 'tanh'), self (SUMMARY gelu_none / gelu_tanh).
     auto node = make_node("GeluBackward0", gelu_backward, {a});
