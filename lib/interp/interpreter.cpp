@@ -339,7 +339,13 @@ void Interpreter::create_leaves() {
       // A cuda scenario's leaves are made on the device (PyTorch: torch.tensor(values,
       // device='cuda')), one storage each, as on the CPU.
       DeviceScope on_device(device_ == "cuda" ? "cuda" : "cpu");
-      t = tensor_from_values(leaf.shape, leaf.dtype, initial_values(leaf, sc_.seed));
+      if (device_ != "cuda" && leaf.dtype == DType::Float32) {
+        // Generated straight into the float storage (a large leaf skips a vector of doubles).
+        t = uninitialized_tensor(leaf.shape, DType::Float32, false);
+        fill_initial_values_f32(leaf, sc_.seed, t->storage->f32());
+      } else {
+        t = tensor_from_values(leaf.shape, leaf.dtype, initial_values(leaf, sc_.seed));
+      }
     }
     t->requires_grad_flag = leaf.requires_grad;
     leaves_.push_back(t);

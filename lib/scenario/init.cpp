@@ -62,7 +62,12 @@ constexpr double kPi = 3.141592653589793;
 
 }  // namespace
 
-std::vector<double> initial_values(const LeafSpec& leaf, uint64_t scenario_seed) {
+namespace {
+// Every value of the leaf, in row-major order, rounded to its dtype, handed to
+// sink(index, value): into a vector (initial_values), or straight into a float32 storage
+// (fill_initial_values_f32: no intermediate vector of doubles for a large leaf, issue #6).
+template <typename Sink>
+void generate_initial_values(const LeafSpec& leaf, uint64_t scenario_seed, Sink&& sink) {
   int64_t numel = 1;
   for (int64_t d : leaf.shape) {
     if (d < 0 || __builtin_mul_overflow(numel, d, &numel))
@@ -70,20 +75,16 @@ std::vector<double> initial_values(const LeafSpec& leaf, uint64_t scenario_seed)
   }
   const InitSpec& init = leaf.init;
   const std::size_t n = static_cast<std::size_t>(numel);
-  std::vector<double> out;
-
   if (init.kind == InitSpec::Kind::Values) {
     // The loader has checked the count; a hand-made LeafSpec might not have.
     if (init.values.size() != n)
       throw std::invalid_argument("initial_values: " + leaf.name + " has " +
                                   std::to_string(init.values.size()) + " values for " +
                                   std::to_string(numel) + " elements");
-    out.reserve(n);
-    for (double v : init.values) out.push_back(round_to_dtype(v, leaf.dtype));
-    return out;
+    for (std::size_t i = 0; i < n; ++i) sink(i, round_to_dtype(init.values[i], leaf.dtype));
+    return;
   }
 
-  out.resize(n);
   SplitMix64 gen(scenario_seed ^ fnv1a64(leaf.name));
   const double a = init.a, b = init.b;
   for (std::size_t i = 0; i < n; ++i) {
@@ -128,9 +129,23 @@ std::vector<double> initial_values(const LeafSpec& leaf, uint64_t scenario_seed)
         break;
       }
     }
-    out[i] = round_to_dtype(v, leaf.dtype);
+    sink(i, round_to_dtype(v, leaf.dtype));
   }
+}
+}  // namespace
+
+std::vector<double> initial_values(const LeafSpec& leaf, uint64_t scenario_seed) {
+  std::vector<double> out;
+  int64_t numel = 1;
+  bool valid = true;  // an invalid shape is generate_initial_values's error
+  for (int64_t d : leaf.shape) valid = valid && d >= 0 && !__builtin_mul_overflow(numel, d, &numel);
+  if (valid) out.reserve(static_cast<std::size_t>(numel));
+  generate_initial_values(leaf, scenario_seed, [&](std::size_t, double v) { out.push_back(v); });
   return out;
+}
+
+void fill_initial_values_f32(const LeafSpec& leaf, uint64_t scenario_seed, float* dst) {
+  generate_initial_values(leaf, scenario_seed, [dst](std::size_t i, double v) { dst[i] = static_cast<float>(v); });
 }
 
 }  // namespace agtrace

@@ -65,5 +65,7 @@ std::unique_ptr<Scenario> load_scenario_text(const std::string& text, const std:
 // leaf's dtype. Random kinds use the generator documented in scenario/init.cpp, seeded from
 // the scenario seed and the tensor name.
 std::vector<double> initial_values(const LeafSpec& leaf, uint64_t scenario_seed);
+// The same values written into dst (numel floats) for a float32 leaf.
+void fill_initial_values_f32(const LeafSpec& leaf, uint64_t scenario_seed, float* dst);
 
 }  // namespace agtrace

@@ -818,3 +818,31 @@ TEST_CASE("float32 linspace matches torch.linspace bit for bit", "[scenario][ini
                                       0.6000000238418579, 1.0};
   CHECK(agtrace::initial_values(leaf, 0) == torch6);
 }
+
+TEST_CASE("float32 leaves generated into their storage get initial_values's values", "[init]") {
+  // The interpreter fills float32 leaves with fill_initial_values_f32 (no vector of doubles);
+  // every kind must give the floats of initial_values, element for element.
+  LeafSpec l;
+  l.name = "w";
+  l.dtype = DType::Float32;
+  l.shape = {7, 9};
+  const std::vector<std::pair<InitSpec::Kind, std::pair<double, double>>> kinds = {
+      {InitSpec::Kind::Uniform, {-0.3, 0.7}}, {InitSpec::Kind::Normal, {0.5, 2.0}},
+      {InitSpec::Kind::Linspace, {-1.0, 3.0}}, {InitSpec::Kind::Arange, {2.0, 0.1}},
+      {InitSpec::Kind::Full, {1.1, 0.0}},       {InitSpec::Kind::Randint, {-3.0, 9.0}}};
+  for (const auto& [kind, ab] : kinds) {
+    l.init.kind = kind;
+    l.init.a = ab.first;
+    l.init.b = ab.second;
+    const std::vector<double> expected = agtrace::initial_values(l, 42);
+    std::vector<float> got(expected.size(), -999.0f);
+    agtrace::fill_initial_values_f32(l, 42, got.data());
+    for (size_t i = 0; i < expected.size(); ++i) CHECK(static_cast<double>(got[i]) == expected[i]);
+  }
+  l.init.kind = InitSpec::Kind::Values;
+  l.shape = {3};
+  l.init.values = {0.1, -2.0, 1e-3};
+  std::vector<float> got(3);
+  agtrace::fill_initial_values_f32(l, 0, got.data());
+  CHECK(got == std::vector<float>{0.1f, -2.0f, 1e-3f});
+}
