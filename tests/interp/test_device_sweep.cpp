@@ -205,3 +205,15 @@ TEST_CASE("each op gives the CPU's graph, saved values and gradients on cuda, in
     }
   }
 }
+
+TEST_CASE("create_graph through abs, norm(p=1) and pow on cuda matches the CPU", "[device][sweep]") {
+  // Their double backwards need sgn and the exponent masks on the device (max()'s, PyTorch's
+  // cuda branch of evenly_distribute_backward, is checked by [parity] on create_graph_ops).
+  testing::CompareOptions o;
+  o.atol = 1e-5;
+  const testing::DeviceComparison c = testing::compare_devices(
+      scenario("float32", {"g, = torch.autograd.grad((x.abs() * y).sum() + x.norm(1) + (y ** x).sum(), [x], create_graph=True)",
+                           "s = (g * y).sum()"}),
+      o);
+  CHECK(c.launches > 0);
+}
