@@ -60,18 +60,6 @@ bool needs_double(std::initializer_list<const DeviceTensorRef*> ts) {
   return false;
 }
 
-int64_t element_size(DType d) {
-  switch (d) {
-    case DType::Float64:
-    case DType::Int64: return 8;
-    case DType::Float32: return 4;
-    case DType::Float16:
-    case DType::BFloat16: return 2;
-    case DType::Bool: return 1;
-  }
-  return 0;
-}
-
 }  // namespace
 
 void copy(const DeviceTensorRef& dst, const DeviceTensorRef& src) {
@@ -80,7 +68,7 @@ void copy(const DeviceTensorRef& dst, const DeviceTensorRef& src) {
   if (n == 0) return;
   const Strided d = make_strided(dst, op), s = make_broadcast(src, dst.sizes, op);
   if (dst.dtype == src.dtype) {
-    switch (element_size(dst.dtype)) {
+    switch (dtype_size(dst.dtype)) {
       case 8: copy_bytes_kernel<uint64_t><<<grid_for(n), kBlock>>>(d, s, n); break;
       case 4: copy_bytes_kernel<uint32_t><<<grid_for(n), kBlock>>>(d, s, n); break;
       case 2: copy_bytes_kernel<uint16_t><<<grid_for(n), kBlock>>>(d, s, n); break;

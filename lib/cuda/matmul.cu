@@ -42,10 +42,6 @@ cublasHandle_t handle(const std::string& op) {
   return h;
 }
 
-int64_t element_size(DType d) {
-  return d == DType::Float64 ? 8 : d == DType::Float32 ? 4 : 2;
-}
-
 // A temporary contiguous tensor freed at the end of the call.
 struct Temp {
   void* p = nullptr;
@@ -75,7 +71,7 @@ Operand operand(const DeviceTensorRef& t, Temp& temp, const std::string& op) {
   if (rows == 1) rs = cols > 1 ? cols : 1;
   Operand o;
   o.batch_stride = nd == 3 ? (t.sizes[0] == 1 ? 0 : t.strides[0]) : 0;
-  const int64_t es = element_size(t.dtype);
+  const int64_t es = dtype_size(t.dtype);
   if (cs == 1 && rs >= (cols > 1 ? cols : 1)) {
     o.ptr = static_cast<const char*>(t.data) + t.offset * es;
     o.ld = rs;
@@ -132,7 +128,7 @@ void matmul(const DeviceTensorRef& out, const DeviceTensorRef& a, const DeviceTe
   Operand C;
   {
     const int64_t rs = out.strides[nd - 2], cs = m == 1 ? 1 : out.strides[nd - 1];
-    const int64_t es = element_size(dt);
+    const int64_t es = dtype_size(dt);
     if (cs == 1 && (n == 1 || rs >= m)) {
       C.ptr = static_cast<const char*>(out.data) + out.offset * es;
       C.ld = n == 1 ? m : rs;
