@@ -11,73 +11,36 @@
 
 #include "interp/interpreter.hpp"
 #include "scenario/scenario.hpp"
+#include "support/device_compare.hpp"
 #include "support/sim_device.hpp"
 
 using namespace agtrace;
 
 namespace {
 
+std::string scenario_json(const std::string& tensors, const std::string& program) {
+  return R"({"name": "routes_nn", "seed": 7, "tensors": )" + tensors + R"(, "program": )" + program + "}";
+}
+
 RunResult run_nn(const std::string& tensors, const std::string& program, const std::string& device,
                  DeviceBackend* backend) {
-  const std::string json = R"({"name": "routes_nn", "seed": 7, "tensors": )" + tensors + R"(, "program": )" +
-                           program + "}";
-  auto sc = load_scenario_text(json, "<test>");
+  auto sc = load_scenario_text(scenario_json(tensors, program), "<test>");
   RunOptions o;
-  o.keep_values = true;
   o.device = device;
   o.device_backend = backend;
   return run_scenario(*sc, o);
 }
 
-// Runs on both devices and compares; returns the cuda run's launch count.
+// Runs on both devices and compares (support/device_compare.hpp: nodes, saved values,
+// walks, printed lines, saved bytes, non-zero gradients within rtol 1e-5, every device byte
+// given back); returns the cuda run's launch count.
 int64_t same_report(const std::string& tensors, const std::string& program) {
-  testing::SimulatedDevice dev;
-  const RunResult cpu = run_nn(tensors, program, "cpu", nullptr);
-  const RunResult gpu = run_nn(tensors, program, "cuda", &dev);
   INFO(program);
-  std::string errors;
-  for (const ErrorRecord& e : gpu.errors) errors += "\n  " + e.kind + ": " + e.message;
-  for (const ErrorRecord& e : cpu.errors) errors += "\n  (cpu) " + e.kind + ": " + e.message;
-  INFO("errors:" << errors);
-  REQUIRE(cpu.errors.empty());
-  REQUIRE(gpu.errors.empty());
-  REQUIRE(gpu.walks.size() == cpu.walks.size());
-  REQUIRE(gpu.nodes.size() == cpu.nodes.size());
-  REQUIRE(!cpu.nodes.empty());
-  for (const auto& [id, n] : cpu.nodes) {
-    const NodeSnapshot& g = gpu.nodes.at(id);
-    CHECK(g.name == n.name);
-    REQUIRE(g.saved.size() == n.saved.size());
-    for (size_t k = 0; k < n.saved.size(); ++k) {
-      INFO(n.name << " " << n.saved[k].attr);
-      CHECK(g.saved[k].attr == n.saved[k].attr);
-      CHECK(g.saved[k].shape == n.saved[k].shape);
-      CHECK(g.saved[k].bytes == n.saved[k].bytes);
-      CHECK(g.saved[k].same_object_as == n.saved[k].same_object_as);
-      CHECK(g.saved[k].saved_version == n.saved[k].saved_version);
-    }
-  }
-  CHECK(gpu.memory.saved_bytes == cpu.memory.saved_bytes);
-  CHECK(gpu.memory.saved_unique_bytes == cpu.memory.saved_unique_bytes);
-  CHECK(gpu.printed == cpu.printed);
-  REQUIRE(gpu.grads.size() == cpu.grads.size());
-  REQUIRE(!cpu.grads.empty());
-  for (size_t g = 0; g < cpu.grads.size(); ++g) {
-    INFO(cpu.grads[g].name);
-    CHECK(gpu.grads[g].name == cpu.grads[g].name);
-    REQUIRE(gpu.grads[g].values.size() == cpu.grads[g].values.size());
-    bool nonzero = false;
-    for (size_t k = 0; k < cpu.grads[g].values.size(); ++k) {
-      const double a = gpu.grads[g].values[k], e = cpu.grads[g].values[k];
-      INFO("element " << k);
-      CHECK(std::fabs(a - e) <= 1e-6 + 1e-5 * std::fabs(e));
-      nonzero = nonzero || e != 0;
-    }
-    CHECK(nonzero);  // a gradient of zeros would compare equal whatever the route computed
-  }
-  CHECK(dev.stats().requested_live == 0);
-  CHECK(dev.launches > 0);
-  return dev.launches;
+  const testing::DeviceComparison c = testing::compare_devices(scenario_json(tensors, program));
+  CHECK(!c.cpu.nodes.empty());
+  CHECK(!c.cpu.grads.empty());
+  CHECK(c.launches > 0);
+  return c.launches;
 }
 
 const char* kBatchNormTensors = R"({
