@@ -1213,7 +1213,7 @@ Value Interpreter::index_tensor(const Tensor& t, const std::vector<Value>& indic
         // is a select (measured: x[torch.tensor(1)] records SelectBackward0).
         if (indices.size() != 1)
           fail("unsupported", "indexing with a tensor together with other indices is not supported yet");
-        if (v.t->dtype() == DType::Bool) return Value::tensor(ops::index_with_tensor(cur, v.t));  // ---- misc: a mask
+        if (v.t->dtype() == DType::Bool) return Value::tensor(ops::index_with_tensor(cur, v.t));  // a bool mask
         if (v.t->dim() == 0) {
           cur = ops::select(cur, dim, static_cast<int64_t>(item(v.t)));
           break;

@@ -716,8 +716,7 @@ std::vector<Tensor> embedding_dense_bb_backward(Node& n, const std::vector<Tenso
   if (padding_idx >= 0) {
     // indices == padding_idx, a bool tensor without a node (the comparison kernel on cuda).
     Tensor mask = kernels::device::on_device(indices)
-                      ? kernels::device::binary(cuda::pw::BinaryOp::Eq, indices, wrap_number(Value::integer(padding_idx)),
-                                                DType::Bool, "eq", 1, DType::Int64)
+                      ? kernels::device::compare_scalar(cuda::pw::BinaryOp::Eq, indices, padding_idx, "eq")
                       : kernels::unary(indices, DType::Bool, [padding_idx](double v) { return v == padding_idx ? 1.0 : 0.0; });
     picked = ops::masked_fill(picked, ops::reshape(mask, {-1, 1}), Value::integer(0));
   }

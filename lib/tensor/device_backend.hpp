@@ -97,7 +97,7 @@ class DeviceBackend {
   // out[index[i][j]][j] = src[i][j] along dim (or += with add); out keeps its other elements.
   virtual void scatter(const cuda::DeviceTensorRef& out, int64_t dim, const cuda::DeviceTensorRef& index,
                        const cuda::DeviceTensorRef& src, bool add) = 0;
-  // ---- nn: cuda/batch_norm.cuh and cuda/conv.cuh, with those launchers' contracts.
+  // ---- cuda/batch_norm.cuh and cuda/conv.cuh, with those launchers' contracts.
   // batch_norm over the channel dim 1: save_mean / save_invstd written in training (null in
   // eval), running statistics updated in training when given; its backward from the saved
   // statistics (training) or the running ones (eval). Null pointers: absent.

@@ -651,7 +651,7 @@ Tensor mm(const Tensor& a, const Tensor& b, DType out) {
   return r;
 }
 
-// ---- lead:
+// ---- comparisons with a Python number
 Tensor compare_scalar(cuda::pw::BinaryOp op, const Tensor& a, double v, const std::string& name) {
   Tensor number;
   {
@@ -661,7 +661,7 @@ Tensor compare_scalar(cuda::pw::BinaryOp op, const Tensor& a, double v, const st
   return binary(op, a, number, DType::Bool, name, 1, a->dtype());
 }
 
-// ---- nn: batch_norm, conv2d and the double backwards of the nn layers (ops/nn.cpp).
+// ---- batch_norm, conv2d and the double backwards of the nn layers (ops/nn.cpp).
 namespace {
 using Ref = cuda::DeviceTensorRef;
 using cuda::pw::BinaryOp;
@@ -1029,7 +1029,7 @@ Tensor max_pool2d_double_backward(const Tensor& grad, const Tensor& indices, DTy
   return r;
 }
 
-// ---- misc: indices read on the host, embedding's backward, p-norms (issue #8)
+// ---- indices read on the host, embedding's backward, p-norms (issue #8)
 
 namespace {
 // A contiguous int64 device copy of host index values (the kernel's index vector).

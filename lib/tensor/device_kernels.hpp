@@ -131,12 +131,12 @@ Tensor index_rows(const Tensor& self, const Tensor& idx);
 // out[idx] += src (index_put_ with accumulate=True), src of shape idx.shape + out.shape[1:].
 void index_add_rows(const Tensor& out, const Tensor& idx, const Tensor& src);
 
-// ---- lead:
+// ---- comparisons with a Python number
 // (a <op> v) for a Python number v as a bool tensor on the device (op a comparison), the
 // number a CPU scalar the kernel takes by value (as PyTorch's a == 0).
 Tensor compare_scalar(cuda::pw::BinaryOp op, const Tensor& a, double v, const std::string& name);
 
-// ---- nn: batch_norm, conv2d, and the double backwards of the nn layers (ops/nn.cpp).
+// ---- batch_norm, conv2d, and the double backwards of the nn layers (ops/nn.cpp).
 // batch_norm over dim 1 (cuda/batch_norm.cuh): out, then save_mean and save_invstd ([C] in
 // training, [0] in eval), allocated in that order as on the CPU; running statistics (null
 // or [C] on cuda) updated in place in training.
@@ -189,7 +189,7 @@ DoubleGrads batch_norm_double_backward(const Tensor& grad_out, const Tensor& x, 
 // (indices [..., OH, OW], flat within each H x W plane), in a new tensor of indices' shape.
 Tensor max_pool2d_double_backward(const Tensor& grad, const Tensor& indices, DType dtype);
 
-// ---- misc: indices read on the host, embedding's backward, p-norms (issue #8)
+// ---- indices read on the host, embedding's backward, p-norms (issue #8)
 // self[idx] along dim 0 with idx's values already checked and wrapped into [0, rows) on the
 // host (`rows`, row-major): a negative or non-contiguous idx goes to the kernel as a
 // transient contiguous copy of the wrapped values (PyTorch's CUDA index kernel wraps on the

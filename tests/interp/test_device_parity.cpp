@@ -11,21 +11,15 @@
 #include <filesystem>
 
 #include "interp/interpreter.hpp"
+#include "interp/run_helpers.hpp"
 #include "scenario/scenario.hpp"
 #include "support/command.hpp"
+#include "support/device_compare.hpp"
 #include "support/sim_device.hpp"
 
 using namespace agtrace;
 
 namespace {
-
-RunResult run_with(const Scenario& sc, const std::string& device, DeviceBackend* backend) {
-  RunOptions o;
-  o.keep_values = true;
-  o.device = device;
-  o.device_backend = backend;
-  return run_scenario(sc, o);
-}
 
 bool stopped_for_lack_of_kernel(const RunResult& r, std::string& why) {
   for (const ErrorRecord& e : r.errors)
@@ -135,10 +129,7 @@ int64_t check_dropout_pair(const NodeSnapshot& cpu, const NodeSnapshot& gpu) {
 }
 
 bool close(double a, double b, DType d) {
-  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
-  if (std::isinf(a) || std::isinf(b)) return a == b;
-  const double rtol = d == DType::Float64 ? 1e-12 : d == DType::Float32 ? 1e-5 : 1e-2;
-  return std::fabs(a - b) <= 1e-6 + rtol * std::fabs(b);
+  return testing::values_close(a, b, d == DType::Float64 ? 1e-12 : d == DType::Float32 ? 1e-5 : 1e-2, 1e-6);
 }
 
 }  // namespace
@@ -155,8 +146,8 @@ TEST_CASE("every bundled scenario gives the same report on cuda as on the CPU, o
     if (sc->device == "meta") continue;  // too big for real element data
     INFO(file);
     testing::SimulatedDevice dev;
-    const RunResult cpu = run_with(*sc, "cpu", nullptr);
-    const RunResult gpu = run_with(*sc, "cuda", &dev);
+    const RunResult cpu = test::run_on_device(*sc, "cpu", nullptr);
+    const RunResult gpu = test::run_on_device(*sc, "cuda", &dev);
     std::string why;
     if (stopped_for_lack_of_kernel(gpu, why)) {
       unsupported.push_back(sc->name + " (" + why + ")");

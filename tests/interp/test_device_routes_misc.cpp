@@ -10,6 +10,7 @@
 #include <map>
 
 #include "interp/run_helpers.hpp"
+#include "support/device_compare.hpp"
 #include "support/sim_device.hpp"
 
 using namespace agtrace;
@@ -95,9 +96,7 @@ Pair compare(const std::string& program, const std::map<std::string, std::string
     REQUIRE(gpu.grads[g].values.size() == cpu.grads[g].values.size());
     for (size_t k = 0; k < cpu.grads[g].values.size(); ++k) {
       const double a = gpu.grads[g].values[k], e = cpu.grads[g].values[k];
-      if (std::isnan(e)) CHECK(std::isnan(a));
-      else if (std::isinf(e)) CHECK(a == e);
-      else CHECK(std::fabs(a - e) <= 1e-6 + 1e-5 * std::fabs(e));
+      CHECK(testing::values_close(a, e, 1e-5, 1e-6));
     }
   }
   CHECK(dev.stats().requested_live == 0);

@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "interp/interpreter.hpp"
+#include "interp/run_helpers.hpp"
 #include "scenario/scenario.hpp"
 #include "support/device_compare.hpp"
 #include "support/sim_device.hpp"
@@ -24,11 +25,7 @@ std::string scenario_json(const std::string& tensors, const std::string& program
 
 RunResult run_nn(const std::string& tensors, const std::string& program, const std::string& device,
                  DeviceBackend* backend) {
-  auto sc = load_scenario_text(scenario_json(tensors, program), "<test>");
-  RunOptions o;
-  o.device = device;
-  o.device_backend = backend;
-  return run_scenario(*sc, o);
+  return test::run_text_on(scenario_json(tensors, program), device, backend);
 }
 
 // Runs on both devices and compares (support/device_compare.hpp: nodes, saved values,

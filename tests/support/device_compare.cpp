@@ -4,21 +4,12 @@
 
 #include <cmath>
 
-#include "interp/interpreter.hpp"
-#include "scenario/scenario.hpp"
+#include "interp/run_helpers.hpp"
 #include "support/sim_device.hpp"
 
 namespace agtrace::testing {
 
 namespace {
-RunResult run_on(const Scenario& sc, const std::string& device, DeviceBackend* backend) {
-  RunOptions o;
-  o.keep_values = true;
-  o.device = device;
-  o.device_backend = backend;
-  return run_scenario(sc, o);
-}
-
 std::string error_lines(const RunResult& r, const char* prefix) {
   std::string s;
   for (const ErrorRecord& e : r.errors)
@@ -27,12 +18,18 @@ std::string error_lines(const RunResult& r, const char* prefix) {
 }
 }  // namespace
 
+bool values_close(double gpu, double cpu, double rtol, double atol) {
+  if (std::isnan(cpu) || std::isnan(gpu)) return std::isnan(cpu) && std::isnan(gpu);
+  if (std::isinf(cpu) || std::isinf(gpu)) return cpu == gpu;
+  return std::fabs(gpu - cpu) <= atol + rtol * std::fabs(cpu);
+}
+
 DeviceComparison compare_devices(const std::string& scenario_json, const CompareOptions& opt) {
   auto sc = load_scenario_text(scenario_json, "<test>");
   SimulatedDevice dev;
   DeviceComparison c;
-  c.cpu = run_on(*sc, "cpu", nullptr);
-  c.gpu = run_on(*sc, "cuda", &dev);
+  c.cpu = test::run_on_device(*sc, "cpu", nullptr);
+  c.gpu = test::run_on_device(*sc, "cuda", &dev);
   c.launches = dev.launches;
   const RunResult &cpu = c.cpu, &gpu = c.gpu;
   INFO("errors:" << error_lines(gpu, "(cuda) ") << error_lines(cpu, "(cpu) "));
@@ -76,8 +73,7 @@ DeviceComparison compare_devices(const std::string& scenario_json, const Compare
     for (size_t k = 0; k < cpu.grads[g].values.size(); ++k) {
       const double a = gpu.grads[g].values[k], e = cpu.grads[g].values[k];
       INFO("element " << k);
-      if (std::isnan(e)) CHECK(std::isnan(a));
-      else CHECK(std::fabs(a - e) <= opt.atol + opt.rtol * std::fabs(e));
+      CHECK(values_close(a, e, opt.rtol, opt.atol));
       nonzero = nonzero || e != 0;
     }
     if (opt.require_nonzero_grads) CHECK(nonzero);

@@ -23,6 +23,10 @@ struct CompareOptions {
   bool require_nonzero_grads = true;
 };
 
+// A device value against the CPU's: NaN matches NaN, an infinity only itself, anything else
+// within atol + rtol * |cpu|.
+bool values_close(double gpu, double cpu, double rtol, double atol);
+
 // Runs `scenario_json` on both devices and CHECKs nodes (names, saved values: attribute,
 // shape, bytes, identity, version), walks, printed lines, saved bytes, errors, gradients,
 // and that the device gave back every byte.

@@ -568,7 +568,7 @@ void SimulatedDevice::scatter(const cuda::DeviceTensorRef& out, int64_t dim, con
 
 }  // namespace agtrace::testing
 
-// ---- nn: batch_norm.cuh and conv.cuh, element by element in the launchers' compute type and order.
+// ---- batch_norm.cuh and conv.cuh, element by element in the launchers' compute type and order.
 namespace agtrace::testing {
 
 namespace {

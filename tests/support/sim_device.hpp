@@ -64,7 +64,7 @@ class SimulatedDevice : public DeviceBackend {
               const cuda::DeviceTensorRef& index) override;
   void scatter(const cuda::DeviceTensorRef& out, int64_t dim, const cuda::DeviceTensorRef& index,
                const cuda::DeviceTensorRef& src, bool add) override;
-  // ---- nn: batch_norm.cuh and conv.cuh.
+  // ---- batch_norm.cuh and conv.cuh.
   void batch_norm(const cuda::DeviceTensorRef& out, const cuda::DeviceTensorRef* save_mean,
                   const cuda::DeviceTensorRef* save_invstd, const cuda::DeviceTensorRef& in,
                   const cuda::DeviceTensorRef* weight, const cuda::DeviceTensorRef* bias,

@@ -166,7 +166,7 @@ class CudaBackend : public DeviceBackend {
                bool add) override {
     cuda::scatter(out, dim, index, src, add);
   }
-  // ---- nn: batch_norm.cuh and conv.cuh.
+  // ---- batch_norm.cuh and conv.cuh.
   void batch_norm(const DeviceTensorRef& out, const DeviceTensorRef* save_mean, const DeviceTensorRef* save_invstd,
                   const DeviceTensorRef& in, const DeviceTensorRef* weight, const DeviceTensorRef* bias,
                   const DeviceTensorRef* running_mean, const DeviceTensorRef* running_var, bool training,
