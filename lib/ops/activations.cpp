@@ -1044,7 +1044,9 @@ std::vector<Tensor> var_dbackward(Node& n, const std::vector<Tensor>& g) {
 // mask = (input == value).logical_or_(input.isnan().logical_and_(value.isnan())), and
 // mask * (grad / mask.sum()): MulBackward0 with edges (None, DivBackward0) where the CPU
 // has MaskedFillBackward1, saving the same bool mask (a known difference between the
-// devices in PyTorch itself, which agtrace mirrors).
+// devices in PyTorch itself, which agtrace mirrors; measured on the CPU with torch 1.13's
+// LoggingTensor, a tensor subclass, which takes the same branch: MulBackward0 with edges
+// (None, DivBackward0), _saved_self the bool mask, _saved_other None).
 std::vector<Tensor> max_all_dbackward(Node& n, const std::vector<Tensor>& g) {
   Tensor self = n.unpack("self"), result = n.unpack("result");
   if (kernels::device::any_on_device({&self, &g[0]})) {
