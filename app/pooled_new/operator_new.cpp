@@ -1,0 +1,40 @@
+// The program's global operator new and delete, routed through the small-object pool
+// (lib/util/small_object_pool.hpp: why). Linked into agtrace, agtrace_bench and
+// agtrace_tests when CMake's AGTRACE_SMALL_OBJECT_POOL is ON (the default; the sanitizer
+// and fuzz builds turn it off so that ASan sees every allocation). The over-aligned forms
+// (std::align_val_t) are left to the C++ runtime: they allocate with aligned_alloc and free
+// with free, independently of these.
+#include <cstddef>
+#include <new>
+
+#include "util/small_object_pool.hpp"
+
+namespace {
+// operator new's contract: call the new-handler until it succeeds, throw bad_alloc without one.
+void* allocate_or_throw(std::size_t n) {
+  for (;;) {
+    if (void* p = agtrace::pool::allocate(n)) return p;
+    std::new_handler handler = std::get_new_handler();
+    if (!handler) throw std::bad_alloc();
+    handler();
+  }
+}
+void* allocate_or_null(std::size_t n) noexcept {
+  try {
+    return allocate_or_throw(n);
+  } catch (...) {
+    return nullptr;
+  }
+}
+}  // namespace
+
+void* operator new(std::size_t n) { return allocate_or_throw(n); }
+void* operator new[](std::size_t n) { return allocate_or_throw(n); }
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept { return allocate_or_null(n); }
+void* operator new[](std::size_t n, const std::nothrow_t&) noexcept { return allocate_or_null(n); }
+void operator delete(void* p) noexcept { agtrace::pool::deallocate(p); }
+void operator delete[](void* p) noexcept { agtrace::pool::deallocate(p); }
+void operator delete(void* p, std::size_t) noexcept { agtrace::pool::deallocate(p); }
+void operator delete[](void* p, std::size_t) noexcept { agtrace::pool::deallocate(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { agtrace::pool::deallocate(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { agtrace::pool::deallocate(p); }
