@@ -188,6 +188,14 @@ const char* event_kind_name(Event::Kind k) {
   }
   return "?";
 }
+const InternedString& interned_kind_name(Event::Kind k) {
+  static const InternedString names[] = {
+      InternedString(event_kind_name(Event::Kind::Alloc)),       InternedString(event_kind_name(Event::Kind::Free)),
+      InternedString(event_kind_name(Event::Kind::Save)),        InternedString(event_kind_name(Event::Kind::Release)),
+      InternedString(event_kind_name(Event::Kind::VersionBump)), InternedString(event_kind_name(Event::Kind::Pack)),
+      InternedString(event_kind_name(Event::Kind::Unpack)),      InternedString(event_kind_name(Event::Kind::Recompute))};
+  return names[static_cast<int>(k)];
+}
 
 std::string hidden_edit_message(const Event& e, int saved_at) {
   std::string what = e.what + " was modified in place after it was saved";
@@ -207,11 +215,13 @@ std::string hidden_edit_message(const Event& e, int saved_at) {
 void Accountant::record_event(const Event& e) {
   const RunPosition& pos = run_position();
   EventRecord& r = events_.emplace_back();  // filled in place (no temporary to move)
-  r.kind = event_kind_name(e.kind);
+  r.kind = interned_kind_name(e.kind);
   r.statement = pos.statement;
   r.recompute_statement = pos.recompute_statement;
   r.in_backward = pos.in_backward;
-  r.op = pos.op;
+  // The op changes once per statement or node while several events name it.
+  if (last_op_ != pos.op) last_op_ = InternedString(pos.op);
+  r.op = last_op_;
   r.storage_id = e.storage_id;
   r.bytes = e.bytes;
   r.saved_id = e.saved_id;
@@ -219,7 +229,7 @@ void Accountant::record_event(const Event& e) {
   // node running.
   r.node_id = e.node_id >= 0 ? e.node_id : (pos.in_backward ? pos.backward_node : -1);
   r.what = e.what;
-  r.hooks = e.hooks;
+  if (!e.hooks.empty()) r.hooks = e.hooks;
   r.version = e.version;
   r.expected_version = e.kind == Event::Kind::Unpack ? e.expected_version : 0;
   r.packed_bytes = e.packed_bytes;

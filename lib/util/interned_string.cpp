@@ -1,0 +1,62 @@
+#include "util/interned_string.hpp"
+
+#include <atomic>
+#include <deque>
+#include <unordered_map>
+
+namespace agtrace {
+namespace {
+
+// The table lives as long as the process (records of finished runs may still point into
+// it), so it is never destroyed: a function-local pointer, not a static object whose
+// destructor could run before a static RunResult's.
+struct Table {
+  std::deque<std::string> texts;  // stable addresses
+  std::unordered_map<std::string_view, const std::string*> index;
+  std::atomic_flag lock = ATOMIC_FLAG_INIT;  // events come from one thread; this keeps two runs safe
+};
+Table& table() {
+  static Table* t = new Table;
+  return *t;
+}
+const std::string* empty_text() {
+  static const std::string* e = new std::string;
+  return e;
+}
+
+const std::string* intern(std::string_view text) {
+  if (text.empty()) return empty_text();
+  Table& t = table();
+  while (t.lock.test_and_set(std::memory_order_acquire)) {
+  }
+  const std::string* found;
+  auto it = t.index.find(text);
+  if (it != t.index.end()) {
+    found = it->second;
+  } else {
+    found = &t.texts.emplace_back(text);
+    t.index.emplace(std::string_view(*found), found);
+  }
+  t.lock.clear(std::memory_order_release);
+  return found;
+}
+
+}  // namespace
+
+InternedString::InternedString() : text_(empty_text()) {}
+InternedString::InternedString(std::string_view text) : text_(intern(text)) {}
+InternedString& InternedString::operator=(std::string_view text) {
+  text_ = intern(text);
+  return *this;
+}
+
+size_t InternedString::table_size() {
+  Table& t = table();
+  while (t.lock.test_and_set(std::memory_order_acquire)) {
+  }
+  const size_t n = t.texts.size();
+  t.lock.clear(std::memory_order_release);
+  return n;
+}
+
+}  // namespace agtrace

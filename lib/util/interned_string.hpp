@@ -1,0 +1,46 @@
+// Interned strings for records kept by the thousand (issue #6): the event timeline keeps,
+// for each of its 6 events per operation, the op, what, hooks and kind names, which repeat
+// ("alloc", "mul", "MulBackward0._saved_other"). An InternedString is one pointer into a
+// process-wide table that only grows, so a record costs 8 bytes per name instead of a
+// 32-byte std::string and often a heap block, and equal names compare by pointer.
+#pragma once
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace agtrace {
+
+class InternedString {
+ public:
+  InternedString();  // the empty string
+  explicit InternedString(std::string_view text);
+  InternedString& operator=(std::string_view text);
+
+  const std::string& str() const { return *text_; }
+  operator const std::string&() const { return *text_; }
+  const char* c_str() const { return text_->c_str(); }
+  bool empty() const { return text_->empty(); }
+  size_t size() const { return text_->size(); }
+  size_t find(std::string_view what, size_t from = 0) const { return text_->find(what, from); }
+  size_t rfind(std::string_view what, size_t from = std::string::npos) const { return text_->rfind(what, from); }
+  std::string substr(size_t from, size_t count = std::string::npos) const { return text_->substr(from, count); }
+
+  friend bool operator==(const InternedString& a, const InternedString& b) { return a.text_ == b.text_; }
+  friend bool operator!=(const InternedString& a, const InternedString& b) { return a.text_ != b.text_; }
+  friend bool operator==(const InternedString& a, const char* b) { return *a.text_ == b; }
+  friend bool operator!=(const InternedString& a, const char* b) { return *a.text_ != b; }
+  friend bool operator==(const InternedString& a, const std::string& b) { return *a.text_ == b; }
+  friend bool operator!=(const InternedString& a, const std::string& b) { return *a.text_ != b; }
+  friend std::string operator+(const std::string& a, const InternedString& b) { return a + *b.text_; }
+  friend std::string operator+(const InternedString& a, const std::string& b) { return *a.text_ + b; }
+  friend std::string operator+(const char* a, const InternedString& b) { return a + *b.text_; }
+  friend std::string operator+(const InternedString& a, const char* b) { return *a.text_ + b; }
+
+  // Distinct strings in the table (for tests and the memory notes).
+  static size_t table_size();
+
+ private:
+  const std::string* text_;
+};
+
+}  // namespace agtrace

@@ -1,0 +1,66 @@
+// ChunkedVector (lib/util/chunked_vector.hpp) and InternedString (lib/util/interned_string.hpp):
+// the containers of the event timeline (issue #6).
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "util/chunked_vector.hpp"
+#include "util/interned_string.hpp"
+
+using namespace agtrace;
+
+TEST_CASE("chunked vector: appends across chunks keep order, addresses and values", "[chunked_vector]") {
+  ChunkedVector<std::string, 4> v;
+  CHECK(v.empty());
+  std::vector<const std::string*> addresses;
+  for (int i = 0; i < 11; ++i) {
+    v.emplace_back() = "s" + std::to_string(i);
+    addresses.push_back(&v.back());
+  }
+  REQUIRE(v.size() == 11);
+  for (size_t i = 0; i < v.size(); ++i) {
+    CHECK(v[i] == "s" + std::to_string(i));
+    CHECK(&v[i] == addresses[i]);  // appending never moved an element
+  }
+  int k = 0;
+  for (const std::string& s : v) CHECK(s == "s" + std::to_string(k++));
+  CHECK(k == 11);
+
+  ChunkedVector<std::string, 4> copy = v;  // deep copy
+  copy[0] = "changed";
+  CHECK(v[0] == "s0");
+  CHECK(copy.size() == 11);
+  ChunkedVector<std::string, 4> moved = std::move(copy);
+  CHECK(moved[0] == "changed");
+  CHECK(moved[10] == "s10");
+  v.clear();
+  CHECK(v.empty());
+  CHECK(v.begin() == v.end());
+  v.push_back("again");  // a fresh chunk holds default elements again
+  CHECK(v.size() == 1);
+  CHECK(v[0] == "again");
+}
+
+TEST_CASE("interned strings: equal texts share one entry, compare and print as strings", "[chunked_vector]") {
+  const size_t before = InternedString::table_size();
+  InternedString a(std::string("MulBackward0._saved_") + "other");
+  InternedString b("MulBackward0._saved_other");
+  InternedString c("TanhBackward0._saved_result");
+  CHECK(a == b);
+  CHECK(&a.str() == &b.str());  // one copy of the text
+  CHECK(a != c);
+  CHECK(a == "MulBackward0._saved_other");
+  CHECK(a == std::string("MulBackward0._saved_other"));
+  CHECK(c != "MulBackward0._saved_other");
+  CHECK(InternedString::table_size() <= before + 2);
+  InternedString empty;
+  CHECK(empty.empty());
+  CHECK(empty == InternedString(""));
+  CHECK(a.size() == 25);
+  CHECK(a.find("._saved_") == 12);
+  CHECK(a.substr(20) == "other");
+  CHECK(a.rfind("Mul", 0) == 0);
+  CHECK("x " + a == "x MulBackward0._saved_other");
+  empty = "now set";
+  CHECK(empty == "now set");
+}
