@@ -126,6 +126,14 @@ const std::string* HolderTracker::saved_label(const std::string& node, const std
   return label;
 }
 
+const std::string* HolderTracker::name_label(const std::string& name) {
+  for (const auto& [n, label] : name_labels_)
+    if (n == name) return label;
+  const std::string* label = intern("name " + name);
+  if (name_labels_.size() < 256) name_labels_.emplace_back(name, label);  // a bound; scopes hold few names
+  return label;
+}
+
 HolderTracker::Contribution HolderTracker::node_contribution(const autograd::Node& n) {
   Contribution c;
   for (size_t i = 0; i < n.saved.size(); ++i) {
@@ -136,7 +144,7 @@ HolderTracker::Contribution HolderTracker::node_contribution(const autograd::Nod
   }
   if (n.variable && n.variable->storage)
     c.push_back({n.variable->storage->id, Entry{kGraphPhase, n.id, static_cast<int64_t>(n.saved.size()),
-                                                intern("leaf of AccumulateGrad"), kGraphOnly}});
+                                                leaf_label_, kGraphOnly}});
   return c;
 }
 
@@ -146,7 +154,7 @@ void HolderTracker::name_contribution(Contribution& out, int64_t position, const
   if (v.kind == Value::Kind::Tensor) {
     const Tensor& t = v.t;
     if (!t->storage) return;
-    out.push_back({t->storage->id, Entry{kNamePhase, position, 0, intern("name " + name), name_category(*t)}});
+    out.push_back({t->storage->id, Entry{kNamePhase, position, 0, name_label(name), name_category(*t)}});
   } else if (v.kind == Value::Kind::Tuple || v.kind == Value::Kind::List) {
     for (const Value& item : v.items) name_contribution(out, position, name, item);
   }
@@ -240,7 +248,7 @@ std::vector<HolderChange> HolderTracker::commit(const std::map<std::string, Valu
     }
     // "Unnamed tensor" only for a storage nothing else holds (e.g. inside a tuple).
     if (holders.empty() && st.tensor_refs > 0) {
-      holders.push_back(intern("unnamed tensor"));
+      holders.push_back(unnamed_label_);
       category = kOther;
     }
     if (holders != st.holders || category != st.category) {

@@ -119,6 +119,11 @@ class HolderTracker : public ObjectObserver, public EventSink {
     const std::string* label;
   };
   std::vector<SavedLabel> saved_labels_;
+  // "name <name>", looked up at every statement end for every name in scope.
+  const std::string* name_label(const std::string& name);
+  std::vector<std::pair<std::string, const std::string*>> name_labels_;
+  const std::string* leaf_label_ = intern("leaf of AccumulateGrad");
+  const std::string* unnamed_label_ = intern("unnamed tensor");
   StorageState& storage(int64_t id);
   TensorState& queue_tensor(int64_t id);
   NodeState& queue_node(int64_t id);
