@@ -54,6 +54,7 @@
 
 #include "scenario/random.hpp"
 #include "scenario/scenario.hpp"
+#include "tensor/fast_paths.hpp"
 
 namespace agtrace {
 namespace {
@@ -144,7 +145,57 @@ std::vector<double> initial_values(const LeafSpec& leaf, uint64_t scenario_seed)
   return out;
 }
 
+namespace {
+// Uniform float32 leaves without the element loop's per-element switch, vectorized and split
+// over the run's threads: draw k of a SplitMix64 generator is a function of k alone (the
+// state after k + 1 steps is seed + (k + 1) * gamma), so element i, which takes draw i, can
+// be computed anywhere, in any order, with the same bits as generate_initial_values
+// (tested: integer arithmetic is exact, (z >> 11) * 2^-53 is exact in double, and the one
+// multiply and one add are kept apart, never contracted into an fma). Leaf creation is timed
+// in the bench's transformer_block (issue #6).
+constexpr uint64_t kGamma = 0x9e3779b97f4a7c15ULL;
+#define AGTRACE_UNIFORM_F32_LOOP                                                   \
+  for (int64_t i = begin; i < end; ++i) {                                          \
+    uint64_t z = state0 + static_cast<uint64_t>(i + 1) * kGamma;                   \
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;                                   \
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;                                   \
+    z ^= z >> 31;                                                                  \
+    const double scaled = width * (static_cast<double>(z >> 11) * 0x1.0p-53);     \
+    dst[i] = static_cast<float>(lo + scaled);                                      \
+  }
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off", "O3")
+void uniform_block(uint64_t state0, double lo, double width, float* dst, int64_t begin, int64_t end) {
+  AGTRACE_UNIFORM_F32_LOOP
+}
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512dq")
+void uniform_block_avx512(uint64_t state0, double lo, double width, float* dst, int64_t begin, int64_t end) {
+  AGTRACE_UNIFORM_F32_LOOP
+}
+#pragma GCC pop_options
+#pragma GCC pop_options
+#undef AGTRACE_UNIFORM_F32_LOOP
+
+void fill_uniform_f32(const LeafSpec& leaf, uint64_t scenario_seed, float* dst, int64_t numel) {
+  static const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+  const uint64_t state0 = scenario_seed ^ fnv1a64(leaf.name);
+  const double lo = leaf.init.a, width = leaf.init.b - leaf.init.a;
+  kernels::parallel_for(numel, kernels::kGrain, [&](int64_t begin, int64_t end) {
+    if (avx512) uniform_block_avx512(state0, lo, width, dst, begin, end);
+    else uniform_block(state0, lo, width, dst, begin, end);
+  });
+}
+}  // namespace
+
 void fill_initial_values_f32(const LeafSpec& leaf, uint64_t scenario_seed, float* dst) {
+  int64_t numel = 1;
+  bool valid = leaf.dtype == DType::Float32;
+  for (int64_t d : leaf.shape) valid = valid && d >= 0 && !__builtin_mul_overflow(numel, d, &numel);
+  if (valid && leaf.init.kind == InitSpec::Kind::Uniform) {
+    fill_uniform_f32(leaf, scenario_seed, dst, numel);
+    return;
+  }
   generate_initial_values(leaf, scenario_seed, [dst](std::size_t i, double v) { dst[i] = static_cast<float>(v); });
 }
 

@@ -2,6 +2,8 @@
 // (lib/scenario/init.cpp).
 #include <catch2/catch.hpp>
 
+#include "tensor/kernels.hpp"
+
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -839,6 +841,23 @@ TEST_CASE("float32 leaves generated into their storage get initial_values's valu
     agtrace::fill_initial_values_f32(l, 42, got.data());
     for (size_t i = 0; i < expected.size(); ++i) CHECK(static_cast<double>(got[i]) == expected[i]);
   }
+  // Large uniform leaves take a split path (draw i computed from i alone): the same bits
+  // at every thread count, across chunk boundaries.
+  l.init.kind = InitSpec::Kind::Uniform;
+  l.init.a = -0.05;
+  l.init.b = 0.05;
+  l.shape = {3, 40000};
+  const std::vector<double> expected = agtrace::initial_values(l, 7);
+  const int threads_before = agtrace::kernels::threads();
+  for (int threads : {1, 2, 3}) {
+    agtrace::kernels::set_threads(threads);
+    std::vector<float> big(expected.size(), -999.0f);
+    agtrace::fill_initial_values_f32(l, 7, big.data());
+    size_t same = 0;
+    for (size_t i = 0; i < expected.size(); ++i) same += static_cast<double>(big[i]) == expected[i] ? 1 : 0;
+    CHECK(same == expected.size());
+  }
+  agtrace::kernels::set_threads(threads_before);
   l.init.kind = InitSpec::Kind::Values;
   l.shape = {3};
   l.init.values = {0.1, -2.0, 1e-3};
