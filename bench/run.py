@@ -147,7 +147,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--reps", type=int, default=3, help="timed repetitions per process")
-    ap.add_argument("--chain-rounds", type=int, default=1, help="rounds of tiny_chain (one agtrace run each)")
+    ap.add_argument("--chain-rounds", type=int, default=None,
+                    help="rounds of tiny_chain (default: --rounds; each times --reps runs after a warm-up, as the others)")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--workloads", default=",".join(WORKLOADS + ["cold_start"]))
     ap.add_argument("--build-dir", default=os.path.join(ROOT, "build-bench"))
@@ -165,10 +166,9 @@ def main():
             raw[(w, threads)] = {"agtrace": [], "libtorch": [], "report": [], "agtrace_cpu": [], "libtorch_cpu": []}
         for rnd in range(args.rounds):
             for w in [w for w in workloads if w in WORKLOADS]:
-                if w == "tiny_chain" and rnd >= args.chain_rounds:
+                if w == "tiny_chain" and args.chain_rounds is not None and rnd >= args.chain_rounds:
                     continue
-                slow = w == "tiny_chain"  # minutes per run until accounting is incremental (README)
-                a = run_agtrace(bench_exe, w, threads, 1 if slow else args.reps, 0 if slow else 1)
+                a = run_agtrace(bench_exe, w, threads, args.reps, 1)
                 t = run_libtorch(torch_exe, w, threads, args.reps)
                 key = "statement_seconds" if w == "gemm" else "seconds"
                 raw[(w, threads)]["agtrace"] += [x[key] for x in a]

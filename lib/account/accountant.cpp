@@ -123,7 +123,7 @@ void Accountant::end_statement(int index, bool raised, std::vector<HolderChange>
   m.peak_inside = statement_peak_;
   m.temporary_bytes = statement_temp_;
   for (int c = 0; c < kCategoryCount; ++c)
-    if (category_totals_[c].storages > 0) m.categories.emplace(kHolderCategories[c], category_totals_[c].bytes);
+    if (category_totals_[c].storages > 0) m.categories.add(kHolderCategories[c], category_totals_[c].bytes);
   const CategoryTotal& go = category_totals_[kGraphOnly];
   const int64_t graph_only = go.storages > 0 ? go.bytes : 0;
   if (graph_only > graph_only_peak_) {
@@ -228,7 +228,9 @@ void Accountant::record_event(const Event& e) {
   // Save/release/pack/unpack: the node holding the value; other events in backward: the
   // node running.
   r.node_id = e.node_id >= 0 ? e.node_id : (pos.in_backward ? pos.backward_node : -1);
-  r.what = e.what;
+  // An allocation names the op running (Storage's constructor): the op just interned.
+  if (e.what == pos.op) r.what = last_op_;
+  else r.what = e.what;
   if (!e.hooks.empty()) r.hooks = e.hooks;
   r.version = e.version;
   r.expected_version = e.kind == Event::Kind::Unpack ? e.expected_version : 0;

@@ -2,6 +2,9 @@
 // they never touch live tensors and the order of everything is fixed by creation ids.
 #pragma once
 #include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <string_view>
 #include <map>
 #include <string>
 #include <vector>
@@ -104,12 +107,49 @@ struct SavedLifetime {
   int released_at = -1;            // -1: alive at the end
 };
 
+// Bytes by holder category, listed in name order as the reports print them. At most one
+// entry per category (six), kept inline: a statement end used to build a std::map of them
+// (three allocations per statement of a 10,000-op chain; issue #6).
+class CategoryBytes {
+ public:
+  using Entry = std::pair<const char*, int64_t>;  // name (a static string), bytes
+  // Adds a category not present yet (names are static strings).
+  void add(const char* name, int64_t bytes) {
+    if (size_ == kMax) throw std::logic_error("CategoryBytes: more categories than HolderCategory has");
+    size_t at = 0;
+    while (at < size_ && std::strcmp(entries_[at].first, name) < 0) ++at;
+    for (size_t i = size_; i > at; --i) entries_[i] = entries_[i - 1];
+    entries_[at] = {name, bytes};
+    ++size_;
+  }
+  // Like std::map::at: std::out_of_range for a category not present.
+  int64_t at(std::string_view name) const {
+    for (size_t i = 0; i < size_; ++i)
+      if (name == entries_[i].first) return entries_[i].second;
+    throw std::out_of_range("no category " + std::string(name));
+  }
+  size_t count(std::string_view name) const {
+    for (size_t i = 0; i < size_; ++i)
+      if (name == entries_[i].first) return 1;
+    return 0;
+  }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  const Entry* begin() const { return entries_; }
+  const Entry* end() const { return entries_ + size_; }
+
+ private:
+  static constexpr size_t kMax = 8;  // > the six HolderCategory values
+  Entry entries_[kMax] = {};
+  size_t size_ = 0;
+};
+
 struct StatementMemory {
   int index = 0;
   int64_t live_after = 0;
   int64_t peak_inside = 0;
   int64_t temporary_bytes = 0;     // allocated and freed inside the statement
-  std::map<std::string, int64_t> categories;  // bytes by category after the statement
+  CategoryBytes categories;        // bytes by category after the statement
 };
 
 struct GradRecord {
@@ -135,7 +175,7 @@ struct MemorySummary {
   int64_t saved_unique_bytes = 0;
   int64_t graph_only_bytes = 0;
   int graph_only_statement = -1;
-  std::map<std::string, int64_t> categories_at_end;
+  CategoryBytes categories_at_end;
   // Saved-tensor hooks: bytes the hooks keep for values saved under them (an fp16 copy is
   // half), of which on the host (save_on_cpu); saved bytes checkpoint blocks did not keep.
   int64_t hooks_saved_bytes = 0;

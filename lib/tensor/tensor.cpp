@@ -217,7 +217,18 @@ Tensor tensor_from_values(const Shape& sizes, DType dtype, const std::vector<dou
   return t;
 }
 
-Tensor scalar_tensor(double v, DType dtype) { return tensor_from_values({}, dtype, {v}); }
+Tensor scalar_tensor(double v, DType dtype) {
+  Tensor t = empty_tensor({}, dtype, false);
+  Storage& s = *t->storage;
+  if (s.on_device()) {
+    upload_values(t, {v});
+  } else if (s.holds_float()) {
+    s.f32()[0] = static_cast<float>(v);  // as tensor_from_values, without a vector per scalar
+  } else {
+    s.f64()[0] = round_to_dtype(v, dtype);
+  }
+  return t;
+}
 
 Tensor make_alias(const Tensor& src, const Shape& sizes, const Shape& strides, int64_t offset) {
   auto t = std::make_shared<TensorImpl>();

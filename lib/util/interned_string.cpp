@@ -19,13 +19,9 @@ Table& table() {
   static Table* t = new Table;
   return *t;
 }
-const std::string* empty_text() {
-  static const std::string* e = new std::string;
-  return e;
-}
 
 const std::string* intern(std::string_view text) {
-  if (text.empty()) return empty_text();
+  if (text.empty()) return nullptr;
   Table& t = table();
   while (t.lock.test_and_set(std::memory_order_acquire)) {
   }
@@ -43,7 +39,10 @@ const std::string* intern(std::string_view text) {
 
 }  // namespace
 
-InternedString::InternedString() : text_(empty_text()) {}
+const std::string& InternedString::empty_text() {
+  static const std::string* e = new std::string;  // never destroyed, like the table
+  return *e;
+}
 InternedString::InternedString(std::string_view text) : text_(intern(text)) {}
 InternedString& InternedString::operator=(std::string_view text) {
   text_ = intern(text);

@@ -12,35 +12,36 @@ namespace agtrace {
 
 class InternedString {
  public:
-  InternedString();  // the empty string
+  constexpr InternedString() = default;  // the empty string (no table lookup: records are made by the chunk)
   explicit InternedString(std::string_view text);
   InternedString& operator=(std::string_view text);
 
-  const std::string& str() const { return *text_; }
-  operator const std::string&() const { return *text_; }
-  const char* c_str() const { return text_->c_str(); }
-  bool empty() const { return text_->empty(); }
-  size_t size() const { return text_->size(); }
-  size_t find(std::string_view what, size_t from = 0) const { return text_->find(what, from); }
-  size_t rfind(std::string_view what, size_t from = std::string::npos) const { return text_->rfind(what, from); }
-  std::string substr(size_t from, size_t count = std::string::npos) const { return text_->substr(from, count); }
+  const std::string& str() const { return text_ ? *text_ : empty_text(); }
+  operator const std::string&() const { return str(); }
+  const char* c_str() const { return str().c_str(); }
+  bool empty() const { return !text_; }
+  size_t size() const { return str().size(); }
+  size_t find(std::string_view what, size_t from = 0) const { return str().find(what, from); }
+  size_t rfind(std::string_view what, size_t from = std::string::npos) const { return str().rfind(what, from); }
+  std::string substr(size_t from, size_t count = std::string::npos) const { return str().substr(from, count); }
 
   friend bool operator==(const InternedString& a, const InternedString& b) { return a.text_ == b.text_; }
   friend bool operator!=(const InternedString& a, const InternedString& b) { return a.text_ != b.text_; }
-  friend bool operator==(const InternedString& a, const char* b) { return *a.text_ == b; }
-  friend bool operator!=(const InternedString& a, const char* b) { return *a.text_ != b; }
-  friend bool operator==(const InternedString& a, const std::string& b) { return *a.text_ == b; }
-  friend bool operator!=(const InternedString& a, const std::string& b) { return *a.text_ != b; }
-  friend std::string operator+(const std::string& a, const InternedString& b) { return a + *b.text_; }
-  friend std::string operator+(const InternedString& a, const std::string& b) { return *a.text_ + b; }
-  friend std::string operator+(const char* a, const InternedString& b) { return a + *b.text_; }
-  friend std::string operator+(const InternedString& a, const char* b) { return *a.text_ + b; }
+  friend bool operator==(const InternedString& a, const char* b) { return a.str() == b; }
+  friend bool operator!=(const InternedString& a, const char* b) { return a.str() != b; }
+  friend bool operator==(const InternedString& a, const std::string& b) { return a.str() == b; }
+  friend bool operator!=(const InternedString& a, const std::string& b) { return a.str() != b; }
+  friend std::string operator+(const std::string& a, const InternedString& b) { return a + b.str(); }
+  friend std::string operator+(const InternedString& a, const std::string& b) { return a.str() + b; }
+  friend std::string operator+(const char* a, const InternedString& b) { return a + b.str(); }
+  friend std::string operator+(const InternedString& a, const char* b) { return a.str() + b; }
 
   // Distinct strings in the table (for tests and the memory notes).
   static size_t table_size();
 
  private:
-  const std::string* text_;
+  static const std::string& empty_text();
+  const std::string* text_ = nullptr;  // null: the empty string; never points at an empty text
 };
 
 }  // namespace agtrace
