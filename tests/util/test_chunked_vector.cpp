@@ -1,9 +1,13 @@
-// ChunkedVector (lib/util/chunked_vector.hpp) and InternedString (lib/util/interned_string.hpp):
-// the containers of the event timeline (issue #6).
+// ChunkedVector (lib/util/chunked_vector.hpp), InternedString (lib/util/interned_string.hpp)
+// and CategoryBytes (lib/interp/result.hpp):
+// the compact containers of the accountant's records (issue #6).
 #include <catch2/catch.hpp>
 
+#include <stdexcept>
 #include <string>
+#include <vector>
 
+#include "interp/result.hpp"
 #include "util/chunked_vector.hpp"
 #include "util/interned_string.hpp"
 
@@ -63,4 +67,20 @@ TEST_CASE("interned strings: equal texts share one entry, compare and print as s
   CHECK("x " + a == "x MulBackward0._saved_other");
   empty = "now set";
   CHECK(empty == "now set");
+}
+
+TEST_CASE("category bytes list categories in name order, as the reports print them", "[chunked_vector]") {
+  CategoryBytes c;
+  CHECK(c.empty());
+  c.add("named", 16);
+  c.add("grad", 4);
+  c.add("leaf_param", 8);
+  c.add("graph_only", 2);
+  REQUIRE(c.size() == 4);
+  std::vector<std::string> order;
+  for (const auto& [name, bytes] : c) order.push_back(std::string(name) + "=" + std::to_string(bytes));
+  CHECK(order == std::vector<std::string>{"grad=4", "graph_only=2", "leaf_param=8", "named=16"});
+  CHECK(c.at("leaf_param") == 8);
+  CHECK(c.count("other") == 0);
+  CHECK_THROWS_AS(c.at("other"), std::out_of_range);
 }
