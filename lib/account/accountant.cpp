@@ -313,7 +313,7 @@ void Accountant::apply_holder_changes(std::vector<HolderChange>& changes) {
     Storage& st = storage_slot(c.storage_id);
     Storage* known = st.allocated ? &st : nullptr;
     if (known)
-      for (const std::string& h : c.holders)
+      for (const InternedString& h : c.holders)
         if (std::find(st.life.holders.begin(), st.life.holders.end(), h) == st.life.holders.end())
           st.life.holders.push_back(h);
     const int64_t bytes = known ? st.life.bytes : 0;

@@ -34,7 +34,7 @@ inline constexpr int kCategoryCount = 6;
 // (HolderTracker::commit, lib/interp/holder_tracker.hpp).
 struct HolderChange {
   int64_t storage_id = -1;
-  std::vector<std::string> holders;  // in the full scan's order; empty: nothing holds it now
+  std::vector<InternedString> holders;  // in the full scan's order; empty: nothing holds it now
   std::string category;              // empty when nothing holds it
   int category_index = -1;           // the same as a HolderCategory when the tracker knows it (-1: read `category`)
 };
@@ -69,7 +69,7 @@ class Accountant : public EventSink {
     int64_t model_block = -1;   // allocator model: rounded block while live; -1: none
     bool modelled = false;      // counted by the allocator model (set_model_device_only)
     int category_now = -1;      // category at the last statement end (a HolderCategory); -1: none
-    std::vector<std::string> holders_now;  // holders at the last statement end (with category_now)
+    std::vector<InternedString> holders_now;  // holders at the last statement end (with category_now)
     std::vector<int64_t> unreleased;       // saved values not yet released that hold it
   };
   struct Saved {

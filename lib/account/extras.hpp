@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tensor/device_stats.hpp"
+#include "util/interned_string.hpp"
 
 namespace agtrace {
 
@@ -55,7 +56,7 @@ struct AccountExtras {
   // (grad, leaf_param, leaf_input, named, graph_only, other); absent: never seen held.
   std::map<int64_t, std::string> saved_category;
   // storage id -> holders at the last statement end (not the union over the run).
-  std::map<int64_t, std::vector<std::string>> holders_at_end;
+  std::map<int64_t, std::vector<InternedString>> holders_at_end;
 };
 
 }  // namespace agtrace

@@ -19,7 +19,7 @@ void sort_unique(std::vector<int64_t>& ids) {
 }  // namespace
 
 bool HolderTracker::Entry::operator<(const Entry& o) const {
-  return std::tie(phase, order, sub, *label, category) < std::tie(o.phase, o.order, o.sub, *o.label, o.category);
+  return std::tie(phase, order, sub, label.str(), category) < std::tie(o.phase, o.order, o.sub, o.label.str(), o.category);
 }
 bool HolderTracker::Entry::operator==(const Entry& o) const {
   return phase == o.phase && order == o.order && sub == o.sub && category == o.category && label == o.label;
@@ -118,18 +118,18 @@ void HolderTracker::remove(const Contribution& c) {
 
 // A node holds the storages of its saved values that are still there (defined, not
 // released; under hooks, what the hooks kept) and, for AccumulateGrad, its leaf's.
-const std::string* HolderTracker::saved_label(const std::string& node, const std::string& attr) {
+InternedString HolderTracker::saved_label(const std::string& node, const std::string& attr) {
   for (const SavedLabel& l : saved_labels_)
     if (l.node == node && l.attr == attr) return l.label;
-  const std::string* label = intern("saved " + node + "._saved_" + attr);
+  const InternedString label = intern("saved " + node + "._saved_" + attr);
   if (saved_labels_.size() < 64) saved_labels_.push_back({node, attr, label});  // a bound; programs use a handful
   return label;
 }
 
-const std::string* HolderTracker::name_label(const std::string& name) {
+InternedString HolderTracker::name_label(const std::string& name) {
   for (const auto& [n, label] : name_labels_)
     if (n == name) return label;
-  const std::string* label = intern("name " + name);
+  const InternedString label = intern("name " + name);
   if (name_labels_.size() < 256) name_labels_.emplace_back(name, label);  // a bound; scopes hold few names
   return label;
 }
@@ -239,7 +239,7 @@ std::vector<HolderChange> HolderTracker::commit(const std::map<std::string, Valu
     StorageState* stp = at_id(storages_, id);
     if (!stp || !stp->present) continue;
     StorageState& st = *stp;
-    std::vector<const std::string*>& holders = holders_scratch_;  // reused: no allocation per storage
+    std::vector<InternedString>& holders = holders_scratch_;  // reused: no allocation per storage
     holders.clear();
     int category = -1;
     for (const auto& [entry, count] : st.entries) {
@@ -254,8 +254,7 @@ std::vector<HolderChange> HolderTracker::commit(const std::map<std::string, Valu
     if (holders != st.holders || category != st.category) {
       HolderChange c;
       c.storage_id = id;
-      c.holders.reserve(holders.size());
-      for (const std::string* h : holders) c.holders.push_back(*h);
+      c.holders = holders;
       if (category >= 0) {
         c.category = kHolderCategories[category];
         c.category_index = category;
@@ -276,7 +275,7 @@ HolderScan HolderTracker::state() const {
     const StorageState& st = storages_[id];
     if (!st.present || st.category < 0) continue;
     std::vector<std::string>& hs = scan.holders[static_cast<int64_t>(id)];
-    for (const std::string* h : st.holders) hs.push_back(*h);
+    for (const InternedString& h : st.holders) hs.push_back(h.str());
     scan.category[static_cast<int64_t>(id)] = kHolderCategories[st.category];
   }
   return scan;

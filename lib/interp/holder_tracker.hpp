@@ -75,7 +75,7 @@ class HolderTracker : public ObjectObserver, public EventSink {
     int phase = 0;      // 0 a name, 1 a .grad, 2 a saved value or AccumulateGrad's leaf
     int64_t order = 0;  // name: position in name order; .grad: tensor id; graph: node id
     int64_t sub = 0;    // graph: index of the saved value (the leaf comes after them)
-    const std::string* label = nullptr;  // interned (label_pool_): equal labels, equal pointers
+    InternedString label;  // equal labels, equal pointers
     int category = 0;   // a HolderCategory (lower wins)
     bool operator<(const Entry& o) const;
     bool operator==(const Entry& o) const;
@@ -87,7 +87,7 @@ class HolderTracker : public ObjectObserver, public EventSink {
     // (a storage has few holders: a sorted vector, not a map node each).
     std::vector<std::pair<Entry, int>> entries;
     int64_t tensor_refs = 0;       // live tensor objects over this storage
-    std::vector<const std::string*> holders;  // as of the last commit (interned labels)
+    std::vector<InternedString> holders;  // as of the last commit
     int category = -1;                 // as of the last commit; -1: nothing held it
   };
   struct TensorState {
@@ -108,22 +108,21 @@ class HolderTracker : public ObjectObserver, public EventSink {
   void dirty(int64_t storage_id) { dirty_storages_.push_back(storage_id); }
   Contribution node_contribution(const autograd::Node& n);
   void name_contribution(Contribution& out, int64_t position, const std::string& name, const Value& v);
-  // Holder labels are interned (issue #6): entries and holder lists hold pointers, so they
-  // are compared and copied without touching the strings.
-  const std::string* intern(const std::string& label) { return &*label_pool_.insert(label).first; }
+  // Holder labels are interned (issue #6): entries, holder lists and the accountant's
+  // records hold pointers, so they are compared and copied without touching the strings.
+  static InternedString intern(const std::string& label) { return InternedString(label); }
   // "saved <node>._saved_<attr>", remembered for the few (node, attribute) pairs a program has.
-  const std::string* saved_label(const std::string& node, const std::string& attr);
-  std::unordered_set<std::string> label_pool_;
+  InternedString saved_label(const std::string& node, const std::string& attr);
   struct SavedLabel {
     std::string node, attr;
-    const std::string* label;
+    InternedString label;
   };
   std::vector<SavedLabel> saved_labels_;
   // "name <name>", looked up at every statement end for every name in scope.
-  const std::string* name_label(const std::string& name);
-  std::vector<std::pair<std::string, const std::string*>> name_labels_;
-  const std::string* leaf_label_ = intern("leaf of AccumulateGrad");
-  const std::string* unnamed_label_ = intern("unnamed tensor");
+  InternedString name_label(const std::string& name);
+  std::vector<std::pair<std::string, InternedString>> name_labels_;
+  const InternedString leaf_label_ = intern("leaf of AccumulateGrad");
+  const InternedString unnamed_label_ = intern("unnamed tensor");
   StorageState& storage(int64_t id);
   TensorState& queue_tensor(int64_t id);
   NodeState& queue_node(int64_t id);
@@ -140,7 +139,7 @@ class HolderTracker : public ObjectObserver, public EventSink {
   Contribution names_;                                     // what the names contributed
   std::vector<StorageState> storages_;
   std::vector<int64_t> dirty_tensors_, dirty_nodes_, dirty_storages_;
-  std::vector<const std::string*> holders_scratch_;
+  std::vector<InternedString> holders_scratch_;
 };
 
 }  // namespace agtrace

@@ -94,7 +94,7 @@ struct StorageLifetime {
   bool in_backward = false;
   bool freed = false;
   int freed_at = -1;               // statement that freed it (-1: setup); see `freed`
-  std::vector<std::string> holders;  // every holder seen at statement ends, in first-seen order
+  std::vector<InternedString> holders;  // every holder seen at statement ends, in first-seen order
 };
 
 struct SavedLifetime {

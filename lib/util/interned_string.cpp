@@ -44,10 +44,6 @@ const std::string& InternedString::empty_text() {
   return *e;
 }
 InternedString::InternedString(std::string_view text) : text_(intern(text)) {}
-InternedString& InternedString::operator=(std::string_view text) {
-  text_ = intern(text);
-  return *this;
-}
 
 size_t InternedString::table_size() {
   Table& t = table();

@@ -14,7 +14,9 @@ class InternedString {
  public:
   constexpr InternedString() = default;  // the empty string (no table lookup: records are made by the chunk)
   explicit InternedString(std::string_view text);
-  InternedString& operator=(std::string_view text);
+  // Implicit from strings, so that lists of holder labels can be written as literals.
+  InternedString(const char* text) : InternedString(std::string_view(text)) {}
+  InternedString(const std::string& text) : InternedString(std::string_view(text)) {}
 
   const std::string& str() const { return text_ ? *text_ : empty_text(); }
   operator const std::string&() const { return str(); }
@@ -43,5 +45,11 @@ class InternedString {
   static const std::string& empty_text();
   const std::string* text_ = nullptr;  // null: the empty string; never points at an empty text
 };
+
+// nlohmann::json (any basic_json) writes an interned string as its text.
+template <typename BasicJson>
+void to_json(BasicJson& j, const InternedString& s) {
+  j = s.str();
+}
 
 }  // namespace agtrace

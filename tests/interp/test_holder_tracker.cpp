@@ -69,9 +69,9 @@ TEST_CASE("the holder tracker reports only storages whose holders changed", "[in
   auto first = tracker.commit(names);
   REQUIRE(first.size() == 2);
   CHECK(first[0].storage_id == a->storage->id);
-  CHECK(first[0].holders == std::vector<std::string>{"name a"});
+  CHECK(first[0].holders == std::vector<InternedString>{"name a"});
   CHECK(first[0].category == "leaf_input");
-  CHECK(first[1].holders == std::vector<std::string>{"unnamed tensor"});
+  CHECK(first[1].holders == std::vector<InternedString>{"unnamed tensor"});
   CHECK(first[1].category == "other");
 
   CHECK(tracker.commit(names).empty());  // nothing changed
@@ -83,7 +83,7 @@ TEST_CASE("the holder tracker reports only storages whose holders changed", "[in
   auto told = tracker.commit(names);
   REQUIRE(told.size() == 1);
   CHECK(told[0].storage_id == b->storage->id);
-  CHECK(told[0].holders == std::vector<std::string>{"grad of t" + std::to_string(a->id)});
+  CHECK(told[0].holders == std::vector<InternedString>{"grad of t" + std::to_string(a->id)});
   CHECK(told[0].category == "grad");
 
   // Dropping the name and the tensor object: nothing holds a's storage any more.
