@@ -99,9 +99,9 @@ Runner add_run(CLI::App& root) {
     }
     std::string out;
     if (opts->format == "json") {
-      auto j = report_json(r, opts->values);
+      auto j = report_json_skeleton(r, opts->values);
       if (opts->profile) j["profile"] = report_profile_json(r, profile_rows, profile_total);
-      out = j.dump(2) + "\n";
+      out = dump_report_json(j, r, opts->values) + "\n";
     } else {
       TextOptions to;
       to.values = opts->values;

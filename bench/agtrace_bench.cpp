@@ -57,7 +57,7 @@ int main(int argc, char** argv) {
     const double cpu = cpu_now() - c0;
     const auto t1 = Clock::now();
     // --no-report: for profiling the run alone (perf record sees no JSON building).
-    const std::string report = with_report ? agtrace::report_json(result, false).dump(2) : std::string();
+    const std::string report = with_report ? agtrace::dump_report_json(agtrace::report_json_skeleton(result, false), result, false) : std::string();
     const double report_s = std::chrono::duration<double>(Clock::now() - t1).count();
     double statement_s = -1;
     if (statement >= 0) {

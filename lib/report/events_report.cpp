@@ -14,41 +14,49 @@ namespace {
 ojson stmt_or_null(int s) { return s == -1 ? ojson(nullptr) : ojson(s); }
 }  // namespace
 
-void add_events_json(ojson& j, const RunResult& r) {
+const char* const kEventsPlaceholder = "\x01agtrace: events\x01";
+
+ojson event_json(const EventRecord& e) {
+  ojson ej;
+  ej["kind"] = e.kind;
+  ej["statement"] = e.statement;
+  if (e.recompute_statement >= 0) ej["recompute_statement"] = e.recompute_statement;
+  ej["phase"] = e.in_backward ? "backward" : "forward";
+  if (!e.op.empty()) ej["op"] = e.op;
+  if (e.storage_id >= 0) ej["storage"] = e.storage_id;
+  ej["bytes"] = e.bytes;
+  if (e.saved_id >= 0) ej["saved"] = e.saved_id;
+  if (e.node_id >= 0) ej["node"] = e.node_id;
+  if (!e.what.empty()) ej["what"] = e.what;
+  if (!e.hooks.empty()) {
+    ej["hooks"] = e.hooks;
+    if (e.kind == "save" || e.kind == "pack") {
+      ej["packed_bytes"] = e.packed_bytes;
+      ej["packed_storage"] = e.packed_storage_id < 0 ? ojson(nullptr) : ojson(e.packed_storage_id);
+    }
+  }
+  if (e.kind == "version_bump") ej["version"] = e.version;
+  if (e.kind == "unpack") {
+    ej["version"] = e.version;
+    ej["expected_version"] = e.expected_version;
+  }
+  return ej;
+}
+
+void add_events_json(ojson& j, const RunResult& r, bool events_placeholder) {
   ojson& mem = j["memory"];
   mem["hooks_saved_bytes"] = r.memory.hooks_saved_bytes;
   mem["hooks_packed_bytes"] = r.memory.hooks_packed_bytes;
   mem["host_bytes"] = r.memory.host_bytes;
   mem["checkpoint_avoided_bytes"] = r.memory.checkpoint_avoided_bytes;
 
-  ojson events = ojson::array();
-  for (const EventRecord& e : r.events) {
-    ojson ej;
-    ej["kind"] = e.kind;
-    ej["statement"] = e.statement;
-    if (e.recompute_statement >= 0) ej["recompute_statement"] = e.recompute_statement;
-    ej["phase"] = e.in_backward ? "backward" : "forward";
-    if (!e.op.empty()) ej["op"] = e.op;
-    if (e.storage_id >= 0) ej["storage"] = e.storage_id;
-    ej["bytes"] = e.bytes;
-    if (e.saved_id >= 0) ej["saved"] = e.saved_id;
-    if (e.node_id >= 0) ej["node"] = e.node_id;
-    if (!e.what.empty()) ej["what"] = e.what;
-    if (!e.hooks.empty()) {
-      ej["hooks"] = e.hooks;
-      if (e.kind == "save" || e.kind == "pack") {
-        ej["packed_bytes"] = e.packed_bytes;
-        ej["packed_storage"] = e.packed_storage_id < 0 ? ojson(nullptr) : ojson(e.packed_storage_id);
-      }
-    }
-    if (e.kind == "version_bump") ej["version"] = e.version;
-    if (e.kind == "unpack") {
-      ej["version"] = e.version;
-      ej["expected_version"] = e.expected_version;
-    }
-    events.push_back(std::move(ej));
+  if (events_placeholder) {
+    j["events"] = kEventsPlaceholder;
+  } else {
+    ojson events = ojson::array();
+    for (const EventRecord& e : r.events) events.push_back(event_json(e));
+    j["events"] = std::move(events);
   }
-  j["events"] = std::move(events);
 
   ojson warnings = ojson::array();
   for (const HookWarning& w : r.hook_warnings)

@@ -1,4 +1,7 @@
+#include <algorithm>
+#include <functional>
 #include <map>
+#include <vector>
 
 #include "report/report.hpp"
 
@@ -50,7 +53,149 @@ ojson saved_json(const SavedSnapshot& s, bool) {
 
 }  // namespace
 
-nlohmann::ordered_json report_json(const RunResult& r, bool with_values) {
+namespace {
+ojson build_report(const RunResult& r, bool with_values, bool streamed);
+
+// The arrays dump_report_json writes element by element, each with its placeholder.
+const char* const kNodesPlaceholder = "\x01agtrace: nodes\x01";
+const char* const kStoragesPlaceholder = "\x01agtrace: storages\x01";
+const char* const kSavedPlaceholder = "\x01agtrace: saved\x01";
+const char* const kByStatementPlaceholder = "\x01agtrace: by_statement\x01";
+
+ojson node_json(const NodeSnapshot& n, bool with_values) {
+  ojson nj{{"id", n.id}, {"name", n.name}, {"created_at", n.created_at}};
+  ojson next = ojson::array();
+  for (size_t i = 0; i < n.next.size(); ++i)
+    next.push_back(n.next[i] < 0 ? ojson(nullptr) : ojson{{"node", n.next[i]}, {"input_nr", n.next_input_nr[i]}});
+  nj["next_functions"] = next;
+  if (!n.variable.empty()) nj["variable"] = n.variable;
+  if (!n.wraps.empty()) nj["wraps"] = n.wraps;
+  ojson saved = ojson::array();
+  for (const auto& s : n.saved) saved.push_back(saved_json(s, with_values));
+  nj["saved"] = saved;
+  nj["saved_bytes"] = n.saved_bytes;
+  nj["released_at"] = n.released ? ojson(n.released_at) : ojson(nullptr);
+  return nj;
+}
+ojson storage_json(const StorageLifetime& s) {
+  return {{"id", s.id},
+          {"bytes", s.bytes},
+          {"allocated_at", s.allocated_at},
+          {"allocated_by", s.allocated_by},
+          {"in_backward", s.in_backward},
+          {"freed_at", s.freed ? ojson(s.freed_at) : ojson(nullptr)},
+          {"holders", s.holders}};
+}
+ojson saved_lifetime_json(const SavedLifetime& s) {
+  return {{"id", s.id},
+          {"node", s.node_id},
+          {"what", s.what},
+          {"bytes", s.bytes},
+          {"storage", s.storage_id},
+          {"saved_at", s.saved_at},
+          {"released_at", s.released_at < 0 ? ojson(nullptr) : ojson(s.released_at)}};
+}
+ojson statement_memory_json(const StatementMemory& m) {
+  ojson mj{{"statement", m.index},
+           {"live_after", m.live_after},
+           {"peak_inside", m.peak_inside},
+           {"temporary_bytes", m.temporary_bytes}};
+  ojson c = ojson::object();
+  for (const auto& [k, v] : m.categories) c[k] = v;
+  mj["categories"] = c;
+  return mj;
+}
+
+// One streamed array: its placeholder and a writer of its elements, in order.
+struct Streamed {
+  const char* placeholder;
+  std::function<void(const std::function<void(const ojson&)>&)> each;
+};
+std::vector<Streamed> streamed_arrays(const RunResult& r, bool with_values) {
+  return {
+      {kByStatementPlaceholder, [&r](const auto& emit) { for (const auto& m : r.memory_by_statement) emit(statement_memory_json(m)); }},
+      {kNodesPlaceholder, [&r, with_values](const auto& emit) { for (const auto& [id, n] : r.nodes) emit(node_json(n, with_values)); }},
+      {kStoragesPlaceholder, [&r](const auto& emit) { for (const auto& s : r.storages) emit(storage_json(s)); }},
+      {kSavedPlaceholder, [&r](const auto& emit) { for (const auto& s : r.saved) emit(saved_lifetime_json(s)); }},
+      {kEventsPlaceholder, [&r](const auto& emit) { for (const auto& e : r.events) emit(event_json(e)); }},
+  };
+}
+
+// Replaces every placeholder string in `j` by its array (the slow path, and the reference).
+void fill_placeholders(ojson& j, const std::vector<Streamed>& arrays) {
+  if (j.is_string()) {
+    for (const Streamed& a : arrays)
+      if (j.get_ref<const std::string&>() == a.placeholder) {
+        ojson out = ojson::array();
+        a.each([&](const ojson& e) { out.push_back(e); });
+        j = std::move(out);
+        return;
+      }
+  } else if (j.is_structured()) {
+    for (auto& v : j) fill_placeholders(v, arrays);
+  }
+}
+}  // namespace
+
+nlohmann::ordered_json report_json(const RunResult& r, bool with_values) { return build_report(r, with_values, false); }
+nlohmann::ordered_json report_json_skeleton(const RunResult& r, bool with_values) {
+  return build_report(r, with_values, true);
+}
+
+// The skeleton's text with each placeholder replaced by its array, each element dumped on
+// its own and indented to its depth (nlohmann's pretty printer indents a nested value by two
+// spaces per level and nothing else, so this is the same text). If a placeholder is not found
+// exactly once (only a caller adding one could do that), the arrays are built in a copy of
+// the skeleton and the whole document is dumped instead.
+std::string dump_report_json(const nlohmann::ordered_json& skeleton, const RunResult& r, bool with_values) {
+  const std::vector<Streamed> arrays = streamed_arrays(r, with_values);
+  const std::string text = skeleton.dump(2);
+  struct Found {
+    size_t at, length;
+    const Streamed* array;
+  };
+  std::vector<Found> found;
+  bool unique = true;
+  for (const Streamed& a : arrays) {
+    const std::string marker = ojson(a.placeholder).dump();
+    const size_t at = text.find(marker);
+    if (at == std::string::npos) continue;  // e.g. a caller replaced it
+    if (text.find(marker, at + 1) != std::string::npos) unique = false;
+    found.push_back({at, marker.size(), &a});
+  }
+  if (!unique) {
+    ojson full = skeleton;
+    fill_placeholders(full, arrays);
+    return full.dump(2);
+  }
+  std::sort(found.begin(), found.end(), [](const Found& a, const Found& b) { return a.at < b.at; });
+  std::string out;
+  out.reserve(text.size() * 2);
+  size_t copied = 0;
+  for (const Found& f : found) {
+    out.append(text, copied, f.at - copied);
+    copied = f.at + f.length;
+    const size_t line = text.rfind('\n', f.at) + 1;  // the document starts with '{', so a line break precedes
+    const std::string indent(text.find_first_not_of(' ', line) - line, ' ');
+    const std::string inner = indent + "  ";
+    bool first = true;
+    f.array->each([&](const ojson& e) {
+      out += first ? "[\n" : ",\n";
+      first = false;
+      out += inner;
+      for (char c : e.dump(2)) {
+        out += c;
+        if (c == '\n') out += inner;
+      }
+    });
+    out += first ? "[]" : "\n" + indent + "]";
+  }
+  out.append(text, copied, std::string::npos);
+  return out;
+}
+
+namespace {
+ojson build_report(const RunResult& r, bool with_values, bool streamed) {
   ojson j;
   j["format"] = 1;
   j["agtrace_version"] = AGTRACE_VERSION;
@@ -107,18 +252,13 @@ nlohmann::ordered_json report_json(const RunResult& r, bool with_values) {
   ojson cats = ojson::object();
   for (const auto& [k, v] : r.memory.categories_at_end) cats[k] = v;
   mem["categories_at_end"] = cats;
-  ojson by = ojson::array();
-  for (const auto& m : r.memory_by_statement) {
-    ojson mj{{"statement", m.index},
-             {"live_after", m.live_after},
-             {"peak_inside", m.peak_inside},
-             {"temporary_bytes", m.temporary_bytes}};
-    ojson c = ojson::object();
-    for (const auto& [k, v] : m.categories) c[k] = v;
-    mj["categories"] = c;
-    by.push_back(mj);
+  if (streamed) {
+    mem["by_statement"] = kByStatementPlaceholder;
+  } else {
+    ojson by = ojson::array();
+    for (const auto& m : r.memory_by_statement) by.push_back(statement_memory_json(m));
+    mem["by_statement"] = by;
   }
-  mem["by_statement"] = by;
   j["memory"] = mem;
 
   ojson leaves = ojson::array();
@@ -130,49 +270,26 @@ nlohmann::ordered_json report_json(const RunResult& r, bool with_values) {
   }
   j["leaves"] = leaves;
 
-  ojson nodes = ojson::array();
-  for (const auto& [id, n] : r.nodes) {
-    ojson nj{{"id", n.id}, {"name", n.name}, {"created_at", n.created_at}};
-    ojson next = ojson::array();
-    for (size_t i = 0; i < n.next.size(); ++i)
-      next.push_back(n.next[i] < 0 ? ojson(nullptr) : ojson{{"node", n.next[i]}, {"input_nr", n.next_input_nr[i]}});
-    nj["next_functions"] = next;
-    if (!n.variable.empty()) nj["variable"] = n.variable;
-    if (!n.wraps.empty()) nj["wraps"] = n.wraps;
-    ojson saved = ojson::array();
-    for (const auto& s : n.saved) saved.push_back(saved_json(s, with_values));
-    nj["saved"] = saved;
-    nj["saved_bytes"] = n.saved_bytes;
-    nj["released_at"] = n.released ? ojson(n.released_at) : ojson(nullptr);
-    nodes.push_back(nj);
+  if (streamed) {
+    j["nodes"] = kNodesPlaceholder;
+  } else {
+    ojson nodes = ojson::array();
+    for (const auto& [id, n] : r.nodes) nodes.push_back(node_json(n, with_values));
+    j["nodes"] = nodes;
   }
-  j["nodes"] = nodes;
   ojson walk_ids = ojson::object();
   for (const auto& w : r.walks) walk_ids[w.key] = {{"captured_at", w.statement}, {"nodes", w.nodes}};
   j["walk_nodes"] = walk_ids;
 
-  ojson storages = ojson::array();
-  for (const auto& s : r.storages) {
-    storages.push_back({{"id", s.id},
-                        {"bytes", s.bytes},
-                        {"allocated_at", s.allocated_at},
-                        {"allocated_by", s.allocated_by},
-                        {"in_backward", s.in_backward},
-                        {"freed_at", s.freed ? ojson(s.freed_at) : ojson(nullptr)},
-                        {"holders", s.holders}});
+  if (streamed) {
+    j["lifetimes"] = {{"storages", kStoragesPlaceholder}, {"saved", kSavedPlaceholder}};
+  } else {
+    ojson storages = ojson::array(), saved = ojson::array();
+    for (const auto& s : r.storages) storages.push_back(storage_json(s));
+    for (const auto& s : r.saved) saved.push_back(saved_lifetime_json(s));
+    j["lifetimes"] = {{"storages", storages}, {"saved", saved}};
   }
-  ojson saved = ojson::array();
-  for (const auto& s : r.saved) {
-    saved.push_back({{"id", s.id},
-                     {"node", s.node_id},
-                     {"what", s.what},
-                     {"bytes", s.bytes},
-                     {"storage", s.storage_id},
-                     {"saved_at", s.saved_at},
-                     {"released_at", s.released_at < 0 ? ojson(nullptr) : ojson(s.released_at)}});
-  }
-  j["lifetimes"] = {{"storages", storages}, {"saved", saved}};
-  add_events_json(j, r);  // issue #4: events timeline, hooks, checkpoints
+  add_events_json(j, r, streamed);  // issue #4: events timeline, hooks, checkpoints
   j["accountant"] = report_account_json(r);  // issue #4: model, peak, per node, why, what-if
 
   if (!r.expect.empty()) {
@@ -184,5 +301,6 @@ nlohmann::ordered_json report_json(const RunResult& r, bool with_values) {
   j["raised"] = r.raised;
   return j;
 }
+}  // namespace
 
 }  // namespace agtrace

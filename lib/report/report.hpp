@@ -13,6 +13,16 @@ namespace agtrace {
 
 nlohmann::ordered_json report_json(const RunResult& r, bool with_values);
 
+// The JSON report as text, as report_json(r, with_values).dump(2) writes it, byte for byte,
+// without building its long arrays as trees: the event timeline, the nodes, the storage and
+// saved-value lifetimes and the memory by statement grow with the program (for a 10,000-op
+// chain they are 85 % of the document), and their trees were most of the memory a long
+// program's JSON report took (issue #6). `skeleton` is report_json_skeleton's document, with
+// a placeholder string in each of those arrays' places (callers may add keys, e.g.
+// "profile"); dump_report_json writes each array element by element in its place.
+nlohmann::ordered_json report_json_skeleton(const RunResult& r, bool with_values);
+std::string dump_report_json(const nlohmann::ordered_json& skeleton, const RunResult& r, bool with_values);
+
 struct TextOptions {
   bool color = false;
   bool values = false;
@@ -35,7 +45,11 @@ std::string report_account_text(const RunResult& r);
 // The event timeline, saved-tensor hooks and checkpoint sections (lib/report/events_report.cpp,
 // issue #4): adds "events", "hook_warnings", "checkpoints", "checkpoint_comparison" and
 // memory.hooks_* to the JSON report; the text report's timeline, checkpoints and warnings.
-void add_events_json(nlohmann::ordered_json& j, const RunResult& r);
+void add_events_json(nlohmann::ordered_json& j, const RunResult& r, bool events_placeholder = false);
+// One record of the "events" array.
+nlohmann::ordered_json event_json(const EventRecord& e);
+// The string report_json_skeleton puts where "events" goes.
+extern const char* const kEventsPlaceholder;
 std::string report_events_text(const RunResult& r);
 
 // Human byte units: "416 B", "1.5 KiB", "3.0 MiB".

@@ -1,7 +1,11 @@
 // Printers and expect checks, on runs of small scenarios.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+
 #include "interp/run_helpers.hpp"
+#include "scenario/scenario.hpp"
+#include "support/command.hpp"
 #include "report/report.hpp"
 
 using namespace agtrace;
@@ -72,4 +76,32 @@ TEST_CASE("DOT has nodes, edges, saved tensors and a legend, and escapes strings
   CHECK(d.find("_saved_result") != std::string::npos);
   CHECK(d.find("cluster_legend") != std::string::npos);
   CHECK(d.find("quote\\\"back\\\\slash") != std::string::npos);
+}
+
+TEST_CASE("the JSON report written record by record is the whole document's dump, byte for byte", "[report]") {
+  // dump_report_json never builds the event timeline as a tree (issue #6): it must write
+  // exactly what report_json(r).dump(2) writes, for runs with hooks, checkpoints, errors.
+  size_t compared = 0, events = 0, scenarios = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(test::source_dir() + "/scenarios")) {
+    if (entry.path().extension() != ".json") continue;
+    ++scenarios;
+    RunResult r = run_scenario(*load_scenario_file(entry.path().string()), RunOptions{});
+    for (bool values : {false, true}) {
+      CHECK(dump_report_json(report_json_skeleton(r, values), r, values) == report_json(r, values).dump(2));
+      ++compared;
+    }
+    events += r.events.size();
+  }
+  CHECK(scenarios >= 20);
+  CHECK(compared == 2 * scenarios);
+  CHECK(events > 100);
+  // A placeholder found twice (only a caller could add one) makes it build the arrays in a
+  // copy of the document and dump that instead: both places get the array.
+  RunResult r = test::run_text(kSeed);
+  auto skeleton = report_json_skeleton(r, false);
+  auto full = report_json(r, false);
+  REQUIRE(full["events"].size() > 3);
+  skeleton["profile"] = {{"again", kEventsPlaceholder}};
+  full["profile"] = {{"again", full["events"]}};
+  CHECK(dump_report_json(skeleton, r, false) == full.dump(2));
 }
