@@ -228,9 +228,7 @@ void Accountant::record_event(const Event& e) {
   // Save/release/pack/unpack: the node holding the value; other events in backward: the
   // node running.
   r.node_id = e.node_id >= 0 ? e.node_id : (pos.in_backward ? pos.backward_node : -1);
-  // An allocation names the op running (Storage's constructor): the op just interned.
-  if (e.what == pos.op) r.what = last_op_;
-  else r.what = e.what;
+  r.what = e.what;
   if (!e.hooks.empty()) r.hooks = e.hooks;
   r.version = e.version;
   r.expected_version = e.kind == Event::Kind::Unpack ? e.expected_version : 0;

@@ -206,7 +206,7 @@ static void announce_save(const Node& node, SavedEntry& e, const Tensor& t) {
   ev.bytes = e.var.nbytes();
   auto st = e.var.held_storage();
   ev.storage_id = st ? st->id : -1;
-  ev.what = node.name + "._saved_" + e.name;
+  ev.what = saved_value_name(node.name, e.name);
   if (e.var.hooks) {
     // saved_bytes counts what the pack function is handed; the hooks may keep another
     // storage (an fp16 copy) or nothing (checkpoint).
@@ -403,7 +403,7 @@ Tensor Node::unpack_hooked(const std::string& attr, SavedVariable& v) {
   ev.node_id = id;
   ev.bytes = v.nbytes();
   ev.storage_id = data ? data->storage->id : -1;
-  ev.what = name + "._saved_" + attr;
+  ev.what = saved_value_name(name, attr);
   ev.hooks = v.hooks->kind();
   ev.version = v.version->version;
   ev.expected_version = v.saved_version;

@@ -90,7 +90,7 @@ struct StorageLifetime {
   DType dtype = DType::Float32;
   int64_t numel = 0;
   int allocated_at = -1;
-  std::string allocated_by;        // op, or backward node
+  InternedString allocated_by;     // op, or backward node
   bool in_backward = false;
   bool freed = false;
   int freed_at = -1;               // statement that freed it (-1: setup); see `freed`
@@ -100,7 +100,7 @@ struct StorageLifetime {
 struct SavedLifetime {
   int64_t id = 0;
   int64_t node_id = 0;
-  std::string what;                // "MmBackward0._saved_self"
+  InternedString what;             // "MmBackward0._saved_self"
   int64_t bytes = 0;
   int64_t storage_id = -1;
   int saved_at = -1;

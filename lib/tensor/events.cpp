@@ -1,5 +1,7 @@
 #include "tensor/events.hpp"
 
+#include <vector>
+
 namespace agtrace {
 
 namespace {
@@ -14,6 +16,31 @@ RunLimits& run_limits() { return g_limits; }
 EventSink* event_sink() { return g_sink; }
 void set_event_sink(EventSink* sink) { g_sink = sink; }
 RunPosition& run_position() { return g_position; }
+
+InternedString current_op_interned() {
+  // Events come from the run's thread (see event_sink); the op text changes once per op
+  // while every allocation of the op names it.
+  static std::string last_text;
+  static InternedString last;
+  if (g_position.op != last_text) {
+    last_text = g_position.op;
+    last = InternedString(last_text);
+  }
+  return last;
+}
+
+InternedString saved_value_name(const std::string& node, const std::string& attr) {
+  struct Entry {
+    std::string node, attr;
+    InternedString name;
+  };
+  static std::vector<Entry> cache;  // a program saves under a handful of (node, attribute) pairs
+  for (const Entry& e : cache)
+    if (e.attr == attr && e.node == node) return e.name;
+  InternedString name(node + "._saved_" + attr);
+  if (cache.size() < 64) cache.push_back({node, attr, name});
+  return name;
+}
 IdCounters& id_counters() { return g_ids; }
 void reset_run_state() {
   g_position = RunPosition{};

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "util/interned_string.hpp"
+
 namespace agtrace {
 
 struct Event {
@@ -17,7 +19,7 @@ struct Event {
   int64_t bytes = 0;
   int64_t saved_id = -1;      // Save / Release
   int64_t node_id = -1;       // Save / Release: the node holding the saved value
-  std::string what;           // Alloc: the op that allocated; Save: "Node.attr"
+  InternedString what;        // Alloc: the op that allocated; Save: "Node._saved_attr"
   int64_t version = 0;        // VersionBump: the new version; Unpack: the version found
   // Saved-tensor hooks (Pack / Unpack / Save under hooks).
   std::string hooks;          // "fp16", "checkpoint", ...; empty: no hooks
@@ -51,6 +53,10 @@ struct RunPosition {
   int64_t backward_node = -1;  // in backward: id of the node running (set by the engine)
 };
 RunPosition& run_position();
+// run_position().op, interned; looked up again only when the op changed (issue #6).
+InternedString current_op_interned();
+// "<node>._saved_<attr>", interned, from a small cache of the pairs a program uses.
+InternedString saved_value_name(const std::string& node, const std::string& attr);
 
 // Budget for element data held in memory, counted in the bytes agtrace really holds (4 per
 // float32 element, 8 per element of every other dtype: see Storage): checked before each

@@ -71,7 +71,7 @@ Storage::Storage(DType d, int64_t n, bool is_meta, bool zero_fill) : dtype(d), n
   e.kind = Event::Kind::Alloc;
   e.storage_id = id;
   e.bytes = nbytes();
-  e.what = run_position().op;
+  e.what = current_op_interned();
   e.on_device = rep_ == Rep::Device;
   emit(e);
 }
