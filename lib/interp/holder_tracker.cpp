@@ -134,8 +134,8 @@ InternedString HolderTracker::name_label(const std::string& name) {
   return label;
 }
 
-HolderTracker::Contribution HolderTracker::node_contribution(const autograd::Node& n) {
-  Contribution c;
+void HolderTracker::node_contribution(const autograd::Node& n, Contribution& c) {
+  c.clear();
   for (size_t i = 0; i < n.saved.size(); ++i) {
     const autograd::SavedEntry& e = n.saved[i];
     if (!e.is_tensor || !e.var.defined || e.var.released) continue;
@@ -145,7 +145,6 @@ HolderTracker::Contribution HolderTracker::node_contribution(const autograd::Nod
   if (n.variable && n.variable->storage)
     c.push_back({n.variable->storage->id, Entry{kGraphPhase, n.id, static_cast<int64_t>(n.saved.size()),
                                                 leaf_label_, kGraphOnly}});
-  return c;
 }
 
 // What the name at `position` (bound to `v`) holds: its tensor's storage, or those of the
@@ -163,8 +162,9 @@ void HolderTracker::name_contribution(Contribution& out, int64_t position, const
 std::vector<HolderChange> HolderTracker::commit(const std::map<std::string, Value>& names) {
   // Names: a scope holds few, so they are looked at every time (a name's category also
   // follows its tensor's autograd state, which requires_grad_ or an in-place op can change).
-  Contribution now;
-  now.reserve(names_.size());
+  // Scratch vectors kept between statements (their capacity is reused; issue #6).
+  Contribution& now = names_scratch_;
+  now.clear();
   int64_t position = 0;
   for (const auto& [name, v] : names) {
     name_contribution(now, position, name, v);
@@ -175,7 +175,10 @@ std::vector<HolderChange> HolderTracker::commit(const std::map<std::string, Valu
     // (removing and re-adding it made every statement recompute that storage's holders).
     // Both lists are in name order, so position by position is enough; an entry that only
     // moved is removed and added again, which leaves its count as it was.
-    Contribution gone, came;
+    Contribution& gone = gone_scratch_;
+    Contribution& came = came_scratch_;
+    gone.clear();
+    came.clear();
     const size_t common = std::min(names_.size(), now.size());
     for (size_t i = 0; i < common; ++i)
       if (!(names_[i] == now[i])) {
@@ -186,7 +189,7 @@ std::vector<HolderChange> HolderTracker::commit(const std::map<std::string, Valu
     came.insert(came.end(), now.begin() + static_cast<std::ptrdiff_t>(common), now.end());
     remove(gone);
     add(came);
-    names_ = std::move(now);
+    names_.swap(now);
   }
 
   // (The order tensors and nodes are looked at does not matter: only counts change.)
@@ -227,7 +230,7 @@ std::vector<HolderChange> HolderTracker::commit(const std::map<std::string, Valu
     remove(ns->contribution);
     ns->contribution.clear();
     if (!ns->live) continue;
-    ns->contribution = node_contribution(*ns->live);
+    node_contribution(*ns->live, ns->contribution);  // into the vector it had: no allocation once sized
     add(ns->contribution);
   }
   dirty_nodes_.clear();

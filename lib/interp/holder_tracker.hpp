@@ -106,7 +106,7 @@ class HolderTracker : public ObjectObserver, public EventSink {
   void add(const Contribution& c);
   void remove(const Contribution& c);
   void dirty(int64_t storage_id) { dirty_storages_.push_back(storage_id); }
-  Contribution node_contribution(const autograd::Node& n);
+  void node_contribution(const autograd::Node& n, Contribution& out);  // replaces out's contents
   void name_contribution(Contribution& out, int64_t position, const std::string& name, const Value& v);
   // Holder labels are interned (issue #6): entries, holder lists and the accountant's
   // records hold pointers, so they are compared and copied without touching the strings.
@@ -140,6 +140,7 @@ class HolderTracker : public ObjectObserver, public EventSink {
   std::vector<StorageState> storages_;
   std::vector<int64_t> dirty_tensors_, dirty_nodes_, dirty_storages_;
   std::vector<InternedString> holders_scratch_;
+  Contribution names_scratch_, gone_scratch_, came_scratch_;  // commit's, reused
 };
 
 }  // namespace agtrace

@@ -224,17 +224,29 @@ class Interpreter : public ops::Runtime {
   std::vector<Stmt> parsed_;
   std::map<std::string, Value> env_;
   // Looked up per saved value of every snapshot, never iterated: hash maps (issue #6).
-  std::unordered_map<int64_t, std::string> tensor_label_;                 // object id -> latest name bound
-  std::unordered_map<int64_t, std::vector<std::string>> storage_labels_;  // storage id -> names bound to tensors on it
+  // Indexed by the dense creation-order ids (an empty label: never bound); interned names,
+  // copied into every snapshot of a saved value (issue #6).
+  std::vector<InternedString> tensor_label_;                 // object id -> latest name bound
+  std::vector<std::vector<InternedString>> storage_labels_;  // storage id -> names bound to tensors on it
+  const InternedString* tensor_label(int64_t id) const {
+    return id >= 0 && static_cast<size_t>(id) < tensor_label_.size() && !tensor_label_[static_cast<size_t>(id)].empty()
+               ? &tensor_label_[static_cast<size_t>(id)]
+               : nullptr;
+  }
+  const std::vector<InternedString>* storage_labels(int64_t id) const {
+    return id >= 0 && static_cast<size_t>(id) < storage_labels_.size() && !storage_labels_[static_cast<size_t>(id)].empty()
+               ? &storage_labels_[static_cast<size_t>(id)]
+               : nullptr;
+  }
   // why_saved() answers for the few (node, attribute, inputs) a program has, so a snapshot
   // of a long graph does not rebuild the same sentence per node.
   struct WhyEntry {
     std::string node, attr;
     size_t inputs = 0;
-    std::string why;
+    InternedString why;
   };
   mutable std::vector<WhyEntry> why_cache_;
-  const std::string& why_saved_cached(const autograd::Node& n, const std::string& attr) const;
+  InternedString why_saved_cached(const autograd::Node& n, const std::string& attr) const;
   std::vector<Tensor> leaves_;                                  // the scenario's leaves, in file order
   // What holds each storage, kept from changes; it forwards every event to acc_.
   HolderTracker tracker_{[this](int64_t id) { return label_of(id); }, &acc_};
@@ -365,10 +377,14 @@ void Interpreter::create_leaves() {
 
 void Interpreter::bind(const std::string& name, const Value& v) {
   if (v.kind == Value::Kind::Tensor) {
-    tensor_label_[v.t->id] = name;
+    const InternedString label(name);
+    const size_t tid = static_cast<size_t>(v.t->id), sid = static_cast<size_t>(v.t->storage->id);
+    if (tid >= tensor_label_.size()) tensor_label_.resize(tid + 1);
+    tensor_label_[tid] = label;
     tracker_.tensor_relabelled(*v.t);
-    auto& names = storage_labels_[v.t->storage->id];
-    if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+    if (sid >= storage_labels_.size()) storage_labels_.resize(sid + 1);
+    auto& names = storage_labels_[sid];
+    if (std::find(names.begin(), names.end(), label) == names.end()) names.push_back(label);
   }
   auto it = env_.find(name);
   if (it != env_.end())
@@ -1460,17 +1476,17 @@ void Interpreter::snapshot_nodes(const std::vector<int64_t>& ids) {
 }
 
 std::string Interpreter::label_of(int64_t tensor_id) const {
-  auto it = tensor_label_.find(tensor_id);
-  return it == tensor_label_.end() ? "#" + std::to_string(tensor_id) : it->second;
+  const InternedString* label = tensor_label(tensor_id);
+  return label ? label->str() : "#" + std::to_string(tensor_id);
 }
 
 // Which gradient needs a saved value: derived from the op table's save rules
 // (lib/account/save_rules.cpp; issue #4 accountant).
-const std::string& Interpreter::why_saved_cached(const autograd::Node& n, const std::string& attr) const {
+InternedString Interpreter::why_saved_cached(const autograd::Node& n, const std::string& attr) const {
   for (const WhyEntry& w : why_cache_)
     if (w.inputs == n.next.size() && w.node == n.name && w.attr == attr) return w.why;
   if (why_cache_.size() >= 64) why_cache_.clear();  // a bound; programs use a handful
-  why_cache_.push_back({n.name, attr, n.next.size(), agtrace::why_saved(n.name, attr, 0, n.next.size(), 0).why});
+  why_cache_.push_back({n.name, attr, n.next.size(), InternedString(agtrace::why_saved(n.name, attr, 0, n.next.size(), 0).why)});
   return why_cache_.back().why;
 }
 
@@ -1513,11 +1529,9 @@ NodeSnapshot Interpreter::snapshot(const autograd::Node& n) const {
       ss.packed_storage_id = v.packed ? v.packed->storage->id : -1;
       // Under hooks unpack builds a new object (measured: `_saved_self is x` is False).
       if (!v.is_output && !v.from_python_number && !v.hooks) {
-        auto it = tensor_label_.find(v.tensor_id);
-        if (it != tensor_label_.end()) ss.same_object_as = it->second;
+        if (const InternedString* label = tensor_label(v.tensor_id)) ss.same_object_as = *label;
       }
-      auto st = storage_labels_.find(v.storage_id);
-      if (st != storage_labels_.end()) ss.shares_with = st->second;
+      if (const auto* names = storage_labels(v.storage_id)) ss.shares_with = *names;
       ss.shape = v.shape;
       ss.dtype = v.dtype;
       ss.bytes = v.nbytes();
@@ -1548,8 +1562,7 @@ bool Interpreter::snapshot_current(const NodeSnapshot& s, const autograd::Node& 
   }
   if (n.variable) {
     if (s.variable_tensor_id != n.variable->id) return false;
-    auto it = tensor_label_.find(n.variable->id);
-    if (it == tensor_label_.end() ? s.variable != label_of(n.variable->id) : s.variable != it->second) return false;
+    if (s.variable != label_of(n.variable->id)) return false;
   } else if (s.variable_tensor_id != -1 || !s.variable.empty()) {
     return false;
   }
@@ -1576,12 +1589,11 @@ bool Interpreter::snapshot_current(const NodeSnapshot& s, const autograd::Node& 
     if (v.hooks ? ss.hooks != v.hooks->kind() : !ss.hooks.empty()) return false;
     const std::string* same = nullptr;
     if (!v.is_output && !v.from_python_number && !v.hooks) {
-      auto it = tensor_label_.find(v.tensor_id);
-      if (it != tensor_label_.end()) same = &it->second;
+      if (const InternedString* label = tensor_label(v.tensor_id)) same = &label->str();
     }
     if (same ? ss.same_object_as != *same : !ss.same_object_as.empty()) return false;
-    auto st = storage_labels_.find(v.storage_id);
-    if (st != storage_labels_.end() ? ss.shares_with != st->second : !ss.shares_with.empty()) return false;
+    const auto* names = storage_labels(v.storage_id);
+    if (names ? ss.shares_with != *names : !ss.shares_with.empty()) return false;
   }
   return true;
 }

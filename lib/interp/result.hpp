@@ -26,9 +26,9 @@ struct SavedSnapshot {
   // Tensors:
   bool is_output = false;    // saved output: unpacking gives a new object on the same storage
   int64_t tensor_id = -1;
-  std::string same_object_as;            // name bound to the very object saved (saved inputs)
+  InternedString same_object_as;            // name bound to the very object saved (saved inputs)
   bool from_python_number = false;       // a Python scalar wrapped as a 0-d tensor
-  std::vector<std::string> shares_with;  // names bound to tensors on the same storage
+  std::vector<InternedString> shares_with;  // names bound to tensors on the same storage
   Shape shape;
   DType dtype = DType::Float32;
   int64_t bytes = 0;
@@ -38,7 +38,7 @@ struct SavedSnapshot {
   int saved_at = -1;
   bool released = false;
   int released_at = -1;
-  std::string why;           // which gradient needs it
+  InternedString why;        // which gradient needs it
   // Saved under saved-tensor hooks (empty: no hooks): what the hooks keep.
   std::string hooks;
   int64_t packed_bytes = 0;

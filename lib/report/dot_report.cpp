@@ -85,7 +85,7 @@ std::string report_dot(const RunResult& r) {
       std::string label = "_saved_" + s.attr + "\n" + shape_text(s) + " " + human_bytes(s.bytes);
  if (!s.hooks.empty()) label += s.hooks == "checkpoint" ? "\ncheckpoint: not kept" : "\n" + s.hooks + " hooks keep " + human_bytes(s.packed_bytes);
       else if (s.from_python_number) label += "\na Python number as a 0-d tensor";
-      else if (!s.is_output) label += "\nsame object as " + (s.same_object_as.empty() ? "#" + std::to_string(s.tensor_id) : s.same_object_as);
+      else if (!s.is_output) label += "\nsame object as " + (s.same_object_as.empty() ? "#" + std::to_string(s.tensor_id) : s.same_object_as.str());
       else label += "\nnew object, same storage";
       if (s.released) label += "\nreleased at [" + std::to_string(s.released_at) + "]";
       o << "  " << sid << " [label=" << q(label) << ", shape=note, "
