@@ -219,9 +219,7 @@ void Accountant::record_event(const Event& e) {
   r.statement = pos.statement;
   r.recompute_statement = pos.recompute_statement;
   r.in_backward = pos.in_backward;
-  // The op changes once per statement or node while several events name it.
-  if (last_op_ != pos.op) last_op_ = InternedString(pos.op);
-  r.op = last_op_;
+  r.op = current_op_interned();
   r.storage_id = e.storage_id;
   r.bytes = e.bytes;
   r.saved_id = e.saved_id;

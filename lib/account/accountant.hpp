@@ -125,7 +125,6 @@ class Accountant : public EventSink {
   bool in_raised_statement(const SavedLifetime& s) const { return raised_statements_.count(s.saved_at) > 0; }
   void finish_events(RunResult& out);
   ChunkedVector<EventRecord> events_;
-  InternedString last_op_;  // the op of the latest event (record_event)
   std::vector<HookWarning> hook_warnings_;
   std::set<int64_t> warned_saves_;
   std::set<int64_t> checkpoint_saves_, recompute_saves_;

@@ -377,7 +377,7 @@ void Interpreter::create_leaves() {
 
 void Interpreter::bind(const std::string& name, const Value& v) {
   if (v.kind == Value::Kind::Tensor) {
-    const InternedString label(name);
+    const InternedString label = InternedString::recent(name);
     const size_t tid = static_cast<size_t>(v.t->id), sid = static_cast<size_t>(v.t->storage->id);
     if (tid >= tensor_label_.size()) tensor_label_.resize(tid + 1);
     tensor_label_[tid] = label;

@@ -20,13 +20,7 @@ RunPosition& run_position() { return g_position; }
 InternedString current_op_interned() {
   // Events come from the run's thread (see event_sink); the op text changes once per op
   // while every allocation of the op names it.
-  static std::string last_text;
-  static InternedString last;
-  if (g_position.op != last_text) {
-    last_text = g_position.op;
-    last = InternedString(last_text);
-  }
-  return last;
+  return InternedString::recent(g_position.op);
 }
 
 InternedString saved_value_name(const std::string& node, const std::string& attr) {

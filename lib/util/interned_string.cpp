@@ -45,6 +45,23 @@ const std::string& InternedString::empty_text() {
 }
 InternedString::InternedString(std::string_view text) : text_(intern(text)) {}
 
+InternedString InternedString::recent(std::string_view text) {
+  struct Entry {
+    std::string text;
+    InternedString value;
+  };
+  constexpr size_t kEntries = 16;
+  thread_local Entry entries[kEntries];
+  thread_local size_t next = 0;
+  for (const Entry& e : entries)
+    if (e.text.size() == text.size() && std::string_view(e.text) == text && !e.value.empty()) return e.value;
+  Entry& slot = entries[next];
+  next = (next + 1) % kEntries;
+  slot.text.assign(text.data(), text.size());
+  slot.value = InternedString(text);
+  return slot.value;
+}
+
 size_t InternedString::table_size() {
   Table& t = table();
   while (t.lock.test_and_set(std::memory_order_acquire)) {

@@ -38,6 +38,11 @@ class InternedString {
   friend std::string operator+(const char* a, const InternedString& b) { return a + b.str(); }
   friend std::string operator+(const InternedString& a, const char* b) { return a.str() + b; }
 
+  // The same as InternedString(text), looked up first among the texts this thread interned
+  // most recently (16, compared as bytes): names and ops repeat from one statement to the next,
+  // and a comparison of a short text costs less than hashing it.
+  static InternedString recent(std::string_view text);
+
   // Distinct strings in the table (for tests and the memory notes).
   static size_t table_size();
 

@@ -84,3 +84,17 @@ TEST_CASE("category bytes list categories in name order, as the reports print th
   CHECK(c.count("other") == 0);
   CHECK_THROWS_AS(c.at("other"), std::out_of_range);
 }
+
+TEST_CASE("interned strings from the recent cache are the table's", "[chunked_vector]") {
+  // More distinct texts than the cache holds, looked up twice: each lookup gives the one
+  // interned text, whether the cache still has it or not.
+  std::vector<InternedString> first;
+  for (int i = 0; i < 40; ++i) first.push_back(InternedString::recent("name v" + std::to_string(i)));
+  for (int i = 39; i >= 0; --i) {
+    const InternedString again = InternedString::recent("name v" + std::to_string(i));
+    CHECK(again == first[static_cast<size_t>(i)]);
+    CHECK(again == InternedString("name v" + std::to_string(i)));
+    CHECK(again.str() == "name v" + std::to_string(i));
+  }
+  CHECK(InternedString::recent("").empty());
+}
