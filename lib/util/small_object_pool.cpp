@@ -136,15 +136,16 @@ size_t class_bytes(size_t bytes) noexcept {
   return bytes <= kMaxPooledBytes ? kClassSizes[kClassTable.index[(bytes + kAlignment - 1) / kAlignment]] : 0;
 }
 
-void* allocate(size_t bytes) noexcept {
+namespace {
+// Everything but the two common cases: the first request (reserving the range), a new slab,
+// requests above the largest class, and a pool that is off. Kept out of line so that
+// allocate's fast path saves no registers.
+__attribute__((noinline)) void* allocate_slow(size_t bytes) noexcept {
   if (bytes > kMaxPooledBytes || !ready()) return std::malloc(bytes == 0 ? 1 : bytes);
   const int c = kClassTable.index[(bytes + kAlignment - 1) / kAlignment];
   ThreadCache& tc = t_cache;
   if (FreeObject* f = tc.free[c]) {
     tc.free[c] = f->next;
-    // The next object of this class is usually cold (freed long ago, e.g. by the previous
-    // run's teardown): fetch its line now, so that the next request does not wait for it.
-    __builtin_prefetch(f->next, 1);
     return f;
   }
   const size_t size = kClassSizes[c];
@@ -152,6 +153,28 @@ void* allocate(size_t bytes) noexcept {
   char* p = tc.bump[c];
   tc.bump[c] += size;
   return p;
+}
+}  // namespace
+
+void* allocate(size_t bytes) noexcept {
+  if (bytes <= kMaxPooledBytes && g_state.load(std::memory_order_acquire) == kReady) {
+    const int c = kClassTable.index[(bytes + kAlignment - 1) / kAlignment];
+    ThreadCache& tc = t_cache;
+    if (FreeObject* f = tc.free[c]) {
+      tc.free[c] = f->next;
+      // The next object of this class is usually cold (freed long ago, e.g. by the previous
+      // run's teardown): fetch its line now, so that the next request does not wait for it.
+      __builtin_prefetch(f->next, 1);
+      return f;
+    }
+    const size_t size = kClassSizes[c];
+    if (static_cast<size_t>(tc.end[c] - tc.bump[c]) >= size) {
+      char* p = tc.bump[c];
+      tc.bump[c] += size;
+      return p;
+    }
+  }
+  return allocate_slow(bytes);
 }
 
 bool owns(const void* p) noexcept {
