@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <tuple>
 
 #include "autograd/node.hpp"
 
@@ -19,7 +18,12 @@ void sort_unique(std::vector<int64_t>& ids) {
 }  // namespace
 
 bool HolderTracker::Entry::operator<(const Entry& o) const {
-  return std::tie(phase, order, sub, label.str(), category) < std::tie(o.phase, o.order, o.sub, o.label.str(), o.category);
+  // Field by field; the labels, interned, are compared as text only when they differ.
+  if (phase != o.phase) return phase < o.phase;
+  if (order != o.order) return order < o.order;
+  if (sub != o.sub) return sub < o.sub;
+  if (label != o.label) return label.str() < o.label.str();
+  return category < o.category;
 }
 bool HolderTracker::Entry::operator==(const Entry& o) const {
   return phase == o.phase && order == o.order && sub == o.sub && category == o.category && label == o.label;
