@@ -12,6 +12,7 @@
 #include "tensor/device_backend.hpp"
 #include "tensor/device_kernels.hpp"
 #include "tensor/events.hpp"
+#include "tensor/fast_paths.hpp"
 #include "tensor/kernels.hpp"
 #include "util/profile.hpp"
 
@@ -36,7 +37,9 @@ struct InputBuffer {
     } else {
       slot = kernels::device::any_on_device({&slot, &g})
                  ? kernels::device::binary(cuda::pw::BinaryOp::Add, slot, g, slot->dtype(), "add")
-                 : kernels::binary(slot, g, slot->dtype(), [](double a, double b) { return a + b; }, "add");
+                 // The same sum per element, split over the run's threads for large float32
+                 // gradients (a residual stream's gradient is accumulated once per use).
+                 : kernels::binary_split(slot, g, slot->dtype(), [](double a, double b) { return a + b; }, "add");
     }
   }
 };
