@@ -144,9 +144,9 @@ nlohmann::ordered_json report_json_skeleton(const RunResult& r, bool with_values
 
 // The skeleton's text with each placeholder replaced by its array, each element dumped on
 // its own and indented to its depth (nlohmann's pretty printer indents a nested value by two
-// spaces per level and nothing else, so this is the same text). If a placeholder is not found
-// exactly once (only a caller adding one could do that), the arrays are built in a copy of
-// the skeleton and the whole document is dumped instead.
+// spaces per level and nothing else, so this is the same text). A placeholder a caller
+// replaced is left alone; if one is found twice (only a caller adding one could do that),
+// the arrays are built in a copy of the skeleton and the whole document is dumped instead.
 std::string dump_report_json(const nlohmann::ordered_json& skeleton, const RunResult& r, bool with_values) {
   const std::vector<Streamed> arrays = streamed_arrays(r, with_values);
   const std::string text = skeleton.dump(2);

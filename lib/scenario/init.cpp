@@ -64,16 +64,21 @@ constexpr double kPi = 3.141592653589793;
 }  // namespace
 
 namespace {
+// The leaf's element count; false for a negative size or an overflowing product.
+bool leaf_numel(const LeafSpec& leaf, int64_t& numel) {
+  numel = 1;
+  for (int64_t d : leaf.shape)
+    if (d < 0 || __builtin_mul_overflow(numel, d, &numel)) return false;
+  return true;
+}
+
 // Every value of the leaf, in row-major order, rounded to its dtype, handed to
 // sink(index, value): into a vector (initial_values), or straight into a float32 storage
 // (fill_initial_values_f32: no intermediate vector of doubles for a large leaf, issue #6).
 template <typename Sink>
 void generate_initial_values(const LeafSpec& leaf, uint64_t scenario_seed, Sink&& sink) {
   int64_t numel = 1;
-  for (int64_t d : leaf.shape) {
-    if (d < 0 || __builtin_mul_overflow(numel, d, &numel))
-      throw std::invalid_argument("initial_values: invalid shape for " + leaf.name);
-  }
+  if (!leaf_numel(leaf, numel)) throw std::invalid_argument("initial_values: invalid shape for " + leaf.name);
   const InitSpec& init = leaf.init;
   const std::size_t n = static_cast<std::size_t>(numel);
   if (init.kind == InitSpec::Kind::Values) {
@@ -138,9 +143,7 @@ void generate_initial_values(const LeafSpec& leaf, uint64_t scenario_seed, Sink&
 std::vector<double> initial_values(const LeafSpec& leaf, uint64_t scenario_seed) {
   std::vector<double> out;
   int64_t numel = 1;
-  bool valid = true;  // an invalid shape is generate_initial_values's error
-  for (int64_t d : leaf.shape) valid = valid && d >= 0 && !__builtin_mul_overflow(numel, d, &numel);
-  if (valid) out.reserve(static_cast<std::size_t>(numel));
+  if (leaf_numel(leaf, numel)) out.reserve(static_cast<std::size_t>(numel));  // else generate_initial_values throws
   generate_initial_values(leaf, scenario_seed, [&](std::size_t, double v) { out.push_back(v); });
   return out;
 }
@@ -190,9 +193,7 @@ void fill_uniform_f32(const LeafSpec& leaf, uint64_t scenario_seed, float* dst, 
 
 void fill_initial_values_f32(const LeafSpec& leaf, uint64_t scenario_seed, float* dst) {
   int64_t numel = 1;
-  bool valid = leaf.dtype == DType::Float32;
-  for (int64_t d : leaf.shape) valid = valid && d >= 0 && !__builtin_mul_overflow(numel, d, &numel);
-  if (valid && leaf.init.kind == InitSpec::Kind::Uniform) {
+  if (leaf.dtype == DType::Float32 && leaf.init.kind == InitSpec::Kind::Uniform && leaf_numel(leaf, numel)) {
     fill_uniform_f32(leaf, scenario_seed, dst, numel);
     return;
   }

@@ -199,12 +199,14 @@ void upload_values(const Tensor& t, const std::vector<double>& values) {
 }
 }  // namespace
 
-Tensor tensor_from_values(const Shape& sizes, DType dtype, const std::vector<double>& values) {
+namespace {
+// A new tensor holding values[0 .. count), rounded to its dtype (count beyond its size ignored).
+Tensor tensor_from_doubles(const Shape& sizes, DType dtype, const double* values, size_t count) {
   Tensor t = empty_tensor(sizes, dtype, false);
   Storage& s = *t->storage;
-  const size_t n = std::min(values.size(), static_cast<size_t>(s.numel));
+  const size_t n = std::min(count, static_cast<size_t>(s.numel));
   if (s.on_device()) {  // a leaf of a cuda run: made on the host, copied over once
-    upload_values(t, values);
+    upload_values(t, std::vector<double>(values, values + count));
     return t;
   }
   if (s.holds_float()) {
@@ -216,19 +218,14 @@ Tensor tensor_from_values(const Shape& sizes, DType dtype, const std::vector<dou
   }
   return t;
 }
+}  // namespace
 
-Tensor scalar_tensor(double v, DType dtype) {
-  Tensor t = empty_tensor({}, dtype, false);
-  Storage& s = *t->storage;
-  if (s.on_device()) {
-    upload_values(t, {v});
-  } else if (s.holds_float()) {
-    s.f32()[0] = static_cast<float>(v);  // as tensor_from_values, without a vector per scalar
-  } else {
-    s.f64()[0] = round_to_dtype(v, dtype);
-  }
-  return t;
+Tensor tensor_from_values(const Shape& sizes, DType dtype, const std::vector<double>& values) {
+  return tensor_from_doubles(sizes, dtype, values.data(), values.size());
 }
+
+// No vector per scalar: every wrapped Python number of a program comes through here (issue #6).
+Tensor scalar_tensor(double v, DType dtype) { return tensor_from_doubles({}, dtype, &v, 1); }
 
 Tensor make_alias(const Tensor& src, const Shape& sizes, const Shape& strides, int64_t offset) {
   auto t = std::make_shared<TensorImpl>();

@@ -48,9 +48,9 @@ std::atomic<int> g_state{kUninitialized};
 std::atomic<char*> g_base{nullptr};
 std::atomic<size_t> g_reserved{0};
 std::atomic_flag g_slab_lock = ATOMIC_FLAG_INIT;
-size_t g_committed = 0;  // under g_slab_lock
-size_t g_next_slab = 0;  // under g_slab_lock
-std::atomic<uint64_t> g_committed_bytes{0}, g_slab_count{0};
+// Written under g_slab_lock; atomic only so that stats() can read them without it.
+std::atomic<size_t> g_committed{0};  // bytes of the range made writable
+std::atomic<size_t> g_next_slab{0};  // bytes of the range handed out as slabs
 uint8_t g_slab_class[kMaxSlabs];
 
 struct FreeObject {
@@ -107,21 +107,19 @@ bool refill(ThreadCache& tc, int c) noexcept {
   }
   char* base = g_base.load(std::memory_order_relaxed);
   const size_t reserved = g_reserved.load(std::memory_order_relaxed);
-  bool ok = g_next_slab + kSlabBytes <= reserved;
-  if (ok && g_next_slab + kSlabBytes > g_committed) {
-    const size_t step = kCommitStep < reserved - g_committed ? kCommitStep : reserved - g_committed;
-    ok = mprotect(base + g_committed, step, PROT_READ | PROT_WRITE) == 0;
-    if (ok) {
-      g_committed += step;
-      g_committed_bytes.store(g_committed, std::memory_order_relaxed);
-    }
+  const size_t next = g_next_slab.load(std::memory_order_relaxed);
+  const size_t committed = g_committed.load(std::memory_order_relaxed);
+  bool ok = next + kSlabBytes <= reserved;
+  if (ok && next + kSlabBytes > committed) {
+    const size_t step = kCommitStep < reserved - committed ? kCommitStep : reserved - committed;
+    ok = mprotect(base + committed, step, PROT_READ | PROT_WRITE) == 0;
+    if (ok) g_committed.store(committed + step, std::memory_order_relaxed);
   }
   char* slab = nullptr;
   if (ok) {
-    slab = base + g_next_slab;
-    g_slab_class[g_next_slab / kSlabBytes] = static_cast<uint8_t>(c);
-    g_next_slab += kSlabBytes;
-    g_slab_count.fetch_add(1, std::memory_order_relaxed);
+    slab = base + next;
+    g_slab_class[next / kSlabBytes] = static_cast<uint8_t>(c);
+    g_next_slab.store(next + kSlabBytes, std::memory_order_relaxed);
   }
   g_slab_lock.clear(std::memory_order_release);
   if (!ok) return false;
@@ -140,19 +138,14 @@ namespace {
 // Everything but the two common cases: the first request (reserving the range), a new slab,
 // requests above the largest class, and a pool that is off. Kept out of line so that
 // allocate's fast path saves no registers.
+// This thread's free list for the class is empty here: the fast path pops it, and before
+// the range exists no object is on any list.
 __attribute__((noinline)) void* allocate_slow(size_t bytes) noexcept {
   if (bytes > kMaxPooledBytes || !ready()) return std::malloc(bytes == 0 ? 1 : bytes);
   const int c = kClassTable.index[(bytes + kAlignment - 1) / kAlignment];
   ThreadCache& tc = t_cache;
-  if (FreeObject* f = tc.free[c]) {
-    tc.free[c] = f->next;
-    return f;
-  }
-  const size_t size = kClassSizes[c];
-  if (static_cast<size_t>(tc.end[c] - tc.bump[c]) < size && !refill(tc, c)) return std::malloc(bytes);
-  char* p = tc.bump[c];
-  tc.bump[c] += size;
-  return p;
+  if (static_cast<size_t>(tc.end[c] - tc.bump[c]) < kClassSizes[c] && !refill(tc, c)) return std::malloc(bytes);
+  return allocate(bytes);  // the fast path, which now has room in the slab
 }
 }  // namespace
 
@@ -201,8 +194,8 @@ bool enabled() noexcept { return ready(); }
 
 Stats stats() noexcept {
   Stats s;
-  s.committed_bytes = g_committed_bytes.load(std::memory_order_relaxed);
-  s.slabs = g_slab_count.load(std::memory_order_relaxed);
+  s.committed_bytes = g_committed.load(std::memory_order_relaxed);
+  s.slabs = g_next_slab.load(std::memory_order_relaxed) / kSlabBytes;
   return s;
 }
 
