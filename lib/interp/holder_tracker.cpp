@@ -123,10 +123,11 @@ void HolderTracker::remove(const Contribution& c) {
 // A node holds the storages of its saved values that are still there (defined, not
 // released; under hooks, what the hooks kept) and, for AccumulateGrad, its leaf's.
 InternedString HolderTracker::saved_label(const std::string& node, const std::string& attr) {
+  const InternedString what = saved_value_name(node, attr);
   for (const SavedLabel& l : saved_labels_)
-    if (l.node == node && l.attr == attr) return l.label;
-  const InternedString label = intern("saved " + node + "._saved_" + attr);
-  if (saved_labels_.size() < 64) saved_labels_.push_back({node, attr, label});  // a bound; programs use a handful
+    if (l.what == what) return l.label;
+  const InternedString label = intern("saved " + what.str());
+  if (saved_labels_.size() < 64) saved_labels_.push_back({what, label});  // a bound; programs use a handful
   return label;
 }
 

@@ -114,7 +114,7 @@ class HolderTracker : public ObjectObserver, public EventSink {
   // "saved <node>._saved_<attr>", remembered for the few (node, attribute) pairs a program has.
   InternedString saved_label(const std::string& node, const std::string& attr);
   struct SavedLabel {
-    std::string node, attr;
+    InternedString what;  // "<node>._saved_<attr>" (events.hpp's saved_value_name)
     InternedString label;
   };
   std::vector<SavedLabel> saved_labels_;
