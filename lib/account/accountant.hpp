@@ -106,7 +106,8 @@ class Accountant : public EventSink {
   int64_t model_live_ = 0;
   AllocatorModel model_;
   int64_t model_graph_only_peak_ = 0;
-  PeakLocation peak_at_;
+  PeakLocation peak_at_;     // its op is peak_op_
+  InternedString peak_op_;
   // Per-category totals kept from the holder changes alone (issue #6), by HolderCategory.
   struct CategoryTotal {
     int64_t storages = 0, bytes = 0, block_bytes = 0;

@@ -3,7 +3,9 @@
 #include <map>
 #include <queue>
 #include <set>
-#include <unordered_map>
+#include <atomic>
+#include <stdexcept>
+#include <vector>
 
 #include "autograd/grad_mode.hpp"
 #include "errors.hpp"
@@ -42,6 +44,59 @@ struct InputBuffer {
                  : kernels::binary_split(slot, g, slot->dtype(), [](double a, double b) { return a + b; }, "add");
     }
   }
+};
+
+// This pass's state per node (dependency count, input buffer), in dense arrays: a node's
+// slot is stamped on the node with the pass number. run_backward has one caller (the
+// interpreter's backward statement) and never runs inside itself, which the constructor
+// checks: a nested pass would overwrite the outer pass's stamps.
+class PassSlots {
+ public:
+  PassSlots() : pass_(++next_pass_) {
+    if (active_) throw std::logic_error("run_backward called while another backward pass runs");
+    active_ = true;
+  }
+  ~PassSlots() { active_ = false; }
+  PassSlots(const PassSlots&) = delete;
+  PassSlots& operator=(const PassSlots&) = delete;
+
+  // False if the node already has a slot in this pass.
+  bool discover(Node* n) {
+    if (n->engine_pass == pass_) return false;
+    n->engine_pass = pass_;
+    n->engine_slot = states_.size();
+    states_.emplace_back();
+    return true;
+  }
+  int& deps(Node* n) { return at(n).deps; }
+  // The buffer gradients for `n` are added to (it has pending inputs from then on).
+  InputBuffer& buffer(Node* n) {
+    State& s = at(n);
+    s.pending = true;
+    return s.buffer;
+  }
+  InputBuffer take(Node* n) {
+    State& s = at(n);
+    s.pending = false;
+    return std::move(s.buffer);
+  }
+  // Received gradients that no run of the node has taken yet.
+  bool pending(Node* n) { return at(n).pending; }
+
+ private:
+  struct State {
+    int deps = 0;
+    bool pending = false;
+    InputBuffer buffer;
+  };
+  State& at(Node* n) {
+    discover(n);
+    return states_[n->engine_slot];
+  }
+  static inline std::atomic<uint64_t> next_pass_{0};
+  static inline thread_local bool active_ = false;
+  uint64_t pass_;
+  std::vector<State> states_;
 };
 
 struct ReadyOrder {
@@ -170,23 +225,24 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
   }
 
   // Dependencies: how many edges point at each node from the reachable graph (iterative DFS).
-  // Hash maps keyed by node (PyTorch's GraphTask uses unordered_maps too): nothing here
-  // iterates them in an order that reaches the output.
-  // A node has an entry once discovered (the roots with 0), so the map is the seen set too.
-  std::unordered_map<Node*, int> deps;
+  // Each node reached gets a slot in this pass's dense arrays, stamped on the node itself
+  // (PyTorch's GraphTask keys hash maps by node; on a 10,000-node chain those lookups were
+  // a twentieth of the run, issue #6). Nothing iterates the slots in an order that reaches
+  // the output.
+  PassSlots slots;
   std::vector<Node*> order;  // discovery order
   {
     std::vector<Node*> stack;
     for (auto& [edge, g] : root_edges)
-      if (edge.fn && deps.try_emplace(edge.fn.get(), 0).second) stack.push_back(edge.fn.get());
+      if (edge.fn && slots.discover(edge.fn.get())) stack.push_back(edge.fn.get());
     while (!stack.empty()) {
       Node* n = stack.back();
       stack.pop_back();
       order.push_back(n);
       for (const Edge& e : n->next) {
         if (!e.fn) continue;
-        auto [it, discovered] = deps.try_emplace(e.fn.get(), 0);
-        ++it->second;
+        const bool discovered = slots.discover(e.fn.get());
+        ++slots.deps(e.fn.get());
         if (discovered) stack.push_back(e.fn.get());
       }
     }
@@ -218,27 +274,25 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
     }
   }
 
-  std::unordered_map<Node*, InputBuffer> buffers;
   std::priority_queue<Node*, std::vector<Node*>, ReadyOrder> ready;
   std::vector<Tensor> captured(req.inputs.size());
   std::vector<bool> reached(req.inputs.size(), false);
 
   auto deliver = [&](Node* n, int input_nr, const Tensor& g) {
-    buffers[n].add(input_nr, g);
+    slots.buffer(n).add(input_nr, g);
   };
   for (auto& [edge, g] : root_edges)
     if (edge.fn) deliver(edge.fn.get(), edge.input_nr, g);
   for (auto& [edge, g] : root_edges)
-    if (edge.fn && deps[edge.fn.get()] == 0) {
-      deps[edge.fn.get()] = -1;  // queued
+    if (edge.fn && slots.deps(edge.fn.get()) == 0) {
+      slots.deps(edge.fn.get()) = -1;  // queued
       ready.push(edge.fn.get());
     }
 
   while (!ready.empty()) {
     Node* n = ready.top();
     ready.pop();
-    InputBuffer buf = std::move(buffers[n]);
-    buffers.erase(n);
+    InputBuffer buf = slots.take(n);
     buf.grads.resize(std::max<size_t>(buf.grads.size(), n->outputs.size()));
 
     if (req.capture) {
@@ -298,6 +352,7 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
         }
       }
       if (!req.retain_graph) n->release_saved(pos.statement);
+      if (req.node_done) req.node_done(*n);
     }
     buf.grads.clear();
     // PyTorch never queues a node it need not execute (exec_info), so such a node's children
@@ -308,8 +363,9 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
       const Edge& e = n->next[i];
       if (!e.fn) continue;
       if (run && i < out.size() && out[i]) deliver(e.fn.get(), e.input_nr, out[i]);
-      if (--deps[e.fn.get()] == 0) {
-        deps[e.fn.get()] = -1;
+      int& deps = slots.deps(e.fn.get());
+      if (--deps == 0) {
+        deps = -1;
         ready.push(e.fn.get());
       }
     }
@@ -322,8 +378,9 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
     // base, the older one's operand reaching a leaf the newer one also edits with).
     // The oldest such node (creation order: deterministic, unlike the hash map's order).
     Node* stuck = nullptr;
-    for (auto& [node, pending] : buffers)
-      if (needed.count(node) && deps[node] > 0 && (!stuck || node->id < stuck->id)) stuck = node;
+    for (Node* node : order)
+      if (slots.pending(node) && needed.count(node) && slots.deps(node) > 0 && (!stuck || node->id < stuck->id))
+        stuck = node;
     if (Node* node = stuck)
       throw ScenarioError("unsupported",
                           "torch 1.13 raises RuntimeError: could not compute gradients for some functions here ("

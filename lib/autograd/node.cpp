@@ -1,6 +1,7 @@
 #include "autograd/node.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <limits>
 
@@ -33,6 +34,12 @@ std::string format_double(double v) {
 }  // namespace
 
 const std::vector<Node*>& live_nodes() { return registry().live(); }
+
+namespace {
+std::atomic<uint64_t> g_saved_state_changes{0};
+void saved_state_changed() { g_saved_state_changes.fetch_add(1, std::memory_order_relaxed); }
+}  // namespace
+uint64_t saved_state_changes() { return g_saved_state_changes.load(std::memory_order_relaxed); }
 
 std::string attr_repr(const AttrValue& a) {
   auto int_repr = [&](int64_t v) {
@@ -67,7 +74,7 @@ Node::Node() {
 
 Node::~Node() {
   // Saved values die with their node: announce the releases the accountant must see.
-  release_saved(run_position().statement);
+  release_saved_values(run_position().statement);
   if (ObjectObserver* o = object_observer()) o->node_destroyed(*this);
   registry().remove(this);
 
@@ -254,6 +261,7 @@ static bool save_under_hooks(SavedEntry& e, const Tensor& t, bool is_output, int
 }
 
 void Node::save_input(const std::string& attr, const Tensor& t, bool needed) {
+  saved_state_changed();
   SavedEntry e;
   e.name = attr;
   e.is_tensor = true;
@@ -277,6 +285,7 @@ void Node::save_input(const std::string& attr, const Tensor& t, bool needed) {
 }
 
 void Node::save_output(const std::string& attr, const Tensor& t, int output_nr, bool needed) {
+  saved_state_changed();
   SavedEntry e;
   e.name = attr;
   e.is_tensor = true;
@@ -305,6 +314,7 @@ void Node::save_output(const std::string& attr, const Tensor& t, int output_nr, 
 }
 
 void Node::save_attr(const std::string& attr, AttrValue v) {
+  saved_state_changed();
   SavedEntry e;
   e.name = attr;
   e.attr = std::move(v);
@@ -437,11 +447,18 @@ const AttrValue& Node::attr(const std::string& name_) const {
 }
 
 void Node::release_saved(int statement) {
+  saved_state_changed();
+  release_saved_values(statement);
+}
+
+// A dying node's releases change no live node's snapshot: the destructor calls this
+// directly, without counting a change.
+void Node::release_saved_values(int statement) {
   // torch 1.13's CopySlices::release_variables only drops its reference to the wrapped node
   // (fn = nullptr): the node's saved values die with it, unless a create_graph=True gradient
   // still holds it (its saved result unpacked, e.g. ThresholdBackwardBackward0 -> ReluBackward0
   // after h[:, 1].relu_(); measured: a second autograd.grad through both succeeds).
-  if (wrapped && wrapped.use_count() == 1) wrapped->release_saved(statement);
+  if (wrapped && wrapped.use_count() == 1) wrapped->release_saved_values(statement);
   for (auto& e : saved) {
     if (!e.is_tensor || !e.var.defined || e.var.released) continue;
     e.var.released = true;
@@ -521,7 +538,7 @@ namespace {
 // AsStridedBackward0: the gradient of the base is zeros with the view's gradient placed at
 // the view's size, stride and storage offset (as_strided_backward).
 std::vector<Tensor> as_strided_backward(Node& n, const std::vector<Tensor>& g) {
-  const Node::Geometry& geo = n.geometry;
+  const Node::Geometry& geo = *n.geometry;
   return {kernels::view_backward(g[0], geo.base_sizes, geo.sizes, geo.strides, geo.offset - geo.base_offset)};
 }
 
@@ -529,7 +546,7 @@ std::vector<Tensor> as_strided_backward(Node& n, const std::vector<Tensor>& g) {
 // the wrapped node, and that node's gradient for the view is written back into the slice;
 // its other gradients go to the other inputs.
 std::vector<Tensor> copy_slices_backward(Node& n, const std::vector<Tensor>& g) {
-  const Node::Geometry& geo = n.geometry;
+  const Node::Geometry& geo = *n.geometry;
   Tensor result = kernels::copy(g[0]);
   Tensor slice = make_alias(result, geo.sizes, geo.strides, geo.offset - geo.base_offset);
   Tensor slice_grad = kernels::copy(slice);
@@ -554,7 +571,7 @@ std::shared_ptr<Node> make_as_strided(const Tensor& view) {
   const Tensor& base = view->base;
   auto node = make_node("AsStridedBackward0", as_strided_backward, {base});
   node->differentiable_backward = as_strided_dbackward;
-  node->geometry = {view->sizes, view->strides, view->offset, base->sizes, base->strides, base->offset};
+  node->geometry.reset(new Node::Geometry{view->sizes, view->strides, view->offset, base->sizes, base->strides, base->offset});
   node->save_attr("size", AttrValue::ints(view->sizes));
   node->save_attr("storage_offset", AttrValue::integer(view->offset));
   node->save_attr("stride", AttrValue::ints(view->strides));
@@ -616,7 +633,7 @@ void copy_in_place(const Tensor& dst, const Tensor& src) {
 // (CloneBackward0 -> AsStridedBackward0 -> CopyBackwards, w))). Third order through the
 // CopySlices this records (it wraps CopyBackwards) is not measured yet, so it raises.
 std::vector<Tensor> copy_slices_dbackward(Node& n, const std::vector<Tensor>& g) {
-  const Node::Geometry& geo = n.geometry;
+  const Node::Geometry& geo = *n.geometry;
   Node& fn = *n.wrapped;
   if (!fn.differentiable_backward || fn.name == "CopyBackwards")
     unsupported_through("CopySlices (wrapping " + fn.name + ")");
@@ -658,7 +675,7 @@ std::vector<Tensor> copy_slices_dbackward(Node& n, const std::vector<Tensor>& g)
 // (None, grad)); the result is storage.as_strided(base geometry) (AsStridedBackward0)
 // (measured: `v = h.view(-1); v.mul_(3)` gives AsStridedBackward0 -> CopySlices -> (None, ...)).
 std::vector<Tensor> as_strided_dbackward(Node& n, const std::vector<Tensor>& g) {
-  const Node::Geometry& geo = n.geometry;
+  const Node::Geometry& geo = *n.geometry;
   if (geo.base_strides != contiguous_strides(geo.base_sizes))
     unsupported_through("AsStridedBackward0 of a non-contiguous base");
   for (size_t d = 0; d < geo.sizes.size(); ++d)
@@ -681,7 +698,7 @@ void rebase_view_history(const Tensor& view, const std::shared_ptr<Node>& fn) {
   cs->backward = copy_slices_backward;
   cs->differentiable_backward = copy_slices_dbackward;
   cs->wrapped = fn;
-  cs->geometry = {view->sizes, view->strides, view->offset, base->sizes, base->strides, base->offset};
+  cs->geometry.reset(new Node::Geometry{view->sizes, view->strides, view->offset, base->sizes, base->strides, base->offset});
   cs->next.push_back(gradient_edge(base));
   cs->input_meta.push_back({base->sizes, base->dtype(), base->is_meta()});
   for (size_t i = 1; i < fn->next.size(); ++i) {

@@ -177,14 +177,21 @@ struct Node : std::enable_shared_from_this<Node> {
   std::shared_ptr<Node> wrapped;
   // CopySlices / AsStridedBackward0: where the view sits in its base's storage, and the
   // base's own geometry (hidden state, not a `_saved_` attribute in PyTorch).
+  // Only those two kinds have one, so it lives outside the node (issue #6: inline it was a
+  // third of every node's bytes).
   struct Geometry {
     Shape sizes, strides;
     int64_t offset = 0;
     Shape base_sizes, base_strides;
     int64_t base_offset = 0;
-  } geometry;
+  };
+  std::unique_ptr<Geometry> geometry;
 
   size_t registry_slot = 0;     // position in the live-node registry (O(1) removal)
+  // The engine's per-pass slot of this node (lib/autograd/engine.cpp PassSlots): valid while
+  // engine_pass is the running pass's number.
+  uint64_t engine_pass = 0;
+  size_t engine_slot = 0;
 
   Node();
   ~Node();
@@ -205,11 +212,16 @@ struct Node : std::enable_shared_from_this<Node> {
   Tensor unpack_hooked(const std::string& attr, SavedVariable& v);  // saved under hooks
   const AttrValue& attr(const std::string& attr) const;
   void release_saved(int statement);
+  void release_saved_values(int statement);  // release_saved without counting a change (dying nodes)
   int64_t saved_bytes() const;  // bytes of saved tensors still held
 };
 
 // Registry of live nodes, in creation order (accountant and reports).
 const std::vector<Node*>& live_nodes();
+// Counts every change to what nodes save or release (save_input, save_output, save_attr,
+// release_saved): a report's node snapshot taken when the count was c still describes
+// every node if the count is c again and no name was bound since (issue #6).
+uint64_t saved_state_changes();
 
 // New node for an op with the given inputs: edges to their grad_fn or AccumulateGrad.
 std::shared_ptr<Node> make_node(const std::string& name, BackwardFn fn, const std::vector<Tensor>& inputs);

@@ -246,6 +246,18 @@ class Interpreter : public ops::Runtime {
     InternedString why;
   };
   mutable std::vector<WhyEntry> why_cache_;
+  // Snapshots kept as current without a look at the node: a snapshot made or found current
+  // when snapshot_epoch() was e still is while it is e (issue #6: the end of a program
+  // whose last statement was backward looked at every node of the graph again).
+  uint64_t labels_changed_ = 0;            // tensors bound to names (labels may change)
+  std::vector<uint64_t> snapshot_stamp_;   // node id -> snapshot_epoch() + 1 when last current
+  uint64_t snapshot_epoch() const { return labels_changed_ + autograd::saved_state_changes(); }
+  // Nodes snapshotted by the backward pass now running as each one finished (node id ->
+  // pass number): after the pass they are current unless a name was bound meanwhile
+  // (only a checkpoint recomputation binds names during a pass), as no node changes what
+  // another node's snapshot shows once that one ran.
+  std::vector<uint64_t> snapshotted_in_pass_;
+  uint64_t backward_passes_ = 0;
   InternedString why_saved_cached(const autograd::Node& n, const std::string& attr) const;
   std::vector<Tensor> leaves_;                                  // the scenario's leaves, in file order
   // What holds each storage, kept from changes; it forwards every event to acc_.
@@ -302,7 +314,8 @@ class Interpreter : public ops::Runtime {
   mutable std::vector<int64_t> walk_ids_;
   mutable size_t walk_chain_ = 0;  // walk_nodes_[i] for i < walk_chain_: one edge, to walk_nodes_[i + 1]
   void record_walk(const std::string& key, const std::shared_ptr<autograd::Node>& root);
-  void snapshot_nodes(const std::vector<int64_t>& ids);
+  // `pass`: nodes snapshotted during that backward pass count as current (0: none).
+  void snapshot_nodes(const std::vector<int64_t>& ids, uint64_t pass = 0);
   NodeSnapshot snapshot(const autograd::Node& n) const;
   bool snapshot_current(const NodeSnapshot& s, const autograd::Node& n) const;
   std::string label_of(int64_t tensor_id) const;
@@ -377,6 +390,7 @@ void Interpreter::create_leaves() {
 
 void Interpreter::bind(const std::string& name, const Value& v) {
   if (v.kind == Value::Kind::Tensor) {
+    ++labels_changed_;
     const InternedString label = InternedString::recent(name);
     const size_t tid = static_cast<size_t>(v.t->id), sid = static_cast<size_t>(v.t->storage->id);
     if (tid >= tensor_label_.size()) tensor_label_.resize(tid + 1);
@@ -1093,12 +1107,13 @@ Value Interpreter::call_entry(const ops::OpEntry& entry, const std::string& spel
                               const std::vector<std::pair<std::string, Value>>& keywords) {
   ops::Args args;
   args.fn = spelling;
-  args.params = entry.params;
+  args.params = &entry.params;
   args.values.resize(entry.params.size());
   std::vector<Value> pos;
+  pos.reserve(positional.size() + (self ? 1 : 0));
   if (self) pos.push_back(*self);
   pos.insert(pos.end(), positional.begin(), positional.end());
-  const std::string fname = entry.name + "()";
+  auto fname = [&] { return entry.name + "()"; };  // for messages only
   size_t p = 0;
   size_t i = 0;
   for (; i < entry.params.size() && p < pos.size(); ++i) {
@@ -1114,7 +1129,7 @@ Value Interpreter::call_entry(const ops::OpEntry& entry, const std::string& spel
   if (p < pos.size()) {
     size_t max_pos = 0;
     for (const auto& prm : entry.params) if (!prm.keyword_only && !prm.varargs) ++max_pos;
-    fail("type_error", fname + " takes " + std::to_string(max_pos - (self ? 1 : 0)) + " positional arguments but " +
+    fail("type_error", fname() + " takes " + std::to_string(max_pos - (self ? 1 : 0)) + " positional arguments but " +
                            std::to_string(pos.size() - (self ? 1 : 0)) + " were given");
   }
   for (const auto& [kw, val] : keywords) {
@@ -1125,10 +1140,10 @@ Value Interpreter::call_entry(const ops::OpEntry& entry, const std::string& spel
       std::vector<std::string> names;
       for (const auto& prm : entry.params) names.push_back(prm.name);
       std::string hint = suggest(kw, names);
-      fail("type_error", fname + " got an unexpected keyword argument '" + kw + "'" +
+      fail("type_error", fname() + " got an unexpected keyword argument '" + kw + "'" +
                              (hint.empty() ? "" : "; did you mean '" + hint + "'?"));
     }
-    if (args.values[k]) fail("type_error", fname + " got multiple values for argument '" + kw + "'");
+    if (args.values[k]) fail("type_error", fname() + " got multiple values for argument '" + kw + "'");
     args.values[k] = val;
   }
   args.written.resize(entry.params.size());
@@ -1138,7 +1153,7 @@ Value Interpreter::call_entry(const ops::OpEntry& entry, const std::string& spel
     const ops::Param& prm = entry.params[k];
     if (prm.varargs) args.values[k] = Value::tuple({});
     else if (prm.has_default) args.values[k] = prm.default_value;
-    else fail("type_error", fname + " missing required argument: '" + prm.name + "'");
+    else fail("type_error", fname() + " missing required argument: '" + prm.name + "'");
   }
   profile::Scope profile_op(profile::Section::OpForward, entry.name);  // --profile
   DeviceScope result_device(device_of_arguments(entry, args));
@@ -1388,15 +1403,34 @@ Value Interpreter::backward(const std::vector<Tensor>& roots, const std::vector<
   if (inputs) req.inputs = *inputs;
   req.allow_unused = allow_unused;
   req.create_graph = create_graph;
+  const uint64_t pass = ++backward_passes_;
+  const uint64_t labels_before = labels_changed_;
+  {
+    std::vector<bool> in_walk;
+    for (int64_t id : reached) {
+      if (static_cast<size_t>(id) >= in_walk.size()) in_walk.resize(static_cast<size_t>(id) + 1, false);
+      in_walk[static_cast<size_t>(id)] = true;
+    }
+    if (snapshotted_in_pass_.size() < in_walk.size()) snapshotted_in_pass_.resize(in_walk.size(), 0);
+    req.node_done = [this, pass, in_walk = std::move(in_walk)](autograd::Node& n) {
+      const size_t id = static_cast<size_t>(n.id);
+      if (n.id < 0 || id >= in_walk.size() || !in_walk[id]) return;
+      auto [it, inserted] = result_.nodes.try_emplace(n.id);
+      if (inserted || !snapshot_current(it->second, n)) it->second = snapshot(n);
+      snapshotted_in_pass_[id] = pass;
+    };
+  }
+  // The snapshots made during the pass stand only if no name was bound meanwhile.
+  auto pass_snapshots = [&] { return labels_changed_ == labels_before ? pass : 0; };
   std::vector<Tensor> captured;
   try {
     captured = autograd::run_backward(req);
   } catch (ScenarioError& e) {
     if (e.phase.empty()) e.phase = "backward";
-    snapshot_nodes(reached);
+    snapshot_nodes(reached, pass_snapshots());
     throw;
   }
-  snapshot_nodes(reached);
+  snapshot_nodes(reached, pass_snapshots());
   if (!inputs) return Value::none();
   std::vector<Value> out;
   for (const Tensor& g : captured) out.push_back(g ? Value::tensor(g) : Value::none());
@@ -1463,15 +1497,30 @@ void Interpreter::record_walk(const std::string& key, const std::shared_ptr<auto
 // still describes it (nothing it shows changed since: typically the whole graph again at
 // the end of a program whose last statement was backward) keeps that snapshot instead of
 // being rebuilt (issue #6).
-void Interpreter::snapshot_nodes(const std::vector<int64_t>& ids) {
+void Interpreter::snapshot_nodes(const std::vector<int64_t>& ids, uint64_t pass) {
   if (ids.empty()) return;
-  std::vector<bool> wanted(static_cast<size_t>(*std::max_element(ids.begin(), ids.end())) + 1, false);
-  for (int64_t id : ids)
-    if (id >= 0) wanted[static_cast<size_t>(id)] = true;
+  const uint64_t stamp = snapshot_epoch() + 1;
+  const size_t size = static_cast<size_t>(*std::max_element(ids.begin(), ids.end())) + 1;
+  if (snapshot_stamp_.size() < size) snapshot_stamp_.resize(size, 0);
+  std::vector<bool> wanted(size, false);
+  bool any = false;
+  for (int64_t id : ids) {
+    if (id < 0) continue;
+    uint64_t& node_stamp = snapshot_stamp_[static_cast<size_t>(id)];
+    if (node_stamp == stamp) continue;
+    if (pass != 0 && static_cast<size_t>(id) < snapshotted_in_pass_.size() &&
+        snapshotted_in_pass_[static_cast<size_t>(id)] == pass) {
+      node_stamp = stamp;
+      continue;
+    }
+    any = wanted[static_cast<size_t>(id)] = true;
+  }
+  if (!any) return;
   for (autograd::Node* n : autograd::live_nodes()) {
     if (n->id < 0 || static_cast<size_t>(n->id) >= wanted.size() || !wanted[static_cast<size_t>(n->id)]) continue;
     auto [it, inserted] = result_.nodes.try_emplace(n->id);
     if (inserted || !snapshot_current(it->second, *n)) it->second = snapshot(*n);
+    snapshot_stamp_[static_cast<size_t>(n->id)] = stamp;
   }
 }
 

@@ -49,16 +49,16 @@ std::string short_fn(const std::string& fn) {
 
 const Value& Args::get(const std::string& name) const {
   static const Value none;
-  for (size_t i = 0; i < params.size(); ++i)
-    if (params[i].name == name) return values[i] ? *values[i] : none;
+  for (size_t i = 0; params && i < params->size(); ++i)
+    if ((*params)[i].name == name) return values[i] ? *values[i] : none;
   return none;
 }
 
 bool Args::given(const std::string& name) const { return get(name).kind != Value::Kind::None; }
 
 bool Args::passed(const std::string& name) const {
-  for (size_t i = 0; i < params.size(); ++i)
-    if (params[i].name == name) return i < written.size() && written[i];
+  for (size_t i = 0; params && i < params->size(); ++i)
+    if ((*params)[i].name == name) return i < written.size() && written[i];
   return false;
 }
 

@@ -37,7 +37,7 @@ class Runtime {
 
 struct Args {
   std::string fn;  // the spelling used, for messages: "mm", "Tensor.view"
-  std::vector<Param> params;
+  const std::vector<Param>* params = nullptr;  // the entry's (the op table outlives every call)
   std::vector<std::optional<Value>> values;
   std::vector<bool> written;  // per param: given in the call (not filled from its default)
 

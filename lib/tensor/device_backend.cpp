@@ -1,5 +1,8 @@
 #include "tensor/device_backend.hpp"
 
+#include <memory>
+#include <vector>
+
 #include "errors.hpp"
 #include "tensor/events.hpp"
 
@@ -10,8 +13,19 @@ DeviceBackend*& backend_slot() {
   static DeviceBackend* backend = nullptr;
   return backend;
 }
-std::string& device_slot() {
-  static std::string device = "cpu";
+const std::string kCpu = "cpu";
+// The device names scopes name ("cpu", "cuda"), each kept once: a scope swaps pointers, not
+// strings (issue #6: every op and every backward node opens one).
+const std::string* device_name(const std::string& device) {
+  if (device == kCpu) return &kCpu;
+  static std::vector<std::unique_ptr<const std::string>> others;
+  for (const auto& o : others)
+    if (*o == device) return o.get();
+  others.push_back(std::make_unique<const std::string>(device));
+  return others.back().get();
+}
+const std::string*& device_slot() {
+  static const std::string* device = &kCpu;
   return device;
 }
 }  // namespace
@@ -19,8 +33,9 @@ std::string& device_slot() {
 DeviceBackend* device_backend() { return backend_slot(); }
 void set_device_backend(DeviceBackend* backend) { backend_slot() = backend; }
 
-const std::string& allocation_device() { return device_slot(); }
-DeviceScope::DeviceScope(const std::string& device) : previous_(device_slot()) { device_slot() = device; }
+const std::string& allocation_device() { return *device_slot(); }
+bool allocating_on_cpu() { return device_slot() == &kCpu; }
+DeviceScope::DeviceScope(const std::string& device) : previous_(device_slot()) { device_slot() = device_name(device); }
 DeviceScope::~DeviceScope() { device_slot() = previous_; }
 
 namespace {
@@ -65,7 +80,7 @@ void throw_device_failure(const std::exception& e) {
   const std::string what = e.what();
   ScenarioError err(what.find("out of memory") != std::string::npos ? "limit" : "unsupported", what);
   const DeviceBackend* b = device_backend();
-  err.facts = {{"op", run_position().op}, {"device", b ? b->description() : std::string("none")}};
+  err.facts = {{"op", run_position().op.str()}, {"device", b ? b->description() : std::string("none")}};
   throw err;
 }
 

@@ -131,6 +131,7 @@ void set_device_backend(DeviceBackend* backend);
 // Ops take their result's device from their inputs (PyTorch: a result lives where its
 // operands do); leaves of a cuda scenario and transfers name it explicitly.
 const std::string& allocation_device();
+bool allocating_on_cpu();  // allocation_device() == "cpu", without comparing text
 class DeviceScope {
  public:
   explicit DeviceScope(const std::string& device);
@@ -139,7 +140,7 @@ class DeviceScope {
   DeviceScope& operator=(const DeviceScope&) = delete;
 
  private:
-  std::string previous_;
+  const std::string* previous_;
 };
 
 // The run's backend calls, for lib/tensor: a failure of the device (out of memory, a CUDA

@@ -154,7 +154,7 @@ namespace detail {
 // op on CPU operands inside a cuda backward (log of the wrapped base of 2.0 ** x) gives a CPU
 // tensor in PyTorch too. A cuda operand still fails when the loop reads it (no host access).
 inline Tensor host_result(const Shape& sizes, DType out, bool meta) {
-  if (allocation_device() == "cpu") return uninitialized_tensor(sizes, out, meta);
+  if (allocating_on_cpu()) return uninitialized_tensor(sizes, out, meta);
   DeviceScope on_cpu("cpu");
   return uninitialized_tensor(sizes, out, meta);
 }

@@ -20,7 +20,7 @@ RunPosition& run_position() { return g_position; }
 InternedString current_op_interned() {
   // Events come from the run's thread (see event_sink); the op text changes once per op
   // while every allocation of the op names it.
-  return InternedString::recent(g_position.op);
+  return g_position.op.interned();
 }
 
 InternedString saved_value_name(const std::string& node, const std::string& attr) {

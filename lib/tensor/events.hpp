@@ -44,9 +44,49 @@ inline void emit(const Event& e) {
 
 // Where the run is: statement number and the op being computed, for Alloc events and
 // for the statements that errors and lifetimes name.
+// The text of the op running, with its interned form made once per change: every event of
+// an op names it (issue #6: looking it up per event was 3% of a long chain's run).
+class OpText {
+ public:
+  OpText& operator=(const std::string& text) {
+    text_ = text;
+    interned_valid_ = false;
+    return *this;
+  }
+  OpText& operator=(std::string&& text) {
+    text_ = std::move(text);
+    interned_valid_ = false;
+    return *this;
+  }
+  OpText& operator=(const char* text) {
+    text_ = text;
+    interned_valid_ = false;
+    return *this;
+  }
+  void clear() {
+    text_.clear();
+    interned_valid_ = false;
+  }
+  bool empty() const { return text_.empty(); }
+  const std::string& str() const { return text_; }
+  operator const std::string&() const { return text_; }
+  InternedString interned() {
+    if (!interned_valid_) {
+      interned_ = InternedString::recent(text_);
+      interned_valid_ = true;
+    }
+    return interned_;
+  }
+
+ private:
+  std::string text_;
+  InternedString interned_;
+  bool interned_valid_ = false;
+};
+
 struct RunPosition {
   int statement = -1;
-  std::string op;        // op currently allocating, e.g. "mm" or "MmBackward0"
+  OpText op;             // op currently allocating, e.g. "mm" or "MmBackward0"
   bool in_backward = false;
   // Inside a checkpoint recomputation: the body statement being run again (-1: none).
   int recompute_statement = -1;

@@ -31,7 +31,7 @@ void set_object_observer(ObjectObserver* observer) { observer_slot() = observer;
 
 Storage::Storage(DType d, int64_t n, bool is_meta, bool zero_fill) : dtype(d), numel(n), meta(is_meta) {
   rep_ = holds_float() ? Rep::Float : Rep::Double;
-  if (!meta && allocation_device() != "cpu") {
+  if (!meta && !allocating_on_cpu()) {
     // A cuda storage: its bytes come from the device backend (which counts them), none
     // from this process's memory budget.
     device = allocation_device();

@@ -182,6 +182,38 @@ TEST_CASE("walks from inside an earlier walk list the same nodes as a fresh walk
   CHECK(walks["a3"] == V{"MulBackward0", "AccumulateGrad"});
 }
 
+// Node snapshots (issue #6 takes them while backward runs and keeps them at the end when
+// nothing changed): what backward released shows, and a later name bound to a saved tensor
+// shows too.
+TEST_CASE("node snapshots show what backward released and names bound after it", "[interp]") {
+  const std::string program = R"JSON([
+    "y = x * x",
+    "y.sum().backward()"REBIND
+  ])JSON";
+  auto mul_of = [](const agtrace::RunResult& r) {
+    for (const auto& [id, n] : r.nodes)
+      if (n.name == "MulBackward0") return n;
+    FAIL("no MulBackward0 snapshot");
+    return agtrace::NodeSnapshot{};
+  };
+  auto run_with = [&](const std::string& rebind) {
+    std::string p = program;
+    p.replace(p.find("REBIND"), 6, rebind);
+    return run_text(scenario(p));
+  };
+  const agtrace::NodeSnapshot kept = mul_of(run_with(""));
+  CHECK(kept.released);
+  CHECK(kept.released_at == 1);
+  REQUIRE(kept.saved.size() == 2);
+  for (const agtrace::SavedSnapshot& s : kept.saved) {
+    CHECK(s.released);
+    CHECK(s.released_at == 1);
+    CHECK(s.same_object_as.str() == "x");
+  }
+  const agtrace::NodeSnapshot renamed = mul_of(run_with(", \"z = x\""));
+  for (const agtrace::SavedSnapshot& s : renamed.saved) CHECK(s.same_object_as.str() == "z");
+}
+
 TEST_CASE("errors carry the facts PyTorch's message holds", "[interp]") {
   auto r = run_text(scenario(R"JSON([
     "h = x * 2",
