@@ -213,7 +213,8 @@ static void announce_save(const Node& node, SavedEntry& e, const Tensor& t) {
   ev.bytes = e.var.nbytes();
   auto st = e.var.held_storage();
   ev.storage_id = st ? st->id : -1;
-  ev.what = saved_value_name(node.name, e.name);
+  e.what = saved_value_name(node.name, e.name);
+  ev.what = e.what;
   if (e.var.hooks) {
     // saved_bytes counts what the pack function is handed; the hooks may keep another
     // storage (an fp16 copy) or nothing (checkpoint).

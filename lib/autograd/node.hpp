@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "tensor/tensor.hpp"
+#include "util/interned_string.hpp"
 
 namespace agtrace::autograd {
 
@@ -125,6 +126,9 @@ struct SavedVariable {
 
 struct SavedEntry {
   std::string name;  // attribute without the `_saved_` prefix: self, mat2, result, alpha, ...
+  // "<node>._saved_<name>", interned when a tensor is saved (null before): what events,
+  // holder labels and snapshots key on, without comparing the two strings again (issue #6).
+  InternedString what;
   bool is_tensor = false;
   bool as_list = false;  // PyTorch saves a list of tensors (IndexBackward0._saved_indices)
   SavedVariable var;

@@ -122,8 +122,8 @@ void HolderTracker::remove(const Contribution& c) {
 
 // A node holds the storages of its saved values that are still there (defined, not
 // released; under hooks, what the hooks kept) and, for AccumulateGrad, its leaf's.
-InternedString HolderTracker::saved_label(const std::string& node, const std::string& attr) {
-  const InternedString what = saved_value_name(node, attr);
+InternedString HolderTracker::saved_label(const autograd::Node& n, const autograd::SavedEntry& e) {
+  const InternedString what = e.what.empty() ? saved_value_name(n.name, e.name) : e.what;
   for (const SavedLabel& l : saved_labels_)
     if (l.what == what) return l.label;
   const InternedString label = intern("saved " + what.str());
@@ -145,7 +145,7 @@ void HolderTracker::node_contribution(const autograd::Node& n, Contribution& c) 
     const autograd::SavedEntry& e = n.saved[i];
     if (!e.is_tensor || !e.var.defined || e.var.released) continue;
     if (std::shared_ptr<Storage> st = e.var.held_storage())
-      c.push_back({st->id, Entry{kGraphPhase, n.id, static_cast<int64_t>(i), saved_label(n.name, e.name), kGraphOnly}});
+      c.push_back({st->id, Entry{kGraphPhase, n.id, static_cast<int64_t>(i), saved_label(n, e), kGraphOnly}});
   }
   if (n.variable && n.variable->storage)
     c.push_back({n.variable->storage->id, Entry{kGraphPhase, n.id, static_cast<int64_t>(n.saved.size()),

@@ -112,7 +112,7 @@ class HolderTracker : public ObjectObserver, public EventSink {
   // records hold pointers, so they are compared and copied without touching the strings.
   static InternedString intern(const std::string& label) { return InternedString(label); }
   // "saved <node>._saved_<attr>", remembered for the few (node, attribute) pairs a program has.
-  InternedString saved_label(const std::string& node, const std::string& attr);
+  InternedString saved_label(const autograd::Node& n, const autograd::SavedEntry& e);
   struct SavedLabel {
     InternedString what;  // "<node>._saved_<attr>" (events.hpp's saved_value_name)
     InternedString label;

@@ -9,7 +9,9 @@
 #include <optional>
 #include <set>
 #include <stdexcept>
+#include <string_view>
 #include <unordered_map>
+#include <utility>
 
 #include "account/accountant.hpp"
 #include "autograd/engine.hpp"
@@ -241,7 +243,7 @@ class Interpreter : public ops::Runtime {
   // why_saved() answers for the few (node, attribute, inputs) a program has, so a snapshot
   // of a long graph does not rebuild the same sentence per node.
   struct WhyEntry {
-    std::string node, attr;
+    InternedString what;  // "<node>._saved_<attr>" (SavedEntry::what)
     size_t inputs = 0;
     InternedString why;
   };
@@ -258,7 +260,7 @@ class Interpreter : public ops::Runtime {
   // another node's snapshot shows once that one ran.
   std::vector<uint64_t> snapshotted_in_pass_;
   uint64_t backward_passes_ = 0;
-  InternedString why_saved_cached(const autograd::Node& n, const std::string& attr) const;
+  InternedString why_saved_cached(const autograd::Node& n, const autograd::SavedEntry& e) const;
   std::vector<Tensor> leaves_;                                  // the scenario's leaves, in file order
   // What holds each storage, kept from changes; it forwards every event to acc_.
   HolderTracker tracker_{[this](int64_t id) { return label_of(id); }, &acc_};
@@ -1046,18 +1048,31 @@ Value Interpreter::eval_attribute(const Expr& e) {
     case Value::Kind::Tensor: {
       const Tensor& t = obj.t;
       autograd::refresh_view_grad_fn(t);  // PyTorch regenerates a stale view's grad_fn on access
-      if (name == "grad_fn") return Value::node_of(t->grad_fn);
-      if (name == "grad") return t->grad ? Value::tensor(t->grad) : Value::none();
-      if (name == "requires_grad") return Value::boolean(t->requires_grad());
-      if (name == "is_leaf") return Value::boolean(t->is_leaf());
-      if (name == "shape") return Value::torch_size(t->sizes);
-      if (name == "dtype") return Value::dtype_of(t->dtype());
-      if (name == "_version") return Value::integer(t->version->version);
-      if (name == "ndim") return Value::integer(t->dim());
-      if (name == "_base") return t->base ? Value::tensor(t->base) : Value::none();
-      if (name == "T") return Value::tensor(ops::t(t));
-      if (name == "device")  // PyTorch prints a cuda tensor's device as cuda:0
-        return Value::str(t->is_meta() ? "meta" : t->storage->on_device() ? "cuda:0" : "cpu");
+      // Attributes first, then methods; names of different lengths are told apart by length
+      // alone (most lookups are methods, `h.tanh()`: issue #6).
+      enum class Attr { GradFn, Grad, RequiresGrad, IsLeaf, Shape, Dtype, Version, Ndim, Base, T, Device };
+      static constexpr std::pair<std::string_view, Attr> kAttrs[] = {
+          {"grad_fn", Attr::GradFn}, {"grad", Attr::Grad},     {"requires_grad", Attr::RequiresGrad},
+          {"is_leaf", Attr::IsLeaf}, {"shape", Attr::Shape},   {"dtype", Attr::Dtype},
+          {"_version", Attr::Version}, {"ndim", Attr::Ndim}, {"_base", Attr::Base},
+          {"T", Attr::T},            {"device", Attr::Device}};
+      for (const auto& [text, attr] : kAttrs) {
+        if (name.size() != text.size() || name != text) continue;
+        switch (attr) {
+          case Attr::GradFn: return Value::node_of(t->grad_fn);
+          case Attr::Grad: return t->grad ? Value::tensor(t->grad) : Value::none();
+          case Attr::RequiresGrad: return Value::boolean(t->requires_grad());
+          case Attr::IsLeaf: return Value::boolean(t->is_leaf());
+          case Attr::Shape: return Value::torch_size(t->sizes);
+          case Attr::Dtype: return Value::dtype_of(t->dtype());
+          case Attr::Version: return Value::integer(t->version->version);
+          case Attr::Ndim: return Value::integer(t->dim());
+          case Attr::Base: return t->base ? Value::tensor(t->base) : Value::none();
+          case Attr::T: return Value::tensor(ops::t(t));
+          case Attr::Device:  // PyTorch prints a cuda tensor's device as cuda:0
+            return Value::str(t->is_meta() ? "meta" : t->storage->on_device() ? "cuda:0" : "cpu");
+        }
+      }
       if (ops::find_op("Tensor." + name)) return Value::method(obj, name);
       std::vector<std::string> methods;
       for (const std::string& s : ops::all_spellings())
@@ -1284,9 +1299,10 @@ Value Interpreter::eval_binary(const std::string& op, const Value& a, const Valu
     if (!(ta && tb) && !other.is_number())
       fail("type_error", "unsupported operand type(s) for " + op + ": '" + type_name(a) + "' and '" + type_name(b) + "'");
     auto tensor_of = [](const Value& v) { return v.kind == Value::Kind::Tensor ? v.t : ops::wrap_number(v); };
-    profile::Scope profile_op(profile::Section::OpForward, profile::operator_op_name(op));  // --profile
+    const std::string& op_name = profile::operator_op_name(op);
+    profile::Scope profile_op(profile::Section::OpForward, op_name);  // --profile
     // `@` is matmul, which checks devices itself (see device_of_arguments(entry, args)).
-    DeviceScope result_device(device_of_arguments({&a, &b}, profile::operator_op_name(op), op == "@"));
+    DeviceScope result_device(device_of_arguments({&a, &b}, op_name, op == "@"));
     if (op == "+") return Value::tensor(ta ? ops::add(a.t, tensor_of(b), Value::integer(1))
                                            : ops::add(b.t, tensor_of(a), Value::integer(1)));  // __radd__
     if (op == "-") return Value::tensor(ta ? ops::sub(a.t, tensor_of(b), Value::integer(1))
@@ -1531,11 +1547,13 @@ std::string Interpreter::label_of(int64_t tensor_id) const {
 
 // Which gradient needs a saved value: derived from the op table's save rules
 // (lib/account/save_rules.cpp; issue #4 accountant).
-InternedString Interpreter::why_saved_cached(const autograd::Node& n, const std::string& attr) const {
+InternedString Interpreter::why_saved_cached(const autograd::Node& n, const autograd::SavedEntry& e) const {
+  // `what` names the node and the attribute (interned: compared as pointers).
+  const InternedString what = e.what.empty() ? saved_value_name(n.name, e.name) : e.what;
   for (const WhyEntry& w : why_cache_)
-    if (w.inputs == n.next.size() && w.node == n.name && w.attr == attr) return w.why;
+    if (w.inputs == n.next.size() && w.what == what) return w.why;
   if (why_cache_.size() >= 64) why_cache_.clear();  // a bound; programs use a handful
-  why_cache_.push_back({n.name, attr, n.next.size(), InternedString(agtrace::why_saved(n.name, attr, 0, n.next.size(), 0).why)});
+  why_cache_.push_back({what, n.next.size(), InternedString(agtrace::why_saved(n.name, e.name, 0, n.next.size(), 0).why)});
   return why_cache_.back().why;
 }
 
@@ -1590,7 +1608,7 @@ NodeSnapshot Interpreter::snapshot(const autograd::Node& n) const {
       ss.saved_at = v.saved_at;
       ss.released = v.released;
       ss.released_at = v.released_at;
-      ss.why = why_saved_cached(n.wrapped ? *n.wrapped : n, e.name);
+      ss.why = why_saved_cached(n.wrapped ? *n.wrapped : n, e);
       s.saved_bytes += ss.bytes;
     }
     s.saved.push_back(std::move(ss));

@@ -2,6 +2,7 @@
 // output (exp, sqrt, tanh, sigmoid, relu: "result"); log saves its input ("self").
 #include <cmath>
 #include <cstddef>
+#include <string_view>
 #include <type_traits>
 
 #include "ops/common.hpp"
@@ -97,7 +98,7 @@ std::vector<Tensor> relu_dbackward(Node& n, const std::vector<Tensor>& g) {
 }
 
 autograd::BackwardFn differentiable_for(const PointwiseOp& op) {
-  const std::string name = op.node;
+  const std::string_view name = op.node;  // no string built per op (issue #6)
   if (name == "ExpBackward0") return exp_dbackward;
   if (name == "LogBackward0") return log_dbackward;
   if (name == "SqrtBackward0") return sqrt_dbackward;
