@@ -14,15 +14,15 @@ int category_index(const std::string& name) {
 }  // namespace
 
 namespace {
-// The record of id `id` in an id-indexed vector, grown on demand.
+// The record of id `id` in an id-indexed table, grown on demand.
 template <typename T>
-T& slot(std::vector<T>& v, int64_t id) {
-  if (static_cast<size_t>(id) >= v.size()) v.resize(static_cast<size_t>(id) + 1);
+T& slot(ChunkedVector<T>& v, int64_t id) {
+  v.grow_to(static_cast<size_t>(id) + 1);
   return v[static_cast<size_t>(id)];
 }
 // The record of id `id` if `present` says it holds one, else null.
 template <typename T, typename Present>
-T* find_slot(std::vector<T>& v, int64_t id, Present present) {
+T* find_slot(ChunkedVector<T>& v, int64_t id, Present present) {
   if (id < 0 || static_cast<size_t>(id) >= v.size() || !present(v[static_cast<size_t>(id)])) return nullptr;
   return &v[static_cast<size_t>(id)];
 }

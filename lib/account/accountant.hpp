@@ -11,6 +11,7 @@
 
 #include "interp/result.hpp"
 #include "tensor/events.hpp"
+#include "util/chunked_vector.hpp"
 
 namespace agtrace {
 
@@ -84,8 +85,9 @@ class Accountant : public EventSink {
   Saved& saved_slot(int64_t id);
   Saved* find_saved(int64_t id);
   const Saved* find_saved(int64_t id) const;
-  std::vector<Storage> storages_;
-  std::vector<Saved> saved_;
+  // By storage id and saved-value id (dense creation-order ids), in chunks (issue #6).
+  ChunkedVector<Storage> storages_;
+  ChunkedVector<Saved> saved_;
   std::set<int> raised_statements_;
   int64_t live_ = 0;
   int64_t peak_ = 0;

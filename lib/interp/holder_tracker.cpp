@@ -51,12 +51,12 @@ HolderTracker::~HolderTracker() { detach(); }
 
 namespace {
 template <typename T>
-T& grow_to(std::vector<T>& v, int64_t id) {
-  if (static_cast<size_t>(id) >= v.size()) v.resize(static_cast<size_t>(id) + 1);
+T& grow_to(ChunkedVector<T>& v, int64_t id) {
+  v.grow_to(static_cast<size_t>(id) + 1);
   return v[static_cast<size_t>(id)];
 }
 template <typename T>
-T* at_id(std::vector<T>& v, int64_t id) {
+T* at_id(ChunkedVector<T>& v, int64_t id) {
   return id >= 0 && static_cast<size_t>(id) < v.size() ? &v[static_cast<size_t>(id)] : nullptr;
 }
 }  // namespace
@@ -64,7 +64,7 @@ T* at_id(std::vector<T>& v, int64_t id) {
 namespace {
 // Each tensor or node is queued once per commit (a flag, not a sort of the repeats).
 template <typename State>
-State& queue(std::vector<State>& states, std::vector<int64_t>& dirty, int64_t id) {
+State& queue(ChunkedVector<State>& states, std::vector<int64_t>& dirty, int64_t id) {
   State& s = grow_to(states, id);
   if (!s.queued) {
     s.queued = true;

@@ -28,6 +28,7 @@
 #include "interp/value.hpp"
 #include "tensor/events.hpp"
 #include "tensor/tensor.hpp"
+#include "util/chunked_vector.hpp"
 
 namespace agtrace {
 
@@ -134,10 +135,11 @@ class HolderTracker : public ObjectObserver, public EventSink {
 
   // Indexed by id: tensor, node and storage ids are dense creation-order counters
   // (events.hpp), so vectors replace hash maps (issue #6).
-  std::vector<TensorState> tensors_;
-  std::vector<NodeState> nodes_;
+  // By tensor, node and storage id (dense creation-order ids), in chunks (issue #6).
+  ChunkedVector<TensorState> tensors_;
+  ChunkedVector<NodeState> nodes_;
   Contribution names_;                                     // what the names contributed
-  std::vector<StorageState> storages_;
+  ChunkedVector<StorageState> storages_;
   std::vector<int64_t> dirty_tensors_, dirty_nodes_, dirty_storages_;
   std::vector<InternedString> holders_scratch_;
   Contribution names_scratch_, gone_scratch_, came_scratch_;  // commit's, reused

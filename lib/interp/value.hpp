@@ -24,6 +24,35 @@ struct Value {
   DType dtype = DType::Float32;
   Shape size;             // torch.Size
 
+  // Copies leave alone the members empty on both sides: a tensor bound to a name is copied
+  // for every binding and read, and the string and vectors it does not use were a fifth
+  // of the copy (issue #6). The result is the same as a member-wise copy.
+  Value() = default;
+  Value(const Value& o)
+      : kind(o.kind), b(o.b), i(o.i), unsigned_int(o.unsigned_int), f(o.f), t(o.t), node(o.node), dtype(o.dtype) {
+    if (!o.s.empty()) s = o.s;
+    if (!o.items.empty()) items = o.items;
+    if (!o.size.empty()) size = o.size;
+  }
+  Value& operator=(const Value& o) {
+    if (this == &o) return *this;
+    kind = o.kind;
+    b = o.b;
+    i = o.i;
+    unsigned_int = o.unsigned_int;
+    f = o.f;
+    if (!s.empty() || !o.s.empty()) s = o.s;
+    t = o.t;
+    node = o.node;
+    if (!items.empty() || !o.items.empty()) items = o.items;
+    dtype = o.dtype;
+    if (!size.empty() || !o.size.empty()) size = o.size;
+    return *this;
+  }
+  Value(Value&&) noexcept = default;
+  Value& operator=(Value&&) noexcept = default;
+  ~Value() = default;
+
   static Value none() { return {}; }
   static Value boolean(bool v) { Value x; x.kind = Kind::Bool; x.b = v; return x; }
   static Value integer(int64_t v) { Value x; x.kind = Kind::Int; x.i = v; return x; }

@@ -30,6 +30,11 @@ class ChunkedVector {
     const size_t i = size_++;
     return chunks_[i / kChunk][i % kChunk];
   }
+  // Default elements appended up to `n` (never shrinks): an id-indexed table grown as ids
+  // come, without moving what it holds (a vector's doublings moved every record).
+  void grow_to(size_t n) {
+    while (size_ < n) emplace_back();
+  }
   void push_back(const T& x) { emplace_back() = x; }
   void push_back(T&& x) { emplace_back() = std::move(x); }
   void clear() {

@@ -5,6 +5,7 @@
 
 #include "errors.hpp"
 #include "interp/run_helpers.hpp"
+#include "interp/value.hpp"
 
 using agtrace::test::run_text;
 using Catch::Matchers::Contains;
@@ -284,4 +285,33 @@ TEST_CASE("a syntax error is bad input naming the statement and column", "[inter
     CHECK(e.column == 8);
     CHECK(e.json_pointer == "/program/1");
   }
+}
+
+// Value's copies skip the members empty on both sides (issue #6); what they give is a
+// member-for-member copy.
+TEST_CASE("values copy member for member", "[interp]") {
+  using agtrace::Value;
+  Value size = Value::torch_size({2, 3});
+  Value method = Value::method(Value::integer(7), "view");
+  Value copy(method);
+  CHECK(copy.kind == Value::Kind::Method);
+  CHECK(copy.s == "view");
+  REQUIRE(copy.items.size() == 1);
+  CHECK(copy.items[0].i == 7);
+  copy = size;  // the string and the items go, the size comes
+  CHECK(copy.kind == Value::Kind::Size);
+  CHECK(copy.s.empty());
+  CHECK(copy.items.empty());
+  CHECK(copy.size == agtrace::Shape{2, 3});
+  copy = Value::str("abc");
+  CHECK(copy.size.empty());
+  CHECK(copy.s == "abc");
+  const Value& same = copy;
+  copy = same;
+  CHECK(copy.s == "abc");
+  Value real = Value::real(2.5);
+  real.unsigned_int = true;
+  Value real_copy(real);
+  CHECK(real_copy.f == 2.5);
+  CHECK(real_copy.unsigned_int);
 }

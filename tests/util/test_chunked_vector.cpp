@@ -98,3 +98,18 @@ TEST_CASE("interned strings from the recent cache are the table's", "[chunked_ve
   }
   CHECK(InternedString::recent("").empty());
 }
+
+TEST_CASE("grow_to appends default elements up to a size, never shrinks, never moves them", "[chunked_vector]") {
+  ChunkedVector<std::string, 4> v;
+  v.grow_to(3);
+  REQUIRE(v.size() == 3);
+  v[2] = "kept";
+  const std::string* at2 = &v[2];
+  v.grow_to(11);  // three more chunks
+  REQUIRE(v.size() == 11);
+  CHECK(&v[2] == at2);
+  CHECK(v[2] == "kept");
+  for (size_t i = 3; i < 11; ++i) CHECK(v[i].empty());
+  v.grow_to(5);
+  CHECK(v.size() == 11);
+}
