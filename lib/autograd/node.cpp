@@ -136,7 +136,7 @@ class CountHooks : public SavedTensorHooks {
  public:
   std::string kind() const override { return "count"; }
   Tensor pack(SavedVariable&, const Tensor& t) override { return detached_alias(t); }
-  Tensor unpack(SavedVariable& v) override { return v.packed; }
+  Tensor unpack(SavedVariable& v) override { return v.packed(); }
 };
 
 // torch.autograd.graph.save_on_cpu (1.13, pin_memory=False): pack keeps `tensor.cpu()`,
@@ -155,10 +155,12 @@ class SaveOnCpuHooks : public SavedTensorHooks {
     return as_hook_op("save_on_cpu pack", [&] { return converted_copy(t, t->dtype(), "cpu"); });
   }
   Tensor unpack(SavedVariable& v) override {
-    if (v.packed->storage->device == device_of_saved(v)) return v.packed;
-    return as_hook_op("save_on_cpu unpack", [&] { return converted_copy(v.packed, v.dtype, device_of_saved(v)); });
+    if (v.packed()->storage->device == device_of_saved(v)) return v.packed();
+    return as_hook_op("save_on_cpu unpack", [&] { return converted_copy(v.packed(), v.dtype, device_of_saved(v)); });
   }
-  static std::string device_of_saved(const SavedVariable& v) { return v.device.empty() ? "cpu" : v.device; }
+  static std::string device_of_saved(const SavedVariable& v) {
+    return !v.hooked || v.hooked->device.empty() ? "cpu" : v.hooked->device;
+  }
 };
 
 // fp16 / bf16 packing, as the exported script defines it: pack `t.to(torch.float16)` and
@@ -174,8 +176,8 @@ class CastHooks : public SavedTensorHooks {
     return as_hook_op(kind() + " pack", [&] { return converted_copy(t, d_, t->storage->device); });
   }
   Tensor unpack(SavedVariable& v) override {
-    if (v.packed->dtype() == v.dtype) return v.packed;
-    return as_hook_op(kind() + " unpack", [&] { return converted_copy(v.packed, v.dtype, v.packed->storage->device); });
+    if (v.packed()->dtype() == v.dtype) return v.packed();
+    return as_hook_op(kind() + " unpack", [&] { return converted_copy(v.packed(), v.dtype, v.packed()->storage->device); });
   }
 
  private:
@@ -220,8 +222,8 @@ static void announce_save(const Node& node, SavedEntry& e, const Tensor& t) {
     // storage (an fp16 copy) or nothing (checkpoint).
     ev.storage_id = t->storage->id;
     ev.hooks = e.var.hooks->kind();
-    ev.packed_storage_id = e.var.packed ? e.var.packed->storage->id : -1;
-    ev.packed_bytes = e.var.packed ? e.var.packed->nbytes() : 0;
+    ev.packed_storage_id = e.var.packed() ? e.var.packed()->storage->id : -1;
+    ev.packed_bytes = e.var.packed() ? e.var.packed()->nbytes() : 0;
   }
   emit(ev);
   if (e.var.hooks) {
@@ -248,16 +250,18 @@ static bool save_under_hooks(SavedEntry& e, const Tensor& t, bool is_output, int
   v.output_nr = is_output ? output_nr : t->output_nr;
   v.tensor_id = t->id;
   v.dtype = t->dtype();
-  v.device = t->storage->device;
-  v.was_leaf = !is_output && t->is_leaf();
-  if (v.was_leaf) {
-    v.leaf_requires_grad = t->requires_grad();
-    v.grad_accumulator = t->grad_accumulator;
+  SavedVariable::Hooked& h = v.hooked_state();
+  h.device = t->storage->device;
+  h.was_leaf = !is_output && t->is_leaf();
+  if (h.was_leaf) {
+    h.leaf_requires_grad = t->requires_grad();
+    h.grad_accumulator = t->grad_accumulator;
   } else if (!is_output) {
-    v.input_grad_fn = t->grad_fn;
+    h.input_grad_fn = t->grad_fn;
   }
   v.hooks = hooks;
-  v.packed = hooks->pack(v, t);
+  Tensor packed = hooks->pack(v, t);  // the hooks may note things in v (checkpoint: its slot)
+  v.hooked->packed = std::move(packed);
   return true;
 }
 
@@ -318,7 +322,7 @@ void Node::save_attr(const std::string& attr, AttrValue v) {
   saved_state_changed();
   SavedEntry e;
   e.name = attr;
-  e.attr = std::move(v);
+  e.attr = std::make_unique<AttrValue>(std::move(v));
   saved.push_back(std::move(e));
 }
 
@@ -430,12 +434,12 @@ Tensor Node::unpack_hooked(const std::string& attr, SavedVariable& v) {
     auto view_fn = v.inplace_view_grad_fn.lock();  // as in unpack() above
     t->grad_fn = view_fn ? view_fn : shared_from_this();
     t->output_nr = view_fn ? 0 : v.output_nr;
-  } else if (!v.was_leaf) {
-    t->grad_fn = v.input_grad_fn ? v.input_grad_fn : shared_from_this();
+  } else if (!v.hooked->was_leaf) {
+    t->grad_fn = v.hooked->input_grad_fn ? v.hooked->input_grad_fn : shared_from_this();
     t->output_nr = v.output_nr;
   } else {
-    t->requires_grad_flag = v.leaf_requires_grad;
-    t->grad_accumulator = v.grad_accumulator;
+    t->requires_grad_flag = v.hooked->leaf_requires_grad;
+    t->grad_accumulator = v.hooked->grad_accumulator;
   }
   t->grad_fn_version = t->version->version;
   return t;
@@ -444,7 +448,7 @@ Tensor Node::unpack_hooked(const std::string& attr, SavedVariable& v) {
 const AttrValue& Node::attr(const std::string& name_) const {
   static const AttrValue none;
   const SavedEntry* e = find(name_);
-  return e ? e->attr : none;
+  return e && e->attr ? *e->attr : none;
 }
 
 void Node::release_saved(int statement) {
@@ -475,8 +479,10 @@ void Node::release_saved_values(int statement) {
     if (e.var.hooks) e.var.hooks->release(e.var);
     e.var.original.reset();
     e.var.storage.reset();
-    e.var.packed.reset();
-    e.var.input_grad_fn.reset();
+    if (e.var.hooked) {
+      e.var.hooked->packed.reset();
+      e.var.hooked->input_grad_fn.reset();
+    }
   }
   if (!released) {
     released = true;
@@ -513,10 +519,12 @@ Edge gradient_edge(const Tensor& t) {
   return {grad_accumulator(t), 0};
 }
 
-std::shared_ptr<Node> make_node(const std::string& name, BackwardFn fn, const std::vector<Tensor>& inputs) {
+std::shared_ptr<Node> make_node(const std::string& name, BackwardFn fn, const std::vector<Tensor>& inputs,
+                                size_t saves) {
   auto node = std::make_shared<Node>();
   node->name = name;
   node->backward = fn;
+  if (saves > 1) node->saved.reserve(saves);
   node->next.reserve(inputs.size());
   node->input_meta.reserve(inputs.size());
   for (const Tensor& t : inputs) {

@@ -108,18 +108,31 @@ struct SavedVariable {
 
   // ---- Saved under hooks (null hooks: the ordinary SavedVariable above).
   std::shared_ptr<SavedTensorHooks> hooks;
-  Tensor packed;                 // what the pack function returned (null: nothing kept)
-  bool was_leaf = false;         // metadata kept for unpack (save_metadata in PyTorch)
-  bool leaf_requires_grad = false;
-  std::shared_ptr<Node> input_grad_fn;   // saved non-leaf input: its grad_fn at save time
-  std::weak_ptr<Node> grad_accumulator;  // saved leaf: its AccumulateGrad
-  std::string device;            // device of the saved tensor (save_on_cpu unpacks back to it)
-  int64_t checkpoint_slot = -1;  // checkpoint: the order of this pack inside its block
-  int64_t packed_bytes() const { return packed && !released ? packed->nbytes() : 0; }
+  // What only a value saved under hooks keeps, made by its pack: most saved values have
+  // none, so it lives outside the entry (issue #6: saved entries were 480 bytes each).
+  struct Hooked {
+    Tensor packed;                 // what the pack function returned (null: nothing kept)
+    bool was_leaf = false;         // metadata kept for unpack (save_metadata in PyTorch)
+    bool leaf_requires_grad = false;
+    std::shared_ptr<Node> input_grad_fn;   // saved non-leaf input: its grad_fn at save time
+    std::weak_ptr<Node> grad_accumulator;  // saved leaf: its AccumulateGrad
+    std::string device;            // device of the saved tensor (save_on_cpu unpacks back to it)
+    int64_t checkpoint_slot = -1;  // checkpoint: the order of this pack inside its block
+  };
+  std::unique_ptr<Hooked> hooked;
+  Hooked& hooked_state() {
+    if (!hooked) hooked = std::make_unique<Hooked>();
+    return *hooked;
+  }
+  const Tensor& packed() const {
+    static const Tensor none;
+    return hooked ? hooked->packed : none;
+  }
+  int64_t packed_bytes() const { return packed() && !released ? packed()->nbytes() : 0; }
 
   int64_t nbytes() const { return defined ? shape_numel(shape) * dtype_size(dtype) : 0; }
   std::shared_ptr<Storage> held_storage() const {
-    if (hooks) return packed ? packed->storage : nullptr;
+    if (hooks) return packed() ? packed()->storage : nullptr;
     return original ? original->storage : storage;
   }
 };
@@ -132,7 +145,7 @@ struct SavedEntry {
   bool is_tensor = false;
   bool as_list = false;  // PyTorch saves a list of tensors (IndexBackward0._saved_indices)
   SavedVariable var;
-  AttrValue attr;
+  std::unique_ptr<AttrValue> attr;  // a non-tensor value (null for tensors: most entries)
 };
 
 struct Edge {
@@ -228,7 +241,10 @@ const std::vector<Node*>& live_nodes();
 uint64_t saved_state_changes();
 
 // New node for an op with the given inputs: edges to their grad_fn or AccumulateGrad.
-std::shared_ptr<Node> make_node(const std::string& name, BackwardFn fn, const std::vector<Tensor>& inputs);
+// `saves`: how many values the op will save, when it saves more than one (a saved entry is
+// large: growing the vector one by one moved them, issue #6).
+std::shared_ptr<Node> make_node(const std::string& name, BackwardFn fn, const std::vector<Tensor>& inputs,
+                                size_t saves = 0);
 // The gradient edge of a tensor (its grad_fn, or its leaf's AccumulateGrad; null edge
 // when it does not require grad).
 Edge gradient_edge(const Tensor& t);

@@ -267,7 +267,13 @@ class Interpreter : public ops::Runtime {
   bool verify_holders_ = false;  // check tracker_ against the full scan at every statement end
   int statement_ = -1;
   std::string root_label_;                                      // name of the receiver of backward()
-  std::vector<std::string> block_stack_;
+  // The enclosing blocks of the statement running, as "repeat/no_grad" paths: entry k is the
+  // path through block k (joined once per block entered, not once per statement: issue #6).
+  std::vector<std::string> block_paths_;
+  void push_block(const char* kind) {
+    block_paths_.push_back(block_paths_.empty() ? std::string(kind) : block_paths_.back() + "/" + kind);
+  }
+  void pop_block() { block_paths_.pop_back(); }
   // Saved-tensor hooks and checkpoint blocks (issue #4).
   bool recomputing_ = false;  // a checkpoint body runs again: statements are not new statements
   bool run_saved_tensor_hooks(const ProgramItem& item, bool in_try);
@@ -488,21 +494,21 @@ bool Interpreter::run_items(const std::vector<ProgramItem>& items, bool in_try) 
       case ProgramItem::Kind::NoGrad:
       case ProgramItem::Kind::EnableGrad: {
         autograd::GradModeGuard g(item.kind == ProgramItem::Kind::EnableGrad);
-        block_stack_.push_back(item.kind == ProgramItem::Kind::NoGrad ? "no_grad" : "enable_grad");
+        push_block(item.kind == ProgramItem::Kind::NoGrad ? "no_grad" : "enable_grad");
         ok = run_items(item.body, in_try);
-        block_stack_.pop_back();
+        pop_block();
         break;
       }
       case ProgramItem::Kind::Try: {
-        block_stack_.push_back("try");
+        push_block("try");
         run_items(item.body, true);  // an error inside ends the block, not the program
-        block_stack_.pop_back();
+        pop_block();
         break;
       }
       case ProgramItem::Kind::Repeat: {
-        block_stack_.push_back("repeat");
+        push_block("repeat");
         for (int64_t k = 0; k < item.repeat && ok; ++k) ok = run_items(item.body, in_try);
-        block_stack_.pop_back();
+        pop_block();
         break;
       }
       case ProgramItem::Kind::SavedTensorHooks:
@@ -539,9 +545,10 @@ bool Interpreter::run_statement(const ProgramItem& item, bool in_try) {
   acc_.begin_statement(item.index);
   StatementResult& sr = result_.statements[item.index];
   sr.runs++;
-  std::string block;
-  for (const std::string& b : block_stack_) block += (block.empty() ? "" : "/") + b;
-  sr.block = block;
+  if (block_paths_.empty())
+    sr.block.clear();
+  else if (sr.block != block_paths_.back())
+    sr.block = block_paths_.back();
   bool raised = false;
   try {
     exec(parsed_[item.index]);
@@ -586,14 +593,14 @@ class CheckpointHooks : public autograd::SavedTensorHooks {
 
   std::string kind() const override { return "checkpoint"; }
   Tensor pack(autograd::SavedVariable& v, const Tensor& t) override {
-    v.checkpoint_slot = next_slot++;
-    alive.insert(v.checkpoint_slot);
+    v.hooked_state().checkpoint_slot = next_slot++;
+    alive.insert(v.hooked->checkpoint_slot);
     if (on_pack) on_pack(t->nbytes());
     return nullptr;
   }
   Tensor unpack(autograd::SavedVariable& v) override {
     if (recomputed.empty() && recompute) recompute();
-    auto it = recomputed.find(v.checkpoint_slot);
+    auto it = recomputed.find(v.hooked_state().checkpoint_slot);
     if (it == recomputed.end())
       throw ScenarioError("unsupported",
                           "Attempt to retrieve a tensor saved by autograd multiple times without checkpoint "
@@ -601,8 +608,8 @@ class CheckpointHooks : public autograd::SavedTensorHooks {
     return it->second;
   }
   void release(autograd::SavedVariable& v) override {
-    alive.erase(v.checkpoint_slot);
-    recomputed.erase(v.checkpoint_slot);
+    alive.erase(v.hooked_state().checkpoint_slot);
+    recomputed.erase(v.hooked_state().checkpoint_slot);
   }
 };
 
@@ -668,9 +675,9 @@ bool Interpreter::run_saved_tensor_hooks(const ProgramItem& item, bool in_try) {
     return false;
   }
   autograd::SavedHooksGuard guard(hooks);
-  block_stack_.push_back("saved_tensor_hooks");
+  push_block("saved_tensor_hooks");
   const bool ok = run_items(item.body, in_try);
-  block_stack_.pop_back();
+  pop_block();
   return ok;
 }
 
@@ -712,7 +719,7 @@ bool Interpreter::run_checkpoint(const ProgramItem& item, bool in_try) {
   }
   std::map<std::string, Value> outer = env_;
   for (size_t i = 0; i < args.size(); ++i) bind(item.inputs[i], args[i]);
-  block_stack_.push_back("checkpoint");
+  push_block("checkpoint");
   bool ok = true;
   {
     std::optional<autograd::SavedHooksGuard> guard;
@@ -720,7 +727,7 @@ bool Interpreter::run_checkpoint(const ProgramItem& item, bool in_try) {
     hooks.reset();  // from here on only the values saved in the body hold the hooks
     ok = run_items(item.body, in_try);
   }
-  block_stack_.pop_back();
+  pop_block();
   std::vector<Value> outputs;
   if (ok) {
     for (const std::string& name : item.outputs) {
@@ -1097,7 +1104,7 @@ Value Interpreter::eval_attribute(const Expr& e) {
       if (name.rfind("_saved_", 0) == 0) {
         const autograd::SavedEntry* entry = n.find(name.substr(7));
         if (entry) {
-          if (!entry->is_tensor) return attr_to_value(entry->attr);
+          if (!entry->is_tensor) return attr_to_value(entry->attr ? *entry->attr : autograd::AttrValue{});
           try {
             Tensor t = n.unpack(entry->name);
             if (entry->as_list) return Value::tuple({t ? Value::tensor(t) : Value::none()});
@@ -1584,7 +1591,7 @@ NodeSnapshot Interpreter::snapshot(const autograd::Node& n) const {
     ss.attr = e.name;
     ss.is_tensor = e.is_tensor;
     if (!e.is_tensor) {
-      ss.value = autograd::attr_repr(e.attr);
+      ss.value = autograd::attr_repr(e.attr ? *e.attr : autograd::AttrValue{});
     } else if (e.var.defined) {
       const auto& v = e.var;
       ss.defined = true;
@@ -1593,7 +1600,7 @@ NodeSnapshot Interpreter::snapshot(const autograd::Node& n) const {
       ss.from_python_number = v.from_python_number;
       ss.hooks = v.hooks ? v.hooks->kind() : "";
       ss.packed_bytes = v.packed_bytes();
-      ss.packed_storage_id = v.packed ? v.packed->storage->id : -1;
+      ss.packed_storage_id = v.packed() ? v.packed()->storage->id : -1;
       // Under hooks unpack builds a new object (measured: `_saved_self is x` is False).
       if (!v.is_output && !v.from_python_number && !v.hooks) {
         if (const InternedString* label = tensor_label(v.tensor_id)) ss.same_object_as = *label;
@@ -1641,14 +1648,14 @@ bool Interpreter::snapshot_current(const NodeSnapshot& s, const autograd::Node& 
     const SavedSnapshot& ss = s.saved[i];
     if (ss.attr != e.name || ss.is_tensor != e.is_tensor) return false;
     if (!e.is_tensor) {
-      if (ss.value != autograd::attr_repr(e.attr)) return false;
+      if (ss.value != autograd::attr_repr(e.attr ? *e.attr : autograd::AttrValue{})) return false;
       continue;
     }
     if (ss.defined != e.var.defined) return false;
     if (!e.var.defined) continue;
     const auto& v = e.var;
     if (ss.is_output != v.is_output || ss.tensor_id != v.tensor_id || ss.from_python_number != v.from_python_number ||
-        ss.packed_bytes != v.packed_bytes() || ss.packed_storage_id != (v.packed ? v.packed->storage->id : -1) ||
+        ss.packed_bytes != v.packed_bytes() || ss.packed_storage_id != (v.packed() ? v.packed()->storage->id : -1) ||
         ss.shape != v.shape || ss.dtype != v.dtype || ss.bytes != v.nbytes() || ss.storage_id != v.storage_id ||
         ss.storage_bytes != v.storage_bytes || ss.saved_version != v.saved_version || ss.saved_at != v.saved_at ||
         ss.released != v.released || ss.released_at != v.released_at)

@@ -319,7 +319,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   OpScope scope("mul");
   Tensor r = split_forward(a, b, "mul", [](double x, double y) { return x * y; }, cuda::pw::BinaryOp::Mul);
   if (needs_grad({&a, &b})) {
-    auto node = make_node("MulBackward0", mul_backward, {a, b});
+    auto node = make_node("MulBackward0", mul_backward, {a, b}, 2);
     node->differentiable_backward = mul_dbackward;
     // derivatives.yaml: self needed only for other's gradient and vice versa.
     node->save_input("other", b, rg(a));
@@ -334,7 +334,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
   Tensor r = binary_forward(a, b, "div", [](double x, double y) { return x / y; }, cuda::pw::BinaryOp::Div, 1,
                             true);
   if (needs_grad({&a, &b})) {
-    auto node = make_node("DivBackward0", div_backward, {a, b});
+    auto node = make_node("DivBackward0", div_backward, {a, b}, 2);
     node->differentiable_backward = div_dbackward;
     // div always saves other (both gradients use it) and self only for other's gradient.
     node->save_input("other", b, true);

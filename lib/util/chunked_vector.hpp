@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <iterator>
 #include <memory>
+#include <new>
 #include <vector>
 
 namespace agtrace {
@@ -14,8 +15,19 @@ template <typename T, size_t kChunk = 256>
 class ChunkedVector {
  public:
   ChunkedVector() = default;
-  ChunkedVector(ChunkedVector&&) noexcept = default;
-  ChunkedVector& operator=(ChunkedVector&&) noexcept = default;
+  ChunkedVector(ChunkedVector&& other) noexcept : chunks_(std::move(other.chunks_)), size_(other.size_) {
+    other.chunks_.clear();
+    other.size_ = 0;
+  }
+  ChunkedVector& operator=(ChunkedVector&& other) noexcept {
+    if (this == &other) return *this;
+    clear();
+    chunks_ = std::move(other.chunks_);
+    size_ = other.size_;
+    other.chunks_.clear();
+    other.size_ = 0;
+    return *this;
+  }
   ChunkedVector(const ChunkedVector& other) { *this = other; }
   ChunkedVector& operator=(const ChunkedVector& other) {
     if (this == &other) return *this;
@@ -23,12 +35,16 @@ class ChunkedVector {
     for (const T& x : other) push_back(x);
     return *this;
   }
+  ~ChunkedVector() { clear(); }
 
-  // A default-constructed element at the end (chunks are made of default elements).
+  // A default-constructed element at the end. Chunks are raw memory and each element is
+  // constructed when appended: the event timeline's records were written twice (the whole
+  // chunk when made, then each record), and the first write was cold again by the second.
   T& emplace_back() {
-    if (size_ == chunks_.size() * kChunk) chunks_.push_back(std::make_unique<T[]>(kChunk));
-    const size_t i = size_++;
-    return chunks_[i / kChunk][i % kChunk];
+    if (size_ == chunks_.size() * kChunk) chunks_.push_back(std::unique_ptr<Chunk>(new Chunk));
+    T* p = ::new (static_cast<void*>(slot(size_))) T();
+    ++size_;
+    return *p;
   }
   // Default elements appended up to `n` (never shrinks): an id-indexed table grown as ids
   // come, without moving what it holds (a vector's doublings moved every record).
@@ -38,14 +54,15 @@ class ChunkedVector {
   void push_back(const T& x) { emplace_back() = x; }
   void push_back(T&& x) { emplace_back() = std::move(x); }
   void clear() {
+    for (size_t i = 0; i < size_; ++i) (*this)[i].~T();
     chunks_.clear();
     size_ = 0;
   }
 
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
-  T& operator[](size_t i) { return chunks_[i / kChunk][i % kChunk]; }
-  const T& operator[](size_t i) const { return chunks_[i / kChunk][i % kChunk]; }
+  T& operator[](size_t i) { return *std::launder(reinterpret_cast<T*>(slot(i))); }
+  const T& operator[](size_t i) const { return *std::launder(reinterpret_cast<const T*>(slot(i))); }
   T& back() { return (*this)[size_ - 1]; }
   const T& back() const { return (*this)[size_ - 1]; }
 
@@ -84,7 +101,12 @@ class ChunkedVector {
   const_iterator end() const { return const_iterator(this, size_); }
 
  private:
-  std::vector<std::unique_ptr<T[]>> chunks_;
+  struct Chunk {
+    alignas(T) unsigned char bytes[sizeof(T) * kChunk];  // left uninitialized by `new Chunk`
+  };
+  unsigned char* slot(size_t i) { return chunks_[i / kChunk]->bytes + (i % kChunk) * sizeof(T); }
+  const unsigned char* slot(size_t i) const { return chunks_[i / kChunk]->bytes + (i % kChunk) * sizeof(T); }
+  std::vector<std::unique_ptr<Chunk>> chunks_;
   size_t size_ = 0;
 };
 

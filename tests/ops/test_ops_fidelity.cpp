@@ -74,7 +74,8 @@ const AttrValue& attr(const Node& n, const std::string& name) {
   const auto* e = n.find(name);
   REQUIRE(e != nullptr);
   REQUIRE_FALSE(e->is_tensor);
-  return e->attr;
+  REQUIRE(e->attr != nullptr);
+  return *e->attr;
 }
 
 // The leaf behind an AccumulateGrad edge.

@@ -44,7 +44,8 @@ inline std::string attr(const autograd::Node& n, const std::string& name) {
   const auto* e = n.find(name);
   REQUIRE(e != nullptr);
   REQUIRE_FALSE(e->is_tensor);
-  return autograd::attr_repr(e->attr);
+  REQUIRE(e->attr != nullptr);
+  return autograd::attr_repr(*e->attr);
 }
 
 }  // namespace agtrace::test

@@ -113,3 +113,34 @@ TEST_CASE("grow_to appends default elements up to a size, never shrinks, never m
   v.grow_to(5);
   CHECK(v.size() == 11);
 }
+
+// Elements are constructed when appended and destroyed by clear, the destructor or a move
+// away (chunks are raw memory: a chunk made is not a chunk of constructed elements).
+TEST_CASE("chunked vector elements live from their append to clear or destruction", "[chunked_vector]") {
+  static int alive = 0;
+  struct Counted {
+    Counted() { ++alive; }
+    Counted(const Counted&) { ++alive; }
+    Counted& operator=(const Counted&) = default;
+    ~Counted() { --alive; }
+  };
+  alive = 0;
+  {
+    ChunkedVector<Counted, 4> v;
+    v.grow_to(5);  // two chunks made, five elements
+    CHECK(alive == 5);
+    ChunkedVector<Counted, 4> copy(v);
+    CHECK(alive == 10);
+    ChunkedVector<Counted, 4> moved(std::move(copy));
+    CHECK(alive == 10);
+    CHECK(copy.size() == 0);
+    copy.emplace_back();  // the moved-from vector is usable
+    CHECK(alive == 11);
+    v.clear();
+    CHECK(alive == 6);
+    moved = std::move(copy);  // moved's five go, copy's one moves over
+    CHECK(alive == 1);
+    CHECK(moved.size() == 1);
+  }
+  CHECK(alive == 0);
+}
