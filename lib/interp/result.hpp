@@ -18,11 +18,13 @@
 
 namespace agtrace {
 
+// Text fields interned: a long graph has a snapshot per node, and these texts repeat
+// (issue #6).
 struct SavedSnapshot {
-  std::string attr;          // without the `_saved_` prefix
+  InternedString attr;       // without the `_saved_` prefix
   bool is_tensor = false;
   bool defined = false;      // tensor saved (false: reads as None)
-  std::string value;         // non-tensor: Python repr of the value
+  InternedString value;      // non-tensor: Python repr of the value
   // Tensors:
   bool is_output = false;    // saved output: unpacking gives a new object on the same storage
   int64_t tensor_id = -1;
@@ -40,7 +42,7 @@ struct SavedSnapshot {
   int released_at = -1;
   InternedString why;        // which gradient needs it
   // Saved under saved-tensor hooks (empty: no hooks): what the hooks keep.
-  std::string hooks;
+  InternedString hooks;
   int64_t packed_bytes = 0;
   int64_t packed_storage_id = -1;
 };
@@ -139,7 +141,7 @@ class CategoryBytes {
   const Entry* end() const { return entries_ + size_; }
 
  private:
-  static constexpr size_t kMax = 8;  // > the six HolderCategory values
+  static constexpr size_t kMax = 6;  // the six HolderCategory values (a record per statement run)
   Entry entries_[kMax] = {};
   size_t size_ = 0;
 };

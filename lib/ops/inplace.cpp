@@ -32,11 +32,11 @@ void check_inplace_allowed(const Tensor& self) {
   if (!autograd::grad_enabled()) return;
   if (self->is_view() && !self->multi_output_node.empty() && self->requires_grad()) {
     ScenarioError e("view_inplace",
-                    "Output " + std::to_string(self->output_nr) + " of " + self->multi_output_node +
+                    "Output " + std::to_string(self->output_nr) + " of " + self->multi_output_node.str() +
                         " is a view and is being modified inplace. This view is the output of a function that "
                         "returns multiple views. Such functions do not allow the output views to be modified "
                         "inplace. You should replace the inplace operation by an out-of-place one.");
-    e.facts = {{"node", self->multi_output_node}};
+    e.facts = {{"node", self->multi_output_node.str()}};
     throw e;
   }
   if (self->is_leaf() && self->requires_grad_flag) {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "tensor/dtype.hpp"
+#include "util/interned_string.hpp"
 
 namespace agtrace {
 
@@ -116,8 +117,9 @@ struct TensorImpl {
   Tensor base;  // _base of a view (the tensor the view family started from)
   int64_t grad_fn_version = 0;  // version counter value when grad_fn was last set (views)
   // Set on the outputs of a function that returns several views (split, chunk, unbind):
-  // PyTorch refuses in-place edits of them while they take part in autograd.
-  std::string multi_output_node;
+  // PyTorch refuses in-place edits of them while they take part in autograd. Interned: 8
+  // bytes in every tensor, not a string's 32 (issue #6).
+  InternedString multi_output_node;
   bool is_view() const { return base != nullptr; }
   bool is_wrapped_number = false;  // a Python scalar turned into a 0-d tensor
   size_t registry_slot = 0;        // position in the live-tensor registry (O(1) removal)

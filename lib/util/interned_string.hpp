@@ -37,6 +37,11 @@ class InternedString {
   friend std::string operator+(const InternedString& a, const std::string& b) { return a.str() + b; }
   friend std::string operator+(const char* a, const InternedString& b) { return a + b.str(); }
   friend std::string operator+(const InternedString& a, const char* b) { return a.str() + b; }
+  // Prints as its text (any stream: no <ostream> needed here).
+  template <typename Stream>
+  friend auto operator<<(Stream& os, const InternedString& s) -> decltype(os << s.str()) {
+    return os << s.str();
+  }
 
   // The same as InternedString(text), looked up first among the texts this thread interned
   // most recently (16, compared as bytes): names and ops repeat from one statement to the next,
