@@ -3,6 +3,7 @@
 // the compact containers of the accountant's records (issue #6).
 #include <catch2/catch.hpp>
 
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -143,4 +144,10 @@ TEST_CASE("chunked vector elements live from their append to clear or destructio
     CHECK(moved.size() == 1);
   }
   CHECK(alive == 0);
+}
+
+TEST_CASE("interned strings print as their text", "[chunked_vector]") {
+  std::ostringstream out;
+  out << InternedString("saved MulBackward0._saved_other") << '|' << InternedString();
+  CHECK(out.str() == "saved MulBackward0._saved_other|");
 }
