@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <deque>
+#include <ostream>
 #include <unordered_map>
 
 namespace agtrace {
@@ -70,5 +71,7 @@ size_t InternedString::table_size() {
   t.lock.clear(std::memory_order_release);
   return n;
 }
+
+std::ostream& operator<<(std::ostream& os, const InternedString& s) { return os << s.str(); }
 
 }  // namespace agtrace

@@ -5,6 +5,7 @@
 // 32-byte std::string and often a heap block, and equal names compare by pointer.
 #pragma once
 #include <cstddef>
+#include <iosfwd>
 #include <string>
 #include <string_view>
 
@@ -37,11 +38,6 @@ class InternedString {
   friend std::string operator+(const InternedString& a, const std::string& b) { return a.str() + b; }
   friend std::string operator+(const char* a, const InternedString& b) { return a + b.str(); }
   friend std::string operator+(const InternedString& a, const char* b) { return a.str() + b; }
-  // Prints as its text (any stream: no <ostream> needed here).
-  template <typename Stream>
-  friend auto operator<<(Stream& os, const InternedString& s) -> decltype(os << s.str()) {
-    return os << s.str();
-  }
 
   // The same as InternedString(text), looked up first among the texts this thread interned
   // most recently (16, compared as bytes): names and ops repeat from one statement to the next,
@@ -55,6 +51,9 @@ class InternedString {
   static const std::string& empty_text();
   const std::string* text_ = nullptr;  // null: the empty string; never points at an empty text
 };
+
+// Prints as its text.
+std::ostream& operator<<(std::ostream& os, const InternedString& s);
 
 // nlohmann::json (any basic_json) writes an interned string as its text.
 template <typename BasicJson>
