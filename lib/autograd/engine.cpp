@@ -1,9 +1,9 @@
 #include "autograd/engine.hpp"
 
+#include <atomic>
 #include <map>
 #include <queue>
 #include <set>
-#include <atomic>
 #include <stdexcept>
 #include <vector>
 

@@ -41,6 +41,10 @@ void saved_state_changed() { g_saved_state_changes.fetch_add(1, std::memory_orde
 }  // namespace
 uint64_t saved_state_changes() { return g_saved_state_changes.load(std::memory_order_relaxed); }
 
+InternedString saved_name(const Node& n, const SavedEntry& e) {
+  return e.what.empty() ? saved_value_name(n.name, e.name) : e.what;
+}
+
 std::string attr_repr(const AttrValue& a) {
   auto int_repr = [&](int64_t v) {
     return a.as_uint64 ? std::to_string(static_cast<uint64_t>(v)) : std::to_string(v);

@@ -148,6 +148,10 @@ struct SavedEntry {
   std::unique_ptr<AttrValue> attr;  // a non-tensor value (null for tensors: most entries)
 };
 
+// "<node>._saved_<attr>" of an entry of `n`: its interned `what`, or (an entry never
+// announced, so without one) the name made again.
+InternedString saved_name(const Node& n, const SavedEntry& e);
+
 struct Edge {
   std::shared_ptr<Node> fn;  // null: the input does not require grad (None in next_functions)
   int input_nr = 0;

@@ -123,7 +123,7 @@ void HolderTracker::remove(const Contribution& c) {
 // A node holds the storages of its saved values that are still there (defined, not
 // released; under hooks, what the hooks kept) and, for AccumulateGrad, its leaf's.
 InternedString HolderTracker::saved_label(const autograd::Node& n, const autograd::SavedEntry& e) {
-  const InternedString what = e.what.empty() ? saved_value_name(n.name, e.name) : e.what;
+  const InternedString what = autograd::saved_name(n, e);
   for (const SavedLabel& l : saved_labels_)
     if (l.what == what) return l.label;
   const InternedString label = intern("saved " + what.str());

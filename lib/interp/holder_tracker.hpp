@@ -134,8 +134,7 @@ class HolderTracker : public ObjectObserver, public EventSink {
   ObjectObserver* previous_observer_ = nullptr;
 
   // Indexed by id: tensor, node and storage ids are dense creation-order counters
-  // (events.hpp), so vectors replace hash maps (issue #6).
-  // By tensor, node and storage id (dense creation-order ids), in chunks (issue #6).
+  // (events.hpp), so id-indexed chunks replace hash maps (issue #6).
   ChunkedVector<TensorState> tensors_;
   ChunkedVector<NodeState> nodes_;
   Contribution names_;                                     // what the names contributed

@@ -325,6 +325,11 @@ class Interpreter : public ops::Runtime {
   // `pass`: nodes snapshotted during that backward pass count as current (0: none).
   void snapshot_nodes(const std::vector<int64_t>& ids, uint64_t pass = 0);
   NodeSnapshot snapshot(const autograd::Node& n) const;
+  // result_.nodes[n.id] made, or made again unless it still describes `n`.
+  void refresh_snapshot(const autograd::Node& n) {
+    auto [it, inserted] = result_.nodes.try_emplace(n.id);
+    if (inserted || !snapshot_current(it->second, n)) it->second = snapshot(n);
+  }
   bool snapshot_current(const NodeSnapshot& s, const autograd::Node& n) const;
   std::string label_of(int64_t tensor_id) const;
   void finish();
@@ -600,7 +605,7 @@ class CheckpointHooks : public autograd::SavedTensorHooks {
   }
   Tensor unpack(autograd::SavedVariable& v) override {
     if (recomputed.empty() && recompute) recompute();
-    auto it = recomputed.find(v.hooked_state().checkpoint_slot);
+    auto it = recomputed.find(v.hooked->checkpoint_slot);  // pack set it
     if (it == recomputed.end())
       throw ScenarioError("unsupported",
                           "Attempt to retrieve a tensor saved by autograd multiple times without checkpoint "
@@ -608,8 +613,8 @@ class CheckpointHooks : public autograd::SavedTensorHooks {
     return it->second;
   }
   void release(autograd::SavedVariable& v) override {
-    alive.erase(v.hooked_state().checkpoint_slot);
-    recomputed.erase(v.hooked_state().checkpoint_slot);
+    alive.erase(v.hooked->checkpoint_slot);
+    recomputed.erase(v.hooked->checkpoint_slot);
   }
 };
 
@@ -1438,8 +1443,7 @@ Value Interpreter::backward(const std::vector<Tensor>& roots, const std::vector<
     req.node_done = [this, pass, in_walk = std::move(in_walk)](autograd::Node& n) {
       const size_t id = static_cast<size_t>(n.id);
       if (n.id < 0 || id >= in_walk.size() || !in_walk[id]) return;
-      auto [it, inserted] = result_.nodes.try_emplace(n.id);
-      if (inserted || !snapshot_current(it->second, n)) it->second = snapshot(n);
+      refresh_snapshot(n);
       snapshotted_in_pass_[id] = pass;
     };
   }
@@ -1541,8 +1545,7 @@ void Interpreter::snapshot_nodes(const std::vector<int64_t>& ids, uint64_t pass)
   if (!any) return;
   for (autograd::Node* n : autograd::live_nodes()) {
     if (n->id < 0 || static_cast<size_t>(n->id) >= wanted.size() || !wanted[static_cast<size_t>(n->id)]) continue;
-    auto [it, inserted] = result_.nodes.try_emplace(n->id);
-    if (inserted || !snapshot_current(it->second, *n)) it->second = snapshot(*n);
+    refresh_snapshot(*n);
     snapshot_stamp_[static_cast<size_t>(n->id)] = stamp;
   }
 }
@@ -1556,7 +1559,7 @@ std::string Interpreter::label_of(int64_t tensor_id) const {
 // (lib/account/save_rules.cpp; issue #4 accountant).
 InternedString Interpreter::why_saved_cached(const autograd::Node& n, const autograd::SavedEntry& e) const {
   // `what` names the node and the attribute (interned: compared as pointers).
-  const InternedString what = e.what.empty() ? saved_value_name(n.name, e.name) : e.what;
+  const InternedString what = autograd::saved_name(n, e);
   for (const WhyEntry& w : why_cache_)
     if (w.inputs == n.next.size() && w.what == what) return w.why;
   if (why_cache_.size() >= 64) why_cache_.clear();  // a bound; programs use a handful
