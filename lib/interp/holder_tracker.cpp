@@ -268,7 +268,8 @@ std::vector<HolderChange> HolderTracker::commit(const std::map<std::string, Valu
         c.category_index = category;
       }
       changes.push_back(std::move(c));
-      st.holders = holders;
+      // Swapped, not copied: the scratch list takes the old one's capacity (no allocation).
+      st.holders.swap(holders);
       st.category = category;
     }
     if (st.entries.empty() && st.tensor_refs <= 0) st = StorageState{};

@@ -2,8 +2,11 @@
 // at the first request (PROT_NONE, so it costs no memory until used), made writable 2 MiB
 // at a time, cut into 64 KiB slabs; each slab serves one size class, and a byte per slab
 // records which, so a free that does not know its size (plain `operator delete(void*)`)
-// finds its class. Each thread keeps, per class, a free list and the rest of its current
-// slab; only taking a new slab takes a lock. This file must not use operator new itself.
+// finds its class. A slab belongs to the thread that took it and begins with a bitmap of
+// its free slots. Each thread keeps, per class, its few most recent frees (reused first,
+// while cached), 64 slots taken from a bitmap word, and a cursor that walks its slabs in
+// address order; only taking a new slab takes a lock. This file must not use operator new
+// itself.
 #include "util/small_object_pool.hpp"
 
 #include <sys/mman.h>
@@ -14,7 +17,8 @@
 namespace agtrace::pool {
 namespace {
 
-constexpr size_t kSlabBytes = 64 * 1024;
+constexpr int kSlabShift = 16;
+constexpr size_t kSlabBytes = size_t{1} << kSlabShift;  // 64 KiB
 constexpr size_t kCommitStep = 2 * 1024 * 1024;  // also the huge page size on x86-64
 // Beyond this much of the range, the kernel is asked for transparent huge pages
 // (MADV_HUGEPAGE): a 10,000-op chain touches about 70 MiB of small objects, and one page
@@ -28,6 +32,9 @@ static_assert(kClassSizes[kClasses - 1] == kMaxPooledBytes, "the last class serv
 // Reserved address range: the first size that the kernel grants.
 constexpr size_t kReserveTries[] = {size_t{32} << 30, size_t{4} << 30, size_t{512} << 20};
 constexpr size_t kMaxSlabs = kReserveTries[0] / kSlabBytes;
+// Objects freed most recently, per class and thread, handed out again first: a temporary
+// freed inside an op is reused while it is still in the cache.
+constexpr uint32_t kHotObjects = kRecentFreesKept;
 
 // Class of a request, indexed by its size in 16-byte units, rounded up.
 struct ClassTable {
@@ -42,6 +49,39 @@ struct ClassTable {
 };
 constexpr ClassTable kClassTable;
 
+// A slab starts with this header and a bitmap of its free slots (bit set: free), then the
+// slots. Only the thread that took the slab (its owner) reads or writes the bitmap.
+struct SlabHeader {
+  uint64_t owner;     // the owner's ThreadCache::id
+  uint32_t free;      // bits set in the bitmap
+  uint32_t words;     // bitmap words
+};
+static_assert(sizeof(SlabHeader) == 16, "the bitmap follows the header");
+inline uint64_t* bitmap(SlabHeader* h) { return reinterpret_cast<uint64_t*>(h + 1); }
+
+// Per class: slots in a slab, bitmap words, and where slot 0 starts (16-byte aligned);
+// `reciprocal` turns a byte offset from slot 0 into a slot index without a division.
+struct SlabLayout {
+  uint32_t slots[kClasses];
+  uint32_t words[kClasses];
+  uint32_t first_slot[kClasses];
+  uint64_t reciprocal[kClasses];
+  constexpr SlabLayout() : slots{}, words{}, first_slot{}, reciprocal{} {
+    for (int c = 0; c < kClasses; ++c) {
+      const size_t size = kClassSizes[c];
+      size_t n = (kSlabBytes - sizeof(SlabHeader)) / size;
+      auto header = [](size_t count) { return (sizeof(SlabHeader) + 8 * ((count + 63) / 64) + 15) / 16 * 16; };
+      while (header(n) + n * size > kSlabBytes) --n;
+      slots[c] = static_cast<uint32_t>(n);
+      words[c] = static_cast<uint32_t>((n + 63) / 64);
+      first_slot[c] = static_cast<uint32_t>(header(n));
+      // floor(2^32 / size) + 1: exact for offsets below 2^16 that are multiples of size.
+      reciprocal[c] = (uint64_t{1} << 32) / size + 1;
+    }
+  }
+};
+constexpr SlabLayout kLayout;
+
 enum State : int { kUninitialized = 0, kInitializing = 1, kReady = 2, kDisabled = 3 };
 // Constant-initialized, so usable by allocations made before any constructor runs.
 std::atomic<int> g_state{kUninitialized};
@@ -52,16 +92,39 @@ std::atomic_flag g_slab_lock = ATOMIC_FLAG_INIT;
 std::atomic<size_t> g_committed{0};  // bytes of the range made writable
 std::atomic<size_t> g_next_slab{0};  // bytes of the range handed out as slabs
 uint8_t g_slab_class[kMaxSlabs];
+std::atomic<uint64_t> g_threads{0};  // ThreadCache ids given so far
 
 struct FreeObject {
   FreeObject* next;
 };
 // Trivial, so thread_local needs no guard or destructor. A thread that exits leaves its
-// lists behind (our worker threads live as long as the process).
+// objects behind (our worker threads live as long as the process).
+//
+// Why bitmaps and not a free list threaded through the objects (issue #6): a list hands
+// objects back in the order they were freed, and a program's graph is freed in an order
+// unrelated to where its objects lie, so the next run's allocations jumped around memory,
+// each one first loading the cold object to read the list's next link. Handing out the
+// free slots of a slab in address order from a cursor instead (the bitmap word is taken 64
+// slots at a time) makes consecutive objects neighbours, which the hardware prefetches,
+// and a free touches only the slab's small bitmap, not the object. Measured on tiny_chain
+// (10,000 ops, warm process, runs alternated with the old build on one core): sorting the
+// old free lists by address before each run took it from 27.6 to 22.9 ms; this pool from
+// 32.0 to 25.2 ms. A single run in a fresh process (slabs never used before) is unchanged.
 struct ThreadCache {
-  FreeObject* free[kClasses];
-  char* bump[kClasses];
-  char* end[kClasses];
+  // This thread's number, given with its first slab (0: none yet). Not the cache's address:
+  // a thread started after another exited may get the same thread-local address.
+  uint64_t id;
+  void* hot[kClasses][kHotObjects];  // most recent frees, last on top
+  uint32_t hot_count[kClasses];
+  uint64_t mask[kClasses];        // free slots taken from a bitmap word, not handed out yet
+  char* group[kClasses];          // slot of bit 0 of `mask`
+  SlabHeader* slab[kClasses];     // slab the cursor is in (null: none yet)
+  uint32_t word[kClasses];        // next bitmap word of `slab` to look at
+  uint32_t slab_pos[kClasses];    // position of `slab` in `slabs`
+  SlabHeader** slabs[kClasses];   // this thread's slabs of the class, in address order (malloc'd)
+  uint32_t slab_count[kClasses];
+  uint32_t slab_capacity[kClasses];
+  FreeObject* foreign[kClasses];  // freed here when full of hot objects, from other threads' slabs
 };
 thread_local ThreadCache t_cache;
 
@@ -100,9 +163,16 @@ inline bool ready() noexcept {
   return s == kReady || (s != kDisabled && initialize());
 }
 
-// A new slab for class `c` in this thread; false when the range is used up or cannot be
-// made writable (the caller then uses malloc).
-bool refill(ThreadCache& tc, int c) noexcept {
+// A new slab for class `c` in this thread, made its cursor; false when the range is used up
+// or cannot be made writable, or the slab list cannot grow (the caller then uses malloc).
+bool new_slab(ThreadCache& tc, int c) noexcept {
+  if (tc.slab_count[c] == tc.slab_capacity[c]) {
+    const uint32_t capacity = tc.slab_capacity[c] ? 2 * tc.slab_capacity[c] : 16;
+    void* grown = std::realloc(tc.slabs[c], capacity * sizeof(SlabHeader*));
+    if (!grown) return false;
+    tc.slabs[c] = static_cast<SlabHeader**>(grown);
+    tc.slab_capacity[c] = capacity;
+  }
   while (g_slab_lock.test_and_set(std::memory_order_acquire)) {
   }
   char* base = g_base.load(std::memory_order_relaxed);
@@ -123,9 +193,57 @@ bool refill(ThreadCache& tc, int c) noexcept {
   }
   g_slab_lock.clear(std::memory_order_release);
   if (!ok) return false;
-  tc.bump[c] = slab;
-  tc.end[c] = slab + (kSlabBytes / kClassSizes[c]) * kClassSizes[c];
+  auto* h = reinterpret_cast<SlabHeader*>(slab);
+  if (tc.id == 0) tc.id = g_threads.fetch_add(1, std::memory_order_relaxed) + 1;
+  h->owner = tc.id;
+  h->free = kLayout.slots[c];
+  h->words = kLayout.words[c];
+  uint64_t* bits = bitmap(h);
+  for (uint32_t w = 0; w < h->words; ++w) {
+    const uint32_t in_word = kLayout.slots[c] - 64 * w;
+    bits[w] = in_word >= 64 ? ~uint64_t{0} : (uint64_t{1} << in_word) - 1;
+  }
+  // Slabs are handed out at rising addresses, so appending keeps `slabs` in address order.
+  tc.slabs[c][tc.slab_count[c]] = h;
+  tc.slab_pos[c] = tc.slab_count[c]++;
+  tc.slab[c] = h;
+  tc.word[c] = 0;
   return true;
+}
+
+// Fills `mask` with the next bitmap word that has free slots, from the cursor on: the rest of
+// the current slab, then this thread's other slabs of the class in address order (wrapping
+// round), then a new slab. False when no slab can be had.
+bool take_word(ThreadCache& tc, int c) noexcept {
+  for (;;) {
+    if (SlabHeader* h = tc.slab[c]; h && h->free) {
+      uint64_t* bits = bitmap(h);
+      for (uint32_t w = tc.word[c]; w < h->words; ++w) {
+        if (const uint64_t m = bits[w]) {
+          bits[w] = 0;
+          h->free -= static_cast<uint32_t>(__builtin_popcountll(m));
+          tc.mask[c] = m;
+          tc.group[c] = reinterpret_cast<char*>(h) + kLayout.first_slot[c] + size_t{64} * w * kClassSizes[c];
+          tc.word[c] = w + 1;
+          return true;
+        }
+      }
+    }
+    // The current slab has nothing at or after the cursor: the next slab with free slots
+    // (the current one last, from its start).
+    bool found = false;
+    const uint32_t count = tc.slab_count[c];
+    for (uint32_t k = 1; k <= count && !found; ++k) {
+      const uint32_t pos = (tc.slab_pos[c] + k) % count;
+      if (tc.slabs[c][pos]->free) {
+        tc.slab[c] = tc.slabs[c][pos];
+        tc.slab_pos[c] = pos;
+        tc.word[c] = 0;
+        found = true;
+      }
+    }
+    if (!found && !new_slab(tc, c)) return false;
+  }
 }
 
 }  // namespace
@@ -135,17 +253,21 @@ size_t class_bytes(size_t bytes) noexcept {
 }
 
 namespace {
-// Everything but the two common cases: the first request (reserving the range), a new slab,
-// requests above the largest class, and a pool that is off. Kept out of line so that
-// allocate's fast path saves no registers.
-// This thread's free list for the class is empty here: the fast path pops it, and before
-// the range exists no object is on any list.
+// Everything but the two common cases: the first request (reserving the range), a bitmap
+// word to take (or a new slab), objects freed here from other threads' slabs, requests
+// above the largest class, and a pool that is off. Kept out of line so that allocate's fast
+// path saves no registers. This thread has no hot object and an empty mask for the class
+// here: the fast path takes those first, and before the range exists there are none.
 __attribute__((noinline)) void* allocate_slow(size_t bytes) noexcept {
   if (bytes > kMaxPooledBytes || !ready()) return std::malloc(bytes == 0 ? 1 : bytes);
   const int c = kClassTable.index[(bytes + kAlignment - 1) / kAlignment];
   ThreadCache& tc = t_cache;
-  if (static_cast<size_t>(tc.end[c] - tc.bump[c]) < kClassSizes[c] && !refill(tc, c)) return std::malloc(bytes);
-  return allocate(bytes);  // the fast path, which now has room in the slab
+  if (FreeObject* f = tc.foreign[c]) {
+    tc.foreign[c] = f->next;
+    return f;
+  }
+  if (!take_word(tc, c)) return std::malloc(bytes);
+  return allocate(bytes);  // the fast path, which now has a mask
 }
 }  // namespace
 
@@ -153,18 +275,13 @@ void* allocate(size_t bytes) noexcept {
   if (bytes <= kMaxPooledBytes && g_state.load(std::memory_order_acquire) == kReady) {
     const int c = kClassTable.index[(bytes + kAlignment - 1) / kAlignment];
     ThreadCache& tc = t_cache;
-    if (FreeObject* f = tc.free[c]) {
-      tc.free[c] = f->next;
-      // The next object of this class is usually cold (freed long ago, e.g. by the previous
-      // run's teardown): fetch its line now, so that the next request does not wait for it.
-      __builtin_prefetch(f->next, 1);
-      return f;
+    if (const uint32_t n = tc.hot_count[c]) {
+      tc.hot_count[c] = n - 1;
+      return tc.hot[c][n - 1];
     }
-    const size_t size = kClassSizes[c];
-    if (static_cast<size_t>(tc.end[c] - tc.bump[c]) >= size) {
-      char* p = tc.bump[c];
-      tc.bump[c] += size;
-      return p;
+    if (const uint64_t m = tc.mask[c]) {
+      tc.mask[c] = m & (m - 1);
+      return tc.group[c] + static_cast<size_t>(__builtin_ctzll(m)) * kClassSizes[c];
     }
   }
   return allocate_slow(bytes);
@@ -182,12 +299,27 @@ void deallocate(void* p) noexcept {
     std::free(p);
     return;
   }
-  const size_t slab = static_cast<size_t>(static_cast<char*>(p) - g_base.load(std::memory_order_relaxed)) / kSlabBytes;
-  const int c = g_slab_class[slab];
+  char* base = g_base.load(std::memory_order_relaxed);
+  const size_t offset = static_cast<size_t>(static_cast<char*>(p) - base);
+  const int c = g_slab_class[offset >> kSlabShift];
   ThreadCache& tc = t_cache;
+  if (const uint32_t n = tc.hot_count[c]; n < kHotObjects) {
+    tc.hot[c][n] = p;
+    tc.hot_count[c] = n + 1;
+    return;
+  }
+  auto* h = reinterpret_cast<SlabHeader*>(base + (offset & ~(kSlabBytes - 1)));
+  if (h->owner == tc.id) {
+    const uint64_t from_first = (offset & (kSlabBytes - 1)) - kLayout.first_slot[c];
+    const uint64_t slot = (from_first * kLayout.reciprocal[c]) >> 32;
+    bitmap(h)[slot >> 6] |= uint64_t{1} << (slot & 63);
+    ++h->free;
+    return;
+  }
+  // Another thread's slab: its bitmap is the owner's alone, so the object stays here.
   FreeObject* f = static_cast<FreeObject*>(p);
-  f->next = tc.free[c];
-  tc.free[c] = f;
+  f->next = tc.foreign[c];
+  tc.foreign[c] = f;
 }
 
 bool enabled() noexcept { return ready(); }

@@ -5,9 +5,10 @@
 // blocks, event records, short strings. glibc's malloc keeps only 7 freed chunks per size in
 // its per-thread cache, so a program that builds a 10,000-node graph and then frees it goes
 // through the arena's slow paths (bin unlinking, malloc_consolidate): about a third of the
-// time of a 10,000-op chain was in malloc and free. This pool keeps an unbounded free list
-// per size class and per thread, carved from one reserved address range, so a small
-// allocation or free is a few instructions and touches no lock.
+// time of a 10,000-op chain was in malloc and free. This pool carves per-thread slabs for
+// each size class from one reserved address range, so a small allocation or free is a few
+// instructions and touches no lock, and hands out free slots in address order (see
+// small_object_pool.cpp: why not a free list).
 //
 // The executables link app/operator_new.cpp, which routes the global operator new/delete
 // through pool_allocate/pool_free (CMake option AGTRACE_SMALL_OBJECT_POOL, ON by default,
@@ -23,6 +24,10 @@
 namespace agtrace::pool {
 
 constexpr size_t kMaxPooledBytes = 1024;
+// Frees a thread keeps aside per size class (those that find room) and hands out first, the
+// last kept first: a temporary freed inside an op is reused while still in the cache. The
+// other frees go back to their slab and come out again in address order.
+constexpr uint32_t kRecentFreesKept = 16;
 constexpr size_t kAlignment = 16;  // __STDCPP_DEFAULT_NEW_ALIGNMENT__ on x86-64 and aarch64
 
 // Never returns null for a size the pool serves; falls back to malloc otherwise (may

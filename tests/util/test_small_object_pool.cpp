@@ -49,11 +49,38 @@ TEST_CASE("pool: objects are aligned, disjoint, kept intact and reused after fre
     }
     CHECK(intact == objects.size());
     for (auto* p : objects) pool::deallocate(p);
-    // The same number again comes from the freed objects: no new slab.
+    // The same number again comes from the freed objects: no new slab, and again no two
+    // overlap (a free that marked the wrong slot would hand one out twice).
     const uint64_t slabs = pool::stats().slabs;
     for (auto*& p : objects) p = static_cast<unsigned char*>(pool::allocate(bytes));
     CHECK(pool::stats().slabs == slabs);
+    std::vector<unsigned char*> sorted = objects;
+    std::sort(sorted.begin(), sorted.end());
+    CHECK(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end());
+    for (size_t i = 0; i + 1 < sorted.size(); ++i) CHECK(sorted[i] + bytes <= sorted[i + 1]);
     for (auto* p : objects) pool::deallocate(p);
+  }
+}
+
+TEST_CASE("pool: freed objects come back in address order, not in the order they were freed", "[pool]") {
+  REQUIRE(pool::enabled());
+  for (size_t bytes : {80u, 320u}) {
+    std::vector<void*> objects;
+    for (int i = 0; i < 5000; ++i) objects.push_back(pool::allocate(bytes));
+    // Freed in a scrambled order (a graph is freed in an order unrelated to where its
+    // objects lie).
+    std::vector<void*> scrambled = objects;
+    for (size_t i = 0; i < scrambled.size(); ++i) std::swap(scrambled[i], scrambled[(i * 7919 + 13) % scrambled.size()]);
+    for (void* p : scrambled) pool::deallocate(p);
+    std::vector<uintptr_t> again;
+    for (size_t i = 0; i < objects.size(); ++i) again.push_back(reinterpret_cast<uintptr_t>(pool::allocate(bytes)));
+    // The first ones may be frees kept aside; after them the cursor walks the slabs
+    // upwards, wrapping round once at most.
+    size_t descents = 0;
+    for (size_t i = pool::kRecentFreesKept; i + 1 < again.size(); ++i) descents += again[i + 1] < again[i] ? 1 : 0;
+    CHECK(descents <= 1);
+    // (A free list would have handed them back in the reverse of the scrambled order.)
+    for (uintptr_t p : again) pool::deallocate(reinterpret_cast<void*>(p));
   }
 }
 
@@ -84,7 +111,7 @@ TEST_CASE("pool: an object freed by another thread is reusable there", "[pool]")
     std::vector<void*> again;
     again.reserve(made.size());  // above the largest class: from malloc, takes no slab
     for (void* p : made) pool::deallocate(p);
-    // This thread's free list now holds them: it gets them back without a new slab.
+    // This thread keeps them (another thread's slabs): it gets them back without a new slab.
     slabs_before = pool::stats().slabs;
     for (size_t i = 0; i < made.size(); ++i) again.push_back(pool::allocate(48));
     slabs_after = pool::stats().slabs;
