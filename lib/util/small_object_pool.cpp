@@ -53,10 +53,11 @@ constexpr ClassTable kClassTable;
 // slots. Only the thread that took the slab (its owner) reads or writes the bitmap.
 struct SlabHeader {
   uint64_t owner;     // the owner's ThreadCache::id
+  SlabHeader* next;   // the owner's next slab of the class, at a higher address (null: last)
   uint32_t free;      // bits set in the bitmap
   uint32_t words;     // bitmap words
 };
-static_assert(sizeof(SlabHeader) == 16, "the bitmap follows the header");
+static_assert(sizeof(SlabHeader) % 8 == 0, "the bitmap follows the header");
 inline uint64_t* bitmap(SlabHeader* h) { return reinterpret_cast<uint64_t*>(h + 1); }
 
 // Per class: slots in a slab, bitmap words, and where slot 0 starts (16-byte aligned);
@@ -120,10 +121,11 @@ struct ThreadCache {
   char* group[kClasses];          // slot of bit 0 of `mask`
   SlabHeader* slab[kClasses];     // slab the cursor is in (null: none yet)
   uint32_t word[kClasses];        // next bitmap word of `slab` to look at
-  uint32_t slab_pos[kClasses];    // position of `slab` in `slabs`
-  SlabHeader** slabs[kClasses];   // this thread's slabs of the class, in address order (malloc'd)
+  // This thread's slabs of the class, linked through their headers in address order (kept
+  // in the pool's own memory: the thread-local cache owns nothing a thread's exit would leak).
+  SlabHeader* first[kClasses];
+  SlabHeader* last[kClasses];
   uint32_t slab_count[kClasses];
-  uint32_t slab_capacity[kClasses];
   FreeObject* foreign[kClasses];  // freed here when full of hot objects, from other threads' slabs
 };
 thread_local ThreadCache t_cache;
@@ -164,15 +166,8 @@ inline bool ready() noexcept {
 }
 
 // A new slab for class `c` in this thread, made its cursor; false when the range is used up
-// or cannot be made writable, or the slab list cannot grow (the caller then uses malloc).
+// or cannot be made writable (the caller then uses malloc).
 bool new_slab(ThreadCache& tc, int c) noexcept {
-  if (tc.slab_count[c] == tc.slab_capacity[c]) {
-    const uint32_t capacity = tc.slab_capacity[c] ? 2 * tc.slab_capacity[c] : 16;
-    void* grown = std::realloc(tc.slabs[c], capacity * sizeof(SlabHeader*));
-    if (!grown) return false;
-    tc.slabs[c] = static_cast<SlabHeader**>(grown);
-    tc.slab_capacity[c] = capacity;
-  }
   while (g_slab_lock.test_and_set(std::memory_order_acquire)) {
   }
   char* base = g_base.load(std::memory_order_relaxed);
@@ -203,9 +198,12 @@ bool new_slab(ThreadCache& tc, int c) noexcept {
     const uint32_t in_word = kLayout.slots[c] - 64 * w;
     bits[w] = in_word >= 64 ? ~uint64_t{0} : (uint64_t{1} << in_word) - 1;
   }
-  // Slabs are handed out at rising addresses, so appending keeps `slabs` in address order.
-  tc.slabs[c][tc.slab_count[c]] = h;
-  tc.slab_pos[c] = tc.slab_count[c]++;
+  // Slabs are handed out at rising addresses, so appending keeps the list in address order.
+  h->next = nullptr;
+  if (tc.last[c]) tc.last[c]->next = h;
+  else tc.first[c] = h;
+  tc.last[c] = h;
+  ++tc.slab_count[c];
   tc.slab[c] = h;
   tc.word[c] = 0;
   return true;
@@ -232,12 +230,11 @@ bool take_word(ThreadCache& tc, int c) noexcept {
     // The current slab has nothing at or after the cursor: the next slab with free slots
     // (the current one last, from its start).
     bool found = false;
-    const uint32_t count = tc.slab_count[c];
-    for (uint32_t k = 1; k <= count && !found; ++k) {
-      const uint32_t pos = (tc.slab_pos[c] + k) % count;
-      if (tc.slabs[c][pos]->free) {
-        tc.slab[c] = tc.slabs[c][pos];
-        tc.slab_pos[c] = pos;
+    SlabHeader* h = tc.slab[c];
+    for (uint32_t k = 0; k < tc.slab_count[c] && !found; ++k) {
+      h = h && h->next ? h->next : tc.first[c];
+      if (h->free) {
+        tc.slab[c] = h;
         tc.word[c] = 0;
         found = true;
       }
