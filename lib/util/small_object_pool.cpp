@@ -3,9 +3,9 @@
 // at a time, cut into 64 KiB slabs; each slab serves one size class, and a byte per slab
 // records which, so a free that does not know its size (plain `operator delete(void*)`)
 // finds its class. A slab belongs to the thread that took it and begins with a bitmap of
-// its free slots. Each thread keeps, per class, its few most recent frees (reused first,
-// while cached), 64 slots taken from a bitmap word, and a cursor that walks its slabs in
-// address order; only taking a new slab takes a lock. This file must not use operator new
+// its free slots. Each thread keeps, per class, up to kRecentFreesKept frees aside (reused
+// first, while cached), 64 slots taken from a bitmap word, and a cursor that walks its slabs
+// in address order; only taking a new slab takes a lock. This file must not use operator new
 // itself.
 #include "util/small_object_pool.hpp"
 
@@ -32,9 +32,6 @@ static_assert(kClassSizes[kClasses - 1] == kMaxPooledBytes, "the last class serv
 // Reserved address range: the first size that the kernel grants.
 constexpr size_t kReserveTries[] = {size_t{32} << 30, size_t{4} << 30, size_t{512} << 20};
 constexpr size_t kMaxSlabs = kReserveTries[0] / kSlabBytes;
-// Objects freed most recently, per class and thread, handed out again first: a temporary
-// freed inside an op is reused while it is still in the cache.
-constexpr uint32_t kHotObjects = kRecentFreesKept;
 
 // Class of a request, indexed by its size in 16-byte units, rounded up.
 struct ClassTable {
@@ -115,7 +112,7 @@ struct ThreadCache {
   // This thread's number, given with its first slab (0: none yet). Not the cache's address:
   // a thread started after another exited may get the same thread-local address.
   uint64_t id;
-  void* hot[kClasses][kHotObjects];  // most recent frees, last on top
+  void* hot[kClasses][kRecentFreesKept];  // frees kept aside (small_object_pool.hpp), last on top
   uint32_t hot_count[kClasses];
   uint64_t mask[kClasses];        // free slots taken from a bitmap word, not handed out yet
   char* group[kClasses];          // slot of bit 0 of `mask`
@@ -229,17 +226,18 @@ bool take_word(ThreadCache& tc, int c) noexcept {
     }
     // The current slab has nothing at or after the cursor: the next slab with free slots
     // (the current one last, from its start).
-    bool found = false;
     SlabHeader* h = tc.slab[c];
-    for (uint32_t k = 0; k < tc.slab_count[c] && !found; ++k) {
+    SlabHeader* with_free = nullptr;
+    for (uint32_t k = 0; k < tc.slab_count[c] && !with_free; ++k) {
       h = h && h->next ? h->next : tc.first[c];
-      if (h->free) {
-        tc.slab[c] = h;
-        tc.word[c] = 0;
-        found = true;
-      }
+      if (h->free) with_free = h;
     }
-    if (!found && !new_slab(tc, c)) return false;
+    if (with_free) {
+      tc.slab[c] = with_free;
+      tc.word[c] = 0;
+    } else if (!new_slab(tc, c)) {
+      return false;
+    }
   }
 }
 
@@ -300,7 +298,7 @@ void deallocate(void* p) noexcept {
   const size_t offset = static_cast<size_t>(static_cast<char*>(p) - base);
   const int c = g_slab_class[offset >> kSlabShift];
   ThreadCache& tc = t_cache;
-  if (const uint32_t n = tc.hot_count[c]; n < kHotObjects) {
+  if (const uint32_t n = tc.hot_count[c]; n < kRecentFreesKept) {
     tc.hot[c][n] = p;
     tc.hot_count[c] = n + 1;
     return;
