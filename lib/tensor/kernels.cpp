@@ -1,6 +1,8 @@
 #include "tensor/kernels.hpp"
 
 #include <malloc.h>
+#include <pthread.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <condition_variable>
@@ -417,10 +419,24 @@ int threads() { return g_threads; }
 namespace {
 
 // Worker threads for parallel_for, started on first use: one fewer than threads(), waiting
-// on a condition variable between jobs (no spinning). A job is cut into `parts` chunks;
-// the caller runs chunk 0 and each worker takes the next untaken chunk.
+// on a condition variable between jobs. A job is cut into `parts` chunks; the caller runs
+// chunk 0, then any chunk no worker has taken yet, and each worker takes the next untaken
+// chunk.
+//
+// The workers may run on every CPU the process may use but the one the caller runs on
+// (issue #6). Unpinned, a woken worker was placed on the caller's CPU whenever the other
+// CPU looked busy, which it does after every float32 matrix product at 2 threads: OpenBLAS's
+// own worker then polls for its next job with sched_yield for about 0.1 s. The two chunks
+// then ran one after the other on one CPU: in about half of the processes, every parallel
+// kernel of transformer_block at 2 threads took its 1-thread time (measured: the chunks of
+// a job right after a product ran on the same CPU in 40 of 40 jobs in such a process, and
+// in none once the worker was kept off the caller's CPU). On the other CPU a polling
+// OpenBLAS worker yields to ours. The workers are moved only when the caller has moved.
 class WorkerPool {
  public:
+  WorkerPool() {
+    if (sched_getaffinity(0, sizeof allowed_, &allowed_) != 0) CPU_ZERO(&allowed_);
+  }
   ~WorkerPool() {
     {
       std::lock_guard<std::mutex> lk(m_);
@@ -430,7 +446,11 @@ class WorkerPool {
     for (std::thread& t : workers_) t.join();
   }
   void run(int parts, int64_t n, const std::function<void(int64_t, int64_t)>& f) {
-    while (static_cast<int>(workers_.size()) < parts - 1) workers_.emplace_back([this] { work(); });
+    while (static_cast<int>(workers_.size()) < parts - 1) {
+      workers_.emplace_back([this] { work(); });
+      workers_cpu_ = -1;  // the new worker is not kept off the caller's CPU yet
+    }
+    keep_workers_off(sched_getcpu());
     {
       std::lock_guard<std::mutex> lk(m_);
       job_ = &f;
@@ -443,12 +463,35 @@ class WorkerPool {
     wake_.notify_all();
     f(0, bound(1));
     std::unique_lock<std::mutex> lk(m_);
+    take_chunks(lk);
     done_.wait(lk, [this] { return pending_ == 0; });
     job_ = nullptr;
   }
 
  private:
   int64_t bound(int part) const { return n_ * part / parts_; }  // chunk `part` is [bound(part), bound(part + 1))
+  // The workers' CPUs: the allowed ones but `caller_cpu`, when at least one other is allowed.
+  void keep_workers_off(int caller_cpu) {
+    if (caller_cpu < 0 || caller_cpu == workers_cpu_ || caller_cpu >= CPU_SETSIZE || !CPU_ISSET(caller_cpu, &allowed_) ||
+        CPU_COUNT(&allowed_) < 2)
+      return;
+    cpu_set_t others = allowed_;
+    CPU_CLR(caller_cpu, &others);
+    for (std::thread& t : workers_) pthread_setaffinity_np(t.native_handle(), sizeof others, &others);
+    workers_cpu_ = caller_cpu;
+  }
+  // Runs untaken chunks of the current job until none is left (lk held on entry and exit).
+  void take_chunks(std::unique_lock<std::mutex>& lk) {
+    while (next_ < parts_) {
+      const int part = next_++;
+      const int64_t b = bound(part), e = bound(part + 1);
+      const std::function<void(int64_t, int64_t)>* job = job_;
+      lk.unlock();
+      (*job)(b, e);
+      lk.lock();
+      if (--pending_ == 0) done_.notify_one();
+    }
+  }
   void work() {
     uint64_t seen = 0;
     std::unique_lock<std::mutex> lk(m_);
@@ -456,17 +499,11 @@ class WorkerPool {
       wake_.wait(lk, [&] { return stop_ || generation_ != seen; });
       if (stop_) return;
       seen = generation_;
-      while (next_ < parts_) {
-        const int part = next_++;
-        const int64_t b = bound(part), e = bound(part + 1);
-        const std::function<void(int64_t, int64_t)>* job = job_;
-        lk.unlock();
-        (*job)(b, e);
-        lk.lock();
-        if (--pending_ == 0) done_.notify_one();
-      }
+      take_chunks(lk);
     }
   }
+  cpu_set_t allowed_;      // the CPUs the process may run on
+  int workers_cpu_ = -1;   // the caller's CPU the workers were last kept off (-1: none)
   std::mutex m_;
   std::condition_variable wake_, done_;
   std::vector<std::thread> workers_;

@@ -5,13 +5,17 @@
 // (which take the general path either way), forward and backward. Also: results do not
 // depend on the thread count, and parallel_for covers every index once.
 #include <catch2/catch.hpp>
+#include <sched.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <functional>
 #include <limits>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "autograd/engine.hpp"
@@ -292,6 +296,51 @@ TEST_CASE("fast paths: parallel_for covers every index once, whatever the thread
     }
   }
   kernels::set_threads(1);
+}
+
+// The pool keeps its workers off the CPU the caller runs on (tensor/kernels.cpp, WorkerPool):
+// a woken worker was otherwise placed on the caller's CPU whenever the other CPU looked busy
+// (as it does while OpenBLAS's idle worker polls), and the chunks ran one after the other.
+// Checked through the worker's own CPU mask, read inside its chunk; the caller's CPU is read
+// at the start of its chunk (it may move between the pool's look and that read only if the
+// kernel migrates it in those few instructions, hence 18 of 20 jobs rather than 20).
+TEST_CASE("fast paths: parallel_for's worker may not run on the caller's CPU", "[fast_paths]") {
+  cpu_set_t allowed;
+  REQUIRE(sched_getaffinity(0, sizeof allowed, &allowed) == 0);
+  kernels::set_threads(2);
+  int kept_off = 0, jobs = 0;
+  for (int job = 0; job < 20; ++job) {
+    std::atomic<int> caller_cpu{-1};
+    std::atomic<bool> worker_may_use_caller_cpu{true}, worker_ran{false};
+    const std::thread::id caller = std::this_thread::get_id();
+    kernels::parallel_for(2, 1, [&](int64_t b, int64_t) {
+      if (b == 0) {  // the caller's chunk: it waits (bounded) for the worker's, so that the
+                     // worker takes chunk 1 rather than the caller after it
+        caller_cpu = sched_getcpu();
+        const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+        while (!worker_ran.load() && std::chrono::steady_clock::now() < until) {
+        }
+        return;
+      }
+      if (std::this_thread::get_id() == caller) return;  // the worker had not woken in time
+      while (caller_cpu.load() < 0) {
+      }
+      cpu_set_t mine;
+      if (sched_getaffinity(0, sizeof mine, &mine) == 0) worker_may_use_caller_cpu = CPU_ISSET(caller_cpu.load(), &mine);
+      worker_ran = true;
+    });
+    if (!worker_ran) continue;  // the caller took both chunks
+    ++jobs;
+    if (!worker_may_use_caller_cpu) ++kept_off;
+  }
+  kernels::set_threads(1);
+  INFO("allowed CPUs " << CPU_COUNT(&allowed) << ", jobs the worker ran " << jobs << ", kept off " << kept_off);
+  if (CPU_COUNT(&allowed) >= 2) {
+    CHECK(jobs >= 10);
+    CHECK(kept_off >= jobs - 2);
+  } else {
+    CHECK(kept_off == 0);  // one CPU: nothing to keep the worker off
+  }
 }
 
 TEST_CASE("fast paths: results do not depend on the thread count", "[fast_paths]") {
