@@ -17,6 +17,7 @@
 #include "ops/common.hpp"
 #include "ops/double_backward.hpp"
 #include "ops/gelu_f32.hpp"
+#include "ops/softmax_f32.hpp"
 #include "ops/ops.hpp"
 #include "ops/shapes.hpp"
 #include "tensor/device_backend.hpp"
@@ -333,11 +334,27 @@ std::vector<double> softmax_values(const Tensor& a, int64_t wrapped_dim, bool lo
   std::vector<double> mx(static_cast<size_t>(p.groups), -std::numeric_limits<double>::infinity());
   std::vector<double> sum(static_cast<size_t>(p.groups), 0.0);
   for (size_t i = 0; i < x.size(); ++i) mx[p.group[i]] = std::max(mx[p.group[i]], x[i]);
-  for (size_t i = 0; i < x.size(); ++i) sum[p.group[i]] += std::exp(x[i] - mx[p.group[i]]);
   std::vector<double> out(x.size());
+  if (a->dtype() == DType::Float64) {  // every bit shows: glibc's exp, the row summed in order
+    for (size_t i = 0; i < x.size(); ++i) sum[p.group[i]] += std::exp(x[i] - mx[p.group[i]]);
+    for (size_t i = 0; i < x.size(); ++i) {
+      const size_t k = static_cast<size_t>(p.group[i]);
+      out[i] = log ? x[i] - mx[k] - std::log(sum[k]) : std::exp(x[i] - mx[k]) / sum[k];
+    }
+    return out;
+  }
+  // Below float64, the float32 fast path's arithmetic (ops/softmax_f32.hpp): its exp, and the
+  // row summed in lanes by each element's position in its row (the visit order here).
+  std::vector<LaneSum> lanes(static_cast<size_t>(p.groups));
+  std::vector<int64_t> position(static_cast<size_t>(p.groups), 0);
   for (size_t i = 0; i < x.size(); ++i) {
     const size_t k = static_cast<size_t>(p.group[i]);
-    out[i] = log ? x[i] - mx[k] - std::log(sum[k]) : std::exp(x[i] - mx[k]) / sum[k];
+    lanes[k].add(position[k]++, softmax_f32::exp_nonpositive(x[i] - mx[k]));
+  }
+  for (size_t k = 0; k < sum.size(); ++k) sum[k] = lanes[k].total();
+  for (size_t i = 0; i < x.size(); ++i) {
+    const size_t k = static_cast<size_t>(p.group[i]);
+    out[i] = log ? x[i] - mx[k] - std::log(sum[k]) : softmax_f32::exp_nonpositive(x[i] - mx[k]) / sum[k];
   }
   return out;
 }
@@ -369,13 +386,8 @@ Tensor softmax_fast(const Tensor& a, int64_t wrapped_dim, bool log) {
     for (int64_t row = r0; row < r1; ++row) {
       const float* xr = x + row * p.cols;
       float* o = out + row * p.cols;
-      double mx = -std::numeric_limits<double>::infinity();
-      for (int64_t c = 0; c < p.cols; ++c) mx = std::max(mx, static_cast<double>(xr[c]));
-      double sum = 0.0;
-      for (int64_t c = 0; c < p.cols; ++c) {
-        e[static_cast<size_t>(c)] = std::exp(static_cast<double>(xr[c]) - mx);
-        sum += e[static_cast<size_t>(c)];
-      }
+      const double mx = static_cast<double>(softmax_f32::row_max(xr, p.cols));
+      const double sum = softmax_f32::exp_row(xr, mx, e.data(), p.cols);
       if (log) {
         const double ls = std::log(sum);
         for (int64_t c = 0; c < p.cols; ++c) o[c] = static_cast<float>(static_cast<double>(xr[c]) - mx - ls);

@@ -12,6 +12,7 @@
 #include "errors.hpp"
 #include "tensor/device_backend.hpp"
 #include "tensor/device_kernels.hpp"
+#include "tensor/lane_sum.hpp"
 
 #ifdef AGTRACE_HAVE_OPENBLAS
 #include <cblas.h>
@@ -245,13 +246,18 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim, s
   for (size_t d = 0; d < kstr.size(); ++d)
     if (reduce[d]) kstr[d] = 0;
   // The reduced dims are a leading block or a trailing block (a bias gradient, a row sum):
-  // plain loops in the same order of additions as the general walk below.
+  // plain loops, columns in element order as the general walk below adds them, rows in a
+  // LaneSum's order below float64 (the general path's block loops add them so too).
   size_t first = 0, last = reduce.size();
   while (first < reduce.size() && !reduce[first]) ++first;
   while (last > first && !reduce[last - 1]) --last;
   bool block = true;
   for (size_t d = first; d < last; ++d) block = block && reduce[d];
-  const bool leading = block && first == 0, trailing = block && last == reduce.size();
+  // A sum over every dim counts as trailing: one row, summed in lanes below float64.
+  const bool trailing = block && last == reduce.size(), leading = block && first == 0 && !trailing;
+  // Rows are summed in a LaneSum's order below float64 (tensor/lane_sum.hpp), in element
+  // order in float64.
+  const bool in_lanes = od != DType::Float64 && is_floating(od);
   const float* xf = od == DType::Float32 ? contiguous_f32(a) : nullptr;
   if (xf && (leading || trailing) && a->numel() > 0) {
     // Contiguous float32: the same double sums read from the storage in place, columns
@@ -269,11 +275,7 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim, s
       });
     } else {
       parallel_for(outer, std::max<int64_t>(1, 32768 / std::max<int64_t>(inner, 1)), [&](int64_t q0, int64_t q1) {
-        for (int64_t q = q0; q < q1; ++q) {
-          double sum = 0.0;
-          for (int64_t j = 0; j < inner; ++j) sum += static_cast<double>(xf[q * inner + j]);
-          o[q] = static_cast<float>(sum);
-        }
+        for (int64_t q = q0; q < q1; ++q) o[q] = static_cast<float>(lane_sum(xf + q * inner, inner));
       });
     }
     return r;
@@ -288,9 +290,13 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim, s
         for (int64_t j = 0; j < inner; ++j) acc[static_cast<size_t>(j)] += av[static_cast<size_t>(o * inner + j)];
     } else {
       for (int64_t o = 0; o < outer; ++o) {
+        LaneSum lanes;
         double s = 0.0;
-        for (int64_t j = 0; j < inner; ++j) s += av[static_cast<size_t>(o * inner + j)];
-        acc[static_cast<size_t>(o)] = s;
+        for (int64_t j = 0; j < inner; ++j) {
+          if (in_lanes) lanes.add(j, av[static_cast<size_t>(o * inner + j)]);
+          else s += av[static_cast<size_t>(o * inner + j)];
+        }
+        acc[static_cast<size_t>(o)] = in_lanes ? lanes.total() : s;
       }
     }
   } else {
