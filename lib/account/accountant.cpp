@@ -322,7 +322,7 @@ void Accountant::apply_holder_changes(std::vector<HolderChange>& changes) {
       t.block_bytes -= st.modelled ? allocator_block_bytes(bytes) : 0;
       st.category_now = -1;
     }
-    if (c.category.empty()) {
+    if (!c.category || !*c.category) {
       st.holders_now.clear();
       continue;
     }

@@ -36,7 +36,10 @@ inline constexpr int kCategoryCount = 6;
 struct HolderChange {
   int64_t storage_id = -1;
   std::vector<InternedString> holders;  // in the full scan's order; empty: nothing holds it now
-  std::string category;              // empty when nothing holds it
+  // Null or empty when nothing holds it; else one of kHolderCategories (the tracker's), or
+  // the same text (a test's). A pointer: copying the name into every change cost ~150
+  // instructions per operation on a long chain (issue #6).
+  const char* category = nullptr;
   int category_index = -1;           // the same as a HolderCategory when the tracker knows it (-1: read `category`)
 };
 

@@ -318,7 +318,8 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
       pos.backward_node = n->id;  // events: the node where a backward allocation happened
       // A node's gradients live where its forward outputs did (PyTorch runs each node on
       // its device's ready queue).
-      DeviceScope node_device(!n->outputs.empty() && n->outputs[0].cuda ? "cuda" : "cpu");
+      static const std::string cuda = "cuda";
+      DeviceScope node_device(!n->outputs.empty() && n->outputs[0].cuda ? cuda : cpu_device_name());
       profile::Scope profile_node(profile::Section::OpBackward, n->name);  // --profile
       if (n->name == "AccumulateGrad") {
         if (req.create_graph)

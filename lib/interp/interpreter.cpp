@@ -40,50 +40,57 @@ namespace {
 
 [[noreturn]] void fail(const std::string& kind, const std::string& message) { throw ScenarioError(kind, message); }
 
-void collect_tensors(const Value& v, std::vector<const TensorImpl*>& out) {
-  if (v.kind == Value::Kind::Tensor && v.t) out.push_back(v.t.get());
+// The devices of an op's tensor arguments (inside tuples and lists too): `cpu` counts CPU
+// tensors of one or more dimensions only (see device_of_arguments).
+struct ArgumentDevices {
+  bool cuda = false, cpu = false;
+};
+void note_devices(const Value& v, ArgumentDevices& d) {
+  if (v.kind == Value::Kind::Tensor && v.t) {
+    if (v.t->storage->on_device()) d.cuda = true;
+    else if (!v.t->is_meta() && v.t->dim() > 0) d.cpu = true;
+  }
   if (v.kind == Value::Kind::List || v.kind == Value::Kind::Tuple)
-    for (const Value& item : v.items) collect_tensors(item, out);
+    for (const Value& item : v.items) note_devices(item, d);
 }
 
 // The device an op's results are made on: cuda when a tensor argument is on cuda (PyTorch:
 // results live with their operands). A cuda tensor with a CPU tensor of one or more
 // dimensions is PyTorch's "Expected all tensors to be on the same device" error; a 0-d
 // CPU tensor mixes with cuda tensors as a scalar does (TensorIterator allows it).
-// `mixing_allowed`: moves (to, cuda, cpu) and introspection take tensors of either device.
-std::string device_of_arguments(const std::vector<const Value*>& values, const std::string& op,
-                                bool mixing_allowed = false) {
-  std::vector<const TensorImpl*> tensors;
-  for (const Value* v : values)
-    if (v) collect_tensors(*v, tensors);
-  const TensorImpl* on_cuda = nullptr;
-  const TensorImpl* on_cpu = nullptr;
-  for (const TensorImpl* t : tensors) {
-    if (t->storage->on_device()) {
-      if (!on_cuda) on_cuda = t;
-    } else if (!t->is_meta() && t->dim() > 0 && !on_cpu) {
-      on_cpu = t;
-    }
-  }
-  if (!on_cuda) return "cpu";
-  if (on_cpu && !mixing_allowed) {
+// `mixing_allowed` (asked only when a cuda tensor is there): moves (to, cuda, cpu) and
+// introspection take tensors of either device. The names returned are the scopes' own
+// (no string built per op: issue #6).
+template <typename MixingAllowed>
+const std::string& device_from(const ArgumentDevices& d, const std::string& op, MixingAllowed mixing_allowed) {
+  static const std::string cuda = "cuda";
+  if (!d.cuda) return cpu_device_name();
+  if (d.cpu && !mixing_allowed()) {
     ScenarioError e("device_mismatch",
                     "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!");
     e.facts = {{"op", op}, {"devices", {"cuda:0", "cpu"}}};
     throw e;
   }
-  return "cuda";
+  return cuda;
 }
 
-std::string device_of_arguments(const ops::OpEntry& entry, const ops::Args& args) {
-  std::vector<const Value*> values;
+const std::string& device_of_arguments(std::initializer_list<const Value*> values, const std::string& op,
+                                       bool mixing_allowed = false) {
+  ArgumentDevices d;
+  for (const Value* v : values)
+    if (v) note_devices(*v, d);
+  return device_from(d, op, [&] { return mixing_allowed; });
+}
+
+const std::string& device_of_arguments(const ops::OpEntry& entry, const ops::Args& args) {
+  ArgumentDevices d;
   for (const auto& v : args.values)
-    if (v) values.push_back(&*v);
+    if (v) note_devices(*v, d);
   // matmul is composite in PyTorch (its batched branch broadcasts shapes before any kernel's
   // device check): ops::matmul checks devices itself, in PyTorch's order.
-  return device_of_arguments(values, entry.name,
-                             entry.category == "conversion" || entry.category == "introspection" ||
-                                 entry.name == "matmul");
+  return device_from(d, entry.name, [&] {
+    return entry.category == "conversion" || entry.category == "introspection" || entry.name == "matmul";
+  });
 }
 
 std::optional<DType> torch_dtype_attr(const std::string& name) {
@@ -557,7 +564,7 @@ bool Interpreter::run_statement(const ProgramItem& item, bool in_try) {
   bool raised = false;
   try {
     exec(parsed_[item.index]);
-    sr.status = "ok";
+    if (sr.status != "ok") sr.status = "ok";  // a statement run again is usually ok already
   } catch (ScenarioError& e) {
     raised = true;
     sr.status = "error";
@@ -1314,25 +1321,27 @@ Value Interpreter::eval_binary(const std::string& op, const Value& a, const Valu
     const std::string& op_name = profile::operator_op_name(op);
     profile::Scope profile_op(profile::Section::OpForward, op_name);  // --profile
     // `@` is matmul, which checks devices itself (see device_of_arguments(entry, args)).
-    DeviceScope result_device(device_of_arguments({&a, &b}, op_name, op == "@"));
-    if (op == "+") return Value::tensor(ta ? ops::add(a.t, tensor_of(b), Value::integer(1))
-                                           : ops::add(b.t, tensor_of(a), Value::integer(1)));  // __radd__
-    if (op == "-") return Value::tensor(ta ? ops::sub(a.t, tensor_of(b), Value::integer(1))
-                                           : ops::rsub(b.t, a, Value::integer(1)));            // __rsub__
-    if (op == "*") return Value::tensor(ta ? ops::mul(a.t, tensor_of(b)) : ops::mul(b.t, tensor_of(a)));
-    if (op == "/") {
+    // One character tells the operators apart ('P' for **): no string comparisons per op.
+    const char code = op.size() == 1 ? op[0] : op == "**" ? 'P' : '\0';
+    DeviceScope result_device(device_of_arguments({&a, &b}, op_name, code == '@'));
+    if (code == '+') return Value::tensor(ta ? ops::add(a.t, tensor_of(b), Value::integer(1))
+                                             : ops::add(b.t, tensor_of(a), Value::integer(1)));  // __radd__
+    if (code == '-') return Value::tensor(ta ? ops::sub(a.t, tensor_of(b), Value::integer(1))
+                                             : ops::rsub(b.t, a, Value::integer(1)));            // __rsub__
+    if (code == '*') return Value::tensor(ta ? ops::mul(a.t, tensor_of(b)) : ops::mul(b.t, tensor_of(a)));
+    if (code == '/') {
       if (ta) return Value::tensor(ops::div(a.t, tensor_of(b)));
       // __rtruediv__: number / x is x.reciprocal() * number (measured: MulBackward0 over
       // ReciprocalBackward0, the number saved as a 0-d tensor).
       Tensor r = ops::reciprocal(b.t);
       return Value::tensor(ops::mul(r, ops::wrap_number(a)));
     }
-    if (op == "**") {
+    if (code == 'P') {
       if (ta && tb) return Value::tensor(ops::pow_tensor(a.t, b.t));
       if (ta) return Value::tensor(ops::pow_scalar(a.t, b));
       return Value::tensor(ops::rpow(a, b.t));
     }
-    if (op == "@") {
+    if (code == '@') {
       if (!(ta && tb)) fail("type_error", "unsupported operand type(s) for @: '" + type_name(a) + "' and '" + type_name(b) + "'");
       return Value::tensor(ops::matmul(a.t, b.t));
     }

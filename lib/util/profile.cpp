@@ -84,13 +84,18 @@ void Scope::end() {
 
 const std::string& operator_op_name(const std::string& symbol) {
   static const std::string add = "add", sub = "sub", mul = "mul", div = "div", pow = "pow", matmul = "matmul";
-  if (symbol == "+") return add;
-  if (symbol == "-") return sub;
-  if (symbol == "*") return mul;
-  if (symbol == "/") return div;
-  if (symbol == "**") return pow;
-  if (symbol == "@") return matmul;
-  return symbol;
+  // By character, not by string comparisons: every tensor operator of a program asks.
+  if (symbol.size() == 1) {
+    switch (symbol[0]) {
+      case '+': return add;
+      case '-': return sub;
+      case '*': return mul;
+      case '/': return div;
+      case '@': return matmul;
+      default: return symbol;
+    }
+  }
+  return symbol == "**" ? pow : symbol;
 }
 
 std::vector<Row> rows() {
