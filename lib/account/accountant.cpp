@@ -114,9 +114,10 @@ void Accountant::begin_statement(int index) {
   ++statement_serial_;  // storages allocated from now on are this statement's
 }
 
-void Accountant::end_statement(int index, bool raised, std::vector<HolderChange> changes) {
+void Accountant::end_statement_with(int index, bool raised, std::vector<HolderChange>& changes) {
   if (raised) raised_statements_.insert(index);
   apply_holder_changes(changes);
+  changes.clear();
   StatementMemory m;
   m.index = index;
   m.live_after = live_;
@@ -310,8 +311,12 @@ void Accountant::apply_holder_changes(std::vector<HolderChange>& changes) {
     Storage* known = st.allocated ? &st : nullptr;
     if (known)
       for (const InternedString& h : c.holders)
-        if (std::find(st.life.holders.begin(), st.life.holders.end(), h) == st.life.holders.end())
+        if (std::find(st.life.holders.begin(), st.life.holders.end(), h) == st.life.holders.end()) {
+          // Room for two at the first: a storage is typically held by a name, then by a
+          // saved value (one allocation instead of two).
+          if (st.life.holders.empty()) st.life.holders.reserve(2);
           st.life.holders.push_back(h);
+        }
     const int64_t bytes = known ? st.life.bytes : 0;
     if (st.category_now >= 0) {
       CategoryTotal& t = category_totals_[st.category_now];

@@ -50,7 +50,12 @@ class Accountant : public EventSink {
   // raised: the statement raised, so its saves do not count in saved_bytes (spec).
   // changes: the storages whose holders or category changed during the statement.
   // (Taken by value: the holder lists are moved into the accountant's records.)
-  void end_statement(int index, bool raised, std::vector<HolderChange> changes);
+  void end_statement(int index, bool raised, std::vector<HolderChange> changes) {
+    end_statement_with(index, raised, changes);
+  }
+  // The same, leaving `changes` empty with its capacity, for the caller to fill again (the
+  // interpreter's statements: one vector, not one allocation per statement; issue #6).
+  void end_statement_with(int index, bool raised, std::vector<HolderChange>& changes);
   // Hands the figures to `out`, moving the large records (timeline, lifetimes) rather
   // than copying them: call once, at the end of the run.
   void finish(RunResult& out);

@@ -164,7 +164,8 @@ void HolderTracker::name_contribution(Contribution& out, int64_t position, const
   }
 }
 
-std::vector<HolderChange> HolderTracker::commit(const std::map<std::string, Value>& names) {
+void HolderTracker::commit(const std::map<std::string, Value>& names, std::vector<HolderChange>& changes) {
+  changes.clear();
   // Names: a scope holds few, so they are looked at every time (a name's category also
   // follows its tensor's autograd state, which requires_grad_ or an in-place op can change).
   // Scratch vectors kept between statements (their capacity is reused; issue #6).
@@ -240,7 +241,6 @@ std::vector<HolderChange> HolderTracker::commit(const std::map<std::string, Valu
   }
   dirty_nodes_.clear();
 
-  std::vector<HolderChange> changes;
   sort_unique(dirty_storages_);
   changes.reserve(dirty_storages_.size());
   for (int64_t id : dirty_storages_) {
@@ -275,7 +275,6 @@ std::vector<HolderChange> HolderTracker::commit(const std::map<std::string, Valu
     if (st.entries.empty() && st.tensor_refs <= 0) st = StorageState{};
   }
   dirty_storages_.clear();
-  return changes;
 }
 
 HolderScan HolderTracker::state() const {

@@ -66,7 +66,13 @@ class HolderTracker : public ObjectObserver, public EventSink {
   // Brings the index up to date with `names` (the names in scope) and the objects that
   // changed, and returns the storages whose holders or category differ from the last
   // call, in storage id order.
-  std::vector<HolderChange> commit(const std::map<std::string, Value>& names);
+  std::vector<HolderChange> commit(const std::map<std::string, Value>& names) {
+    std::vector<HolderChange> changes;
+    commit(names, changes);
+    return changes;
+  }
+  // The same, into `changes` (cleared first), whose capacity a caller reuses.
+  void commit(const std::map<std::string, Value>& names, std::vector<HolderChange>& changes);
   // Every storage held now, as the full scan reports it.
   HolderScan state() const;
 

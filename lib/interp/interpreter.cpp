@@ -301,9 +301,10 @@ class Interpreter : public ops::Runtime {
   void assign(const Expr& target, const Value& v);
   void bind(const std::string& name, const Value& v);
   void end_statement(bool raised);
-  // The holder changes of the statement ending (and, when verifying, the check that they
-  // agree with the full scan).
-  std::vector<HolderChange> commit_holders();
+  // The holder changes of the statement ending, into holder_changes_ (and, when verifying,
+  // the check that they agree with the full scan).
+  void commit_holders();
+  std::vector<HolderChange> holder_changes_;  // reused from statement to statement
   HolderScan scan_holders() const;
 
   // Expressions.
@@ -405,7 +406,8 @@ void Interpreter::create_leaves() {
     result_.leaves.push_back(rec);
   }
   run_position().op.clear();
-  acc_.end_statement(-1, false, commit_holders());
+  commit_holders();
+  acc_.end_statement_with(-1, false, holder_changes_);
 }
 
 void Interpreter::bind(const std::string& name, const Value& v) {
@@ -820,11 +822,12 @@ bool Interpreter::rerun_statement(const ProgramItem& item, bool in_try) {
 
 void Interpreter::end_statement(bool raised) {
   run_position().op.clear();
-  acc_.end_statement(statement_, raised, commit_holders());
+  commit_holders();
+  acc_.end_statement_with(statement_, raised, holder_changes_);
 }
 
-std::vector<HolderChange> Interpreter::commit_holders() {
-  std::vector<HolderChange> changes = tracker_.commit(env_);
+void Interpreter::commit_holders() {
+  tracker_.commit(env_, holder_changes_);
   if (verify_holders_) {
     const HolderScan full = scan_holders();
     const HolderScan tracked = tracker_.state();
@@ -842,7 +845,6 @@ std::vector<HolderChange> Interpreter::commit_holders() {
                              std::to_string(statement_) + ":" + detail);
     }
   }
-  return changes;
 }
 
 HolderScan Interpreter::scan_holders() const {
