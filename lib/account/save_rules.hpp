@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace agtrace {
 
@@ -14,6 +16,12 @@ namespace agtrace {
 // Read from every table entry whose node column names one node and whose `saves` text
 // holds "<attr> if <input> requires grad".
 const std::map<std::string, std::map<std::string, std::string>>& conditional_save_rules();
+
+// The pieces it reads, exposed for tests: the backward node names a `node` column holds
+// (matches of [A-Z][A-Za-z0-9]*Backward[0-9]+, in order), and the (attribute, input) pairs of
+// a `saves` text (matches of "<identifier> if <identifier> requires grad", in order).
+std::vector<std::string> backward_nodes_named(const std::string& column);
+std::vector<std::pair<std::string, std::string>> save_rules_in(const std::string& saves);
 
 struct WhySaved {
   std::string needed_for;   // input whose gradient uses the value ("" when all of them may)
