@@ -204,6 +204,21 @@ std::string root_label_of(const Expr* e) {
 // Walks captured after the last statement carry this statement number.
 constexpr int kEndOfProgram = -2;
 
+// The data attributes of a tensor (`x.grad_fn`, ...); any other name after a tensor and a
+// dot is a method. Names of different lengths are told apart by length alone (most
+// lookups are methods, `h.tanh()`: issue #6).
+enum class TensorAttr { GradFn, Grad, RequiresGrad, IsLeaf, Shape, Dtype, Version, Ndim, Base, T, Device };
+constexpr std::pair<std::string_view, TensorAttr> kTensorAttrs[] = {
+    {"grad_fn", TensorAttr::GradFn},   {"grad", TensorAttr::Grad},   {"requires_grad", TensorAttr::RequiresGrad},
+    {"is_leaf", TensorAttr::IsLeaf},   {"shape", TensorAttr::Shape}, {"dtype", TensorAttr::Dtype},
+    {"_version", TensorAttr::Version}, {"ndim", TensorAttr::Ndim},   {"_base", TensorAttr::Base},
+    {"T", TensorAttr::T},              {"device", TensorAttr::Device}};
+bool is_tensor_attribute(const std::string& name) {
+  for (const auto& entry : kTensorAttrs)
+    if (name.size() == entry.first.size() && name == entry.first) return true;
+  return false;
+}
+
 class Interpreter : public ops::Runtime {
  public:
   Interpreter(const Scenario& sc, const RunOptions& opt)
@@ -311,6 +326,11 @@ class Interpreter : public ops::Runtime {
   Value eval(const Expr& e);
   Value eval_name(const Expr& e);
   Value eval_attribute(const Expr& e);
+  // `obj.<e.text>`, obj already evaluated (e: the Attribute expression).
+  Value attribute_of(Value obj, const Expr& e);
+  // The op `t.<name>(...)` calls (its spelling "Tensor.<name>" into `spelling`), or null when
+  // name is a data attribute or no such method exists (attribute_of then says which).
+  const ops::OpEntry* tensor_method(const Tensor& t, const std::string& name, std::string& spelling);
   Value eval_call(const Expr& e);
   Value eval_subscript(const Expr& e);
   Value eval_binary(const std::string& op, const Value& a, const Value& b);
@@ -1048,8 +1068,16 @@ Value Interpreter::eval_name(const Expr& e) {
   throw err;
 }
 
-Value Interpreter::eval_attribute(const Expr& e) {
-  Value obj = eval(*e.a);
+Value Interpreter::eval_attribute(const Expr& e) { return attribute_of(eval(*e.a), e); }
+
+const ops::OpEntry* Interpreter::tensor_method(const Tensor& t, const std::string& name, std::string& spelling) {
+  if (is_tensor_attribute(name)) return nullptr;
+  autograd::refresh_view_grad_fn(t);  // as an attribute read does (PyTorch regenerates a stale view's grad_fn)
+  spelling = "Tensor." + name;
+  return ops::find_op(spelling);
+}
+
+Value Interpreter::attribute_of(Value obj, const Expr& e) {
   const std::string& name = e.text;
   switch (obj.kind) {
     case Value::Kind::Module: {
@@ -1071,26 +1099,20 @@ Value Interpreter::eval_attribute(const Expr& e) {
       autograd::refresh_view_grad_fn(t);  // PyTorch regenerates a stale view's grad_fn on access
       // Attributes first, then methods; names of different lengths are told apart by length
       // alone (most lookups are methods, `h.tanh()`: issue #6).
-      enum class Attr { GradFn, Grad, RequiresGrad, IsLeaf, Shape, Dtype, Version, Ndim, Base, T, Device };
-      static constexpr std::pair<std::string_view, Attr> kAttrs[] = {
-          {"grad_fn", Attr::GradFn}, {"grad", Attr::Grad},     {"requires_grad", Attr::RequiresGrad},
-          {"is_leaf", Attr::IsLeaf}, {"shape", Attr::Shape},   {"dtype", Attr::Dtype},
-          {"_version", Attr::Version}, {"ndim", Attr::Ndim}, {"_base", Attr::Base},
-          {"T", Attr::T},            {"device", Attr::Device}};
-      for (const auto& [text, attr] : kAttrs) {
+      for (const auto& [text, attr] : kTensorAttrs) {
         if (name.size() != text.size() || name != text) continue;
         switch (attr) {
-          case Attr::GradFn: return Value::node_of(t->grad_fn);
-          case Attr::Grad: return t->grad ? Value::tensor(t->grad) : Value::none();
-          case Attr::RequiresGrad: return Value::boolean(t->requires_grad());
-          case Attr::IsLeaf: return Value::boolean(t->is_leaf());
-          case Attr::Shape: return Value::torch_size(t->sizes);
-          case Attr::Dtype: return Value::dtype_of(t->dtype());
-          case Attr::Version: return Value::integer(t->version->version);
-          case Attr::Ndim: return Value::integer(t->dim());
-          case Attr::Base: return t->base ? Value::tensor(t->base) : Value::none();
-          case Attr::T: return Value::tensor(ops::t(t));
-          case Attr::Device:  // PyTorch prints a cuda tensor's device as cuda:0
+          case TensorAttr::GradFn: return Value::node_of(t->grad_fn);
+          case TensorAttr::Grad: return t->grad ? Value::tensor(t->grad) : Value::none();
+          case TensorAttr::RequiresGrad: return Value::boolean(t->requires_grad());
+          case TensorAttr::IsLeaf: return Value::boolean(t->is_leaf());
+          case TensorAttr::Shape: return Value::torch_size(t->sizes);
+          case TensorAttr::Dtype: return Value::dtype_of(t->dtype());
+          case TensorAttr::Version: return Value::integer(t->version->version);
+          case TensorAttr::Ndim: return Value::integer(t->dim());
+          case TensorAttr::Base: return t->base ? Value::tensor(t->base) : Value::none();
+          case TensorAttr::T: return Value::tensor(ops::t(t));
+          case TensorAttr::Device:  // PyTorch prints a cuda tensor's device as cuda:0
             return Value::str(t->is_meta() ? "meta" : t->storage->on_device() ? "cuda:0" : "cpu");
         }
       }
@@ -1145,28 +1167,28 @@ Value Interpreter::call_entry(const ops::OpEntry& entry, const std::string& spel
   args.fn = spelling;
   args.params = &entry.params;
   args.values.resize(entry.params.size());
-  std::vector<Value> pos;
-  pos.reserve(positional.size() + (self ? 1 : 0));
-  if (self) pos.push_back(*self);
-  pos.insert(pos.end(), positional.begin(), positional.end());
+  // The receiver, then the positional arguments (read in place: no combined copy).
+  const size_t given = positional.size() + (self ? 1 : 0);
+  auto pos = [&](size_t k) -> const Value& { return self ? (k == 0 ? *self : positional[k - 1]) : positional[k]; };
   auto fname = [&] { return entry.name + "()"; };  // for messages only
   size_t p = 0;
   size_t i = 0;
-  for (; i < entry.params.size() && p < pos.size(); ++i) {
+  for (; i < entry.params.size() && p < given; ++i) {
     const ops::Param& param = entry.params[i];
     if (param.varargs) {
-      args.values[i] = Value::tuple(std::vector<Value>(pos.begin() + static_cast<long>(p), pos.end()));
-      p = pos.size();
+      std::vector<Value> rest;
+      for (; p < given; ++p) rest.push_back(pos(p));
+      args.values[i] = Value::tuple(std::move(rest));
       break;
     }
     if (param.keyword_only) break;
-    args.values[i] = pos[p++];
+    args.values[i] = pos(p++);
   }
-  if (p < pos.size()) {
+  if (p < given) {
     size_t max_pos = 0;
     for (const auto& prm : entry.params) if (!prm.keyword_only && !prm.varargs) ++max_pos;
     fail("type_error", fname() + " takes " + std::to_string(max_pos - (self ? 1 : 0)) + " positional arguments but " +
-                           std::to_string(pos.size() - (self ? 1 : 0)) + " were given");
+                           std::to_string(given - (self ? 1 : 0)) + " were given");
   }
   for (const auto& [kw, val] : keywords) {
     size_t k = 0;
@@ -1197,11 +1219,29 @@ Value Interpreter::call_entry(const ops::OpEntry& entry, const std::string& spel
 }
 
 Value Interpreter::eval_call(const Expr& e) {
-  Value callee = eval(*e.a);
+  // `tensor.method(...)` is called without making the bound method first (a Value holding a
+  // copy of the receiver, and a second lookup of the op; issue #6). The receiver, then the
+  // method, then the arguments are evaluated, as before.
+  Value callee, receiver;
+  const ops::OpEntry* method = nullptr;
+  std::string method_spelling;
+  if (e.a->kind == ExprKind::Attribute) {
+    Value obj = eval(*e.a->a);
+    if (obj.kind == Value::Kind::Tensor && (method = tensor_method(obj.t, e.a->text, method_spelling)))
+      receiver = std::move(obj);
+    else
+      callee = attribute_of(std::move(obj), *e.a);
+  } else {
+    callee = eval(*e.a);
+  }
   std::vector<Value> positional;
   for (const auto& arg : e.items) positional.push_back(eval(*arg));
   std::vector<std::pair<std::string, Value>> keywords;
   for (const auto& kw : e.keywords) keywords.push_back({kw.name, eval(*kw.value)});
+  if (method) {
+    if (e.a->text == "backward") root_label_ = root_label_of(e.a->a.get());
+    return call_entry(*method, method_spelling, &receiver, positional, keywords);
+  }
 
   if (callee.kind == Value::Kind::Method) {
     const Value& receiver = callee.items[0];

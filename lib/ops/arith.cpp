@@ -16,7 +16,7 @@ using autograd::set_history;
 
 Tensor wrap_number(const Value& v) {
   OpScope scope("scalar_tensor");
-  DeviceScope on_cpu("cpu");  // a wrapped number is a CPU tensor, whatever the operands
+  DeviceScope on_cpu(cpu_device_name());  // a wrapped number is a CPU tensor, whatever the operands
   DType d = v.kind == Value::Kind::Float ? DType::Float64
             : v.kind == Value::Kind::Bool ? DType::Bool
                                           : DType::Int64;
@@ -405,7 +405,7 @@ Tensor rpow(const Value& base, const Tensor& exponent) {
   Tensor b;
   {
     OpScope scope("scalar_tensor");
-    DeviceScope on_cpu("cpu");  // a wrapped number: a CPU scalar on either device
+    DeviceScope on_cpu(cpu_device_name());  // a wrapped number: a CPU scalar on either device
     b = scalar_tensor(base.number(), out);
   }
   return pow_tensor(b, exponent);

@@ -29,8 +29,8 @@ inline bool rg(const Tensor& t) { return t && t->requires_grad(); }
 
 // Names the op being computed, so allocations are attributed to it.
 struct OpScope {
-  OpText previous;  // restored with its interned form (no lookup again after the op)
-  explicit OpScope(const std::string& op) : previous(run_position().op) { run_position().op = op; }
+  OpText previous;  // restored as it was (interned: no lookup again after the op)
+  explicit OpScope(std::string_view op) : previous(run_position().op) { run_position().op = op; }
   ~OpScope() { run_position().op = previous; }
 };
 

@@ -44,44 +44,31 @@ inline void emit(const Event& e) {
 
 // Where the run is: statement number and the op being computed, for Alloc events and
 // for the statements that errors and lifetimes name.
-// The text of the op running, with its interned form made once per change: every event of
-// an op names it (issue #6: looking it up per event was 3% of a long chain's run).
+// The text of the op running, kept interned: every event of an op names it (issue #6:
+// looking it up per event was 3% of a long chain's run), and ops and backward nodes set and
+// restore it around their work, which copied the text twice per op when it was a string.
+// Setting it from a string looks the text up (among the recently interned first); setting
+// it from an InternedString (a node's name, an OpScope's) or copying it costs a pointer.
 class OpText {
  public:
-  OpText& operator=(const std::string& text) {
-    text_ = text;
-    interned_valid_ = false;
+  OpText& operator=(std::string_view text) {
+    interned_ = text.empty() ? InternedString() : InternedString::recent(text);
     return *this;
   }
-  OpText& operator=(std::string&& text) {
-    text_ = std::move(text);
-    interned_valid_ = false;
+  OpText& operator=(const std::string& text) { return *this = std::string_view(text); }
+  OpText& operator=(const char* text) { return *this = std::string_view(text); }
+  OpText& operator=(InternedString text) {
+    interned_ = text;
     return *this;
   }
-  OpText& operator=(const char* text) {
-    text_ = text;
-    interned_valid_ = false;
-    return *this;
-  }
-  void clear() {
-    text_.clear();
-    interned_valid_ = false;
-  }
-  bool empty() const { return text_.empty(); }
-  const std::string& str() const { return text_; }
-  operator const std::string&() const { return text_; }
-  InternedString interned() {
-    if (!interned_valid_) {
-      interned_ = InternedString::recent(text_);
-      interned_valid_ = true;
-    }
-    return interned_;
-  }
+  void clear() { interned_ = InternedString(); }
+  bool empty() const { return interned_.empty(); }
+  const std::string& str() const { return interned_.str(); }
+  operator const std::string&() const { return str(); }
+  InternedString interned() const { return interned_; }
 
  private:
-  std::string text_;
   InternedString interned_;
-  bool interned_valid_ = false;
 };
 
 struct RunPosition {
