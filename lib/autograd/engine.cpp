@@ -321,7 +321,8 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
       static const std::string cuda = "cuda";
       DeviceScope node_device(!n->outputs.empty() && n->outputs[0].cuda ? cuda : cpu_device_name());
       profile::Scope profile_node(profile::Section::OpBackward, n->name);  // --profile
-      if (n->name == "AccumulateGrad") {
+      static const std::string kAccumulateGrad = "AccumulateGrad";
+      if (n->name == kAccumulateGrad) {
         if (req.create_graph)
           accumulate_with_graph(*n, buf.grads.empty() ? nullptr : buf.grads[0]);
         else

@@ -586,7 +586,8 @@ bool Interpreter::run_statement(const ProgramItem& item, bool in_try) {
   bool raised = false;
   try {
     exec(parsed_[item.index]);
-    if (sr.status != "ok") sr.status = "ok";  // a statement run again is usually ok already
+    static const std::string kOk = "ok";
+    if (sr.status != kOk) sr.status = kOk;  // a statement run again is usually ok already
   } catch (ScenarioError& e) {
     raised = true;
     sr.status = "error";
@@ -1024,11 +1025,13 @@ Value Interpreter::eval(const Expr& e) {
       fail("type_error", "bad operand type for unary " + e.text + ": '" + type_name(v) + "'");
     }
     case ExprKind::Binary: {
-      if (e.text == "and") {
+      // Arithmetic operators are one or two characters long: `and`/`or` are compared only
+      // when the length matches (every tensor operator of a program comes through here).
+      if (e.text.size() == 3 && e.text == "and") {
         Value a = eval(*e.a);
         return truthy(a) ? eval(*e.b) : a;
       }
-      if (e.text == "or") {
+      if (e.text.size() == 2 && e.text == "or") {
         Value a = eval(*e.a);
         return truthy(a) ? a : eval(*e.b);
       }

@@ -54,8 +54,11 @@ InternedString InternedString::recent(std::string_view text) {
   constexpr size_t kEntries = 16;
   thread_local Entry entries[kEntries];
   thread_local size_t next = 0;
+  // The first character is compared before the rest (most texts asked for differ there).
   for (const Entry& e : entries)
-    if (e.text.size() == text.size() && std::string_view(e.text) == text && !e.value.empty()) return e.value;
+    if (e.text.size() == text.size() && !e.value.empty() && (text.empty() || e.text[0] == text[0]) &&
+        std::string_view(e.text) == text)
+      return e.value;
   Entry& slot = entries[next];
   next = (next + 1) % kEntries;
   slot.text.assign(text.data(), text.size());
