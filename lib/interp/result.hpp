@@ -14,6 +14,7 @@
 #include "account/extras.hpp"  // issue #4 accountant (helper C)
 #include "tensor/tensor.hpp"
 #include "util/chunked_vector.hpp"
+#include "util/id_map.hpp"
 #include "util/interned_string.hpp"
 
 namespace agtrace {
@@ -242,7 +243,7 @@ struct RunResult {
   std::vector<StatementResult> statements;
   std::vector<std::string> printed;
   std::vector<WalkRecord> walks;           // in order of capture; one per key
-  std::map<int64_t, NodeSnapshot> nodes;   // every node a walk reaches, latest snapshot
+  IdMap<NodeSnapshot> nodes;               // every node a walk reaches, latest snapshot (by node id)
   std::vector<ErrorRecord> errors;
   std::vector<GradRecord> grads;
   std::vector<StorageLifetime> storages;
