@@ -328,11 +328,11 @@ void Accountant::apply_holder_changes(std::vector<HolderChange>& changes) {
       st.category_now = -1;
     }
     if (!c.category || !*c.category) {
-      st.holders_now.clear();
+      st.holders_now = InternedList();
       continue;
     }
     const int category = c.category_index >= 0 ? c.category_index : category_index(c.category);
-    st.holders_now = std::move(c.holders);
+    st.holders_now = c.holders;
     st.category_now = category;
     CategoryTotal& t = category_totals_[category];
     if (known) {

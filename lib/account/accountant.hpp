@@ -12,6 +12,7 @@
 #include "interp/result.hpp"
 #include "tensor/events.hpp"
 #include "util/chunked_vector.hpp"
+#include "util/interned_list.hpp"
 
 namespace agtrace {
 
@@ -35,7 +36,7 @@ inline constexpr int kCategoryCount = 6;
 // (HolderTracker::commit, lib/interp/holder_tracker.hpp).
 struct HolderChange {
   int64_t storage_id = -1;
-  std::vector<InternedString> holders;  // in the full scan's order; empty: nothing holds it now
+  InternedList holders;  // in the full scan's order; empty: nothing holds it now
   // Null or empty when nothing holds it; else one of kHolderCategories (the tracker's), or
   // the same text (a test's). A pointer: copying the name into every change cost ~150
   // instructions per operation on a long chain (issue #6).
@@ -78,7 +79,7 @@ class Accountant : public EventSink {
     int64_t model_block = -1;   // allocator model: rounded block while live; -1: none
     bool modelled = false;      // counted by the allocator model (set_model_device_only)
     int category_now = -1;      // category at the last statement end (a HolderCategory); -1: none
-    std::vector<InternedString> holders_now;  // holders at the last statement end (with category_now)
+    InternedList holders_now;  // holders at the last statement end (with category_now)
     std::vector<int64_t> unreleased;       // saved values not yet released that hold it
   };
   struct Saved {

@@ -259,17 +259,17 @@ void HolderTracker::commit(const std::map<std::string, Value>& names, std::vecto
       holders.push_back(unnamed_label_);
       category = kOther;
     }
-    if (holders != st.holders || category != st.category) {
+    const InternedList list(holders);  // equal lists are one pointer: no copy per change
+    if (list != st.holders || category != st.category) {
       HolderChange c;
       c.storage_id = id;
-      c.holders = holders;
+      c.holders = list;
       if (category >= 0) {
         c.category = kHolderCategories[category];
         c.category_index = category;
       }
       changes.push_back(std::move(c));
-      // Swapped, not copied: the scratch list takes the old one's capacity (no allocation).
-      st.holders.swap(holders);
+      st.holders = list;
       st.category = category;
     }
     if (st.entries.empty() && st.tensor_refs <= 0) st = StorageState{};

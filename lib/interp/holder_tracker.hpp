@@ -94,7 +94,7 @@ class HolderTracker : public ObjectObserver, public EventSink {
     // (a storage has few holders: a sorted vector, not a map node each).
     std::vector<std::pair<Entry, int>> entries;
     int64_t tensor_refs = 0;       // live tensor objects over this storage
-    std::vector<InternedString> holders;  // as of the last commit
+    InternedList holders;              // as of the last commit
     int category = -1;                 // as of the last commit; -1: nothing held it
   };
   struct TensorState {

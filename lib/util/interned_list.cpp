@@ -1,0 +1,71 @@
+#include "util/interned_list.hpp"
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <unordered_map>
+
+namespace agtrace {
+namespace {
+
+// Keyed by the items' text addresses (an interned text has one address for the process).
+struct Key {
+  std::vector<const char*> texts;
+  bool operator==(const Key& o) const { return texts == o.texts; }
+};
+struct KeyHash {
+  size_t operator()(const Key& k) const {
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ k.texts.size();
+    for (const char* p : k.texts) {
+      h ^= reinterpret_cast<uintptr_t>(p);
+      h *= 0xff51afd7ed558ccdull;
+      h ^= h >> 32;
+    }
+    return static_cast<size_t>(h);
+  }
+};
+struct Table {
+  std::deque<std::vector<InternedString>> lists;  // stable addresses
+  std::unordered_map<Key, const std::vector<InternedString>*, KeyHash> index;
+  std::atomic_flag lock = ATOMIC_FLAG_INIT;  // one run per thread; this keeps two runs safe
+  Key scratch;                               // the key being looked up (under the lock)
+};
+Table& table() {
+  static Table* t = new Table;  // never destroyed: records of finished runs may point into it
+  return *t;
+}
+
+}  // namespace
+
+const std::vector<InternedString>& InternedList::empty_items() {
+  static const std::vector<InternedString>* e = new std::vector<InternedString>;
+  return *e;
+}
+
+InternedList::InternedList(const std::vector<InternedString>& items) {
+  if (items.empty()) return;
+  Table& t = table();
+  while (t.lock.test_and_set(std::memory_order_acquire)) {
+  }
+  t.scratch.texts.clear();
+  for (const InternedString& s : items) t.scratch.texts.push_back(s.c_str());
+  auto it = t.index.find(t.scratch);
+  if (it != t.index.end()) {
+    list_ = it->second;
+  } else {
+    list_ = &t.lists.emplace_back(items);
+    t.index.emplace(t.scratch, list_);
+  }
+  t.lock.clear(std::memory_order_release);
+}
+
+size_t InternedList::table_size() {
+  Table& t = table();
+  while (t.lock.test_and_set(std::memory_order_acquire)) {
+  }
+  const size_t n = t.lists.size();
+  t.lock.clear(std::memory_order_release);
+  return n;
+}
+
+}  // namespace agtrace
