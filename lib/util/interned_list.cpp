@@ -5,6 +5,8 @@
 #include <deque>
 #include <unordered_map>
 
+#include "util/spin_guard.hpp"
+
 namespace agtrace {
 namespace {
 
@@ -45,8 +47,7 @@ const std::vector<InternedString>& InternedList::empty_items() {
 InternedList::InternedList(const std::vector<InternedString>& items) {
   if (items.empty()) return;
   Table& t = table();
-  while (t.lock.test_and_set(std::memory_order_acquire)) {
-  }
+  SpinGuard guard(t.lock);
   t.scratch.texts.clear();
   for (const InternedString& s : items) t.scratch.texts.push_back(s.c_str());
   auto it = t.index.find(t.scratch);
@@ -56,16 +57,12 @@ InternedList::InternedList(const std::vector<InternedString>& items) {
     list_ = &t.lists.emplace_back(items);
     t.index.emplace(t.scratch, list_);
   }
-  t.lock.clear(std::memory_order_release);
 }
 
 size_t InternedList::table_size() {
   Table& t = table();
-  while (t.lock.test_and_set(std::memory_order_acquire)) {
-  }
-  const size_t n = t.lists.size();
-  t.lock.clear(std::memory_order_release);
-  return n;
+  SpinGuard guard(t.lock);
+  return t.lists.size();
 }
 
 }  // namespace agtrace

@@ -5,6 +5,8 @@
 #include <ostream>
 #include <unordered_map>
 
+#include "util/spin_guard.hpp"
+
 namespace agtrace {
 namespace {
 
@@ -24,17 +26,11 @@ Table& table() {
 const std::string* intern(std::string_view text) {
   if (text.empty()) return nullptr;
   Table& t = table();
-  while (t.lock.test_and_set(std::memory_order_acquire)) {
-  }
-  const std::string* found;
+  SpinGuard guard(t.lock);
   auto it = t.index.find(text);
-  if (it != t.index.end()) {
-    found = it->second;
-  } else {
-    found = &t.texts.emplace_back(text);
-    t.index.emplace(std::string_view(*found), found);
-  }
-  t.lock.clear(std::memory_order_release);
+  if (it != t.index.end()) return it->second;
+  const std::string* found = &t.texts.emplace_back(text);
+  t.index.emplace(std::string_view(*found), found);
   return found;
 }
 
@@ -68,11 +64,8 @@ InternedString InternedString::recent(std::string_view text) {
 
 size_t InternedString::table_size() {
   Table& t = table();
-  while (t.lock.test_and_set(std::memory_order_acquire)) {
-  }
-  const size_t n = t.texts.size();
-  t.lock.clear(std::memory_order_release);
-  return n;
+  SpinGuard guard(t.lock);
+  return t.texts.size();
 }
 
 std::ostream& operator<<(std::ostream& os, const InternedString& s) { return os << s.str(); }
