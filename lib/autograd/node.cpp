@@ -269,16 +269,34 @@ static bool save_under_hooks(SavedEntry& e, const Tensor& t, bool is_output, int
   return true;
 }
 
-void Node::save_input(const std::string& attr, const Tensor& t, bool needed) {
-  saved_state_changed();
-  SavedEntry e;
+// A new saved entry, filled in place (SavedEntry is large: building it aside and moving it
+// in cost ~100 instructions per save; issue #6). Removed again if saving under hooks throws,
+// so that a failed save leaves no entry, as before.
+SavedEntry& Node::new_saved_entry(const std::string& attr) {
+  SavedEntry& e = saved.emplace_back();
   e.name = attr;
   e.is_tensor = true;
-  if (needed && t && save_under_hooks(e, t, false, 0)) {
-    saved.push_back(std::move(e));
-    announce_save(*this, saved.back(), t);
-    return;
+  return e;
+}
+
+// Saves the last entry under the installed saved-tensor hooks and announces it (false:
+// no hooks installed). A pack that throws takes the entry out again.
+bool Node::hooked_save(SavedEntry& e, const Tensor& t, bool is_output, int output_nr) {
+  bool hooked = false;
+  try {
+    hooked = save_under_hooks(e, t, is_output, output_nr);
+  } catch (...) {
+    saved.pop_back();
+    throw;
   }
+  if (hooked) announce_save(*this, e, t);
+  return hooked;
+}
+
+void Node::save_input(const std::string& attr, const Tensor& t, bool needed) {
+  saved_state_changed();
+  SavedEntry& e = new_saved_entry(attr);
+  if (needed && t && hooked_save(e, t, false, 0)) return;
   if (needed && t) {
     e.var.defined = true;
     e.var.original = t;
@@ -286,23 +304,14 @@ void Node::save_input(const std::string& attr, const Tensor& t, bool needed) {
     e.var.saved_version = t->version->version;
     e.var.tensor_id = t->id;
     e.var.dtype = t->dtype();
-    saved.push_back(std::move(e));
-    announce_save(*this, saved.back(), t);
-    return;
+    announce_save(*this, e, t);
   }
-  saved.push_back(std::move(e));
 }
 
 void Node::save_output(const std::string& attr, const Tensor& t, int output_nr, bool needed) {
   saved_state_changed();
-  SavedEntry e;
-  e.name = attr;
-  e.is_tensor = true;
-  if (needed && t && save_under_hooks(e, t, true, output_nr)) {
-    saved.push_back(std::move(e));
-    announce_save(*this, saved.back(), t);
-    return;
-  }
+  SavedEntry& e = new_saved_entry(attr);
+  if (needed && t && hooked_save(e, t, true, output_nr)) return;
   if (needed && t) {
     e.var.defined = true;
     e.var.is_output = true;
@@ -315,19 +324,15 @@ void Node::save_output(const std::string& attr, const Tensor& t, int output_nr, 
     e.var.output_nr = output_nr;
     e.var.tensor_id = t->id;
     e.var.dtype = t->dtype();
-    saved.push_back(std::move(e));
-    announce_save(*this, saved.back(), t);
-    return;
+    announce_save(*this, e, t);
   }
-  saved.push_back(std::move(e));
 }
 
 void Node::save_attr(const std::string& attr, AttrValue v) {
   saved_state_changed();
-  SavedEntry e;
-  e.name = attr;
+  SavedEntry& e = new_saved_entry(attr);
+  e.is_tensor = false;
   e.attr = std::make_unique<AttrValue>(std::move(v));
-  saved.push_back(std::move(e));
 }
 
 SavedEntry* Node::find(const std::string& attr) {

@@ -235,6 +235,10 @@ struct Node : std::enable_shared_from_this<Node> {
   void release_saved(int statement);
   void release_saved_values(int statement);  // release_saved without counting a change (dying nodes)
   int64_t saved_bytes() const;  // bytes of saved tensors still held
+
+ private:
+  SavedEntry& new_saved_entry(const std::string& attr);
+  bool hooked_save(SavedEntry& e, const Tensor& t, bool is_output, int output_nr);
 };
 
 // Registry of live nodes, in creation order (accountant and reports).
