@@ -352,11 +352,18 @@ class Interpreter : public ops::Runtime {
   void record_walk(const std::string& key, const std::shared_ptr<autograd::Node>& root);
   // `pass`: nodes snapshotted during that backward pass count as current (0: none).
   void snapshot_nodes(const std::vector<int64_t>& ids, uint64_t pass = 0);
-  NodeSnapshot snapshot(const autograd::Node& n) const;
+  // Fills `s`, a fresh (default) snapshot, in place: a snapshot is made per backward node,
+  // and building it aside and moving it in cost a move of every member (issue #6).
+  void snapshot_into(const autograd::Node& n, NodeSnapshot& s) const;
   // result_.nodes[n.id] made, or made again unless it still describes `n`.
   void refresh_snapshot(const autograd::Node& n) {
     auto [it, inserted] = result_.nodes.try_emplace(n.id);
-    if (inserted || !snapshot_current(it->second, n)) it->second = snapshot(n);
+    if (inserted) {
+      snapshot_into(n, it->second);
+    } else if (!snapshot_current(it->second, n)) {
+      it->second = NodeSnapshot{};
+      snapshot_into(n, it->second);
+    }
   }
   bool snapshot_current(const NodeSnapshot& s, const autograd::Node& n) const;
   std::string label_of(int64_t tensor_id) const;
@@ -1621,8 +1628,7 @@ InternedString Interpreter::why_saved_cached(const autograd::Node& n, const auto
   return why_cache_.back().why;
 }
 
-NodeSnapshot Interpreter::snapshot(const autograd::Node& n) const {
-  NodeSnapshot s;
+void Interpreter::snapshot_into(const autograd::Node& n, NodeSnapshot& s) const {
   s.id = n.id;
   s.name = n.name;
   s.created_at = n.created_at;
@@ -1644,7 +1650,7 @@ NodeSnapshot Interpreter::snapshot(const autograd::Node& n) const {
   s.saved.reserve(count);
   for (size_t i = 0; i < count; ++i) {
     const autograd::SavedEntry& e = i < own ? n.saved[i] : n.wrapped->saved[i - own];
-    SavedSnapshot ss;
+    SavedSnapshot& ss = s.saved.emplace_back();  // filled in place (reserved above)
     ss.attr = e.name;
     ss.is_tensor = e.is_tensor;
     if (!e.is_tensor) {
@@ -1675,9 +1681,7 @@ NodeSnapshot Interpreter::snapshot(const autograd::Node& n) const {
       ss.why = why_saved_cached(n.wrapped ? *n.wrapped : n, e);
       s.saved_bytes += ss.bytes;
     }
-    s.saved.push_back(std::move(ss));
   }
-  return s;
 }
 
 // Whether `s`, an earlier snapshot of `n`, still describes it: the same comparisons as
