@@ -4,8 +4,11 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <system_error>
+#include <vector>
 
 namespace agtrace::test {
 
@@ -21,10 +24,28 @@ void spit(const std::string& path, const std::string& content) {
   out << content;
 }
 
+namespace {
+// The directories temp_dir() made, removed when the test process exits (they were left
+// behind: thousands of /tmp/agtrace-test-* after a few suite runs).
+std::vector<std::string>& made_dirs() {
+  static std::vector<std::string> dirs;
+  return dirs;
+}
+void remove_made_dirs() {
+  for (const std::string& d : made_dirs()) {
+    std::error_code ignored;
+    std::filesystem::remove_all(d, ignored);
+  }
+}
+}  // namespace
+
 std::string temp_dir() {
   char tmpl[] = "/tmp/agtrace-test-XXXXXX";
   const char* d = ::mkdtemp(tmpl);
-  return d ? d : "/tmp";
+  if (!d) return "/tmp";
+  if (made_dirs().empty()) std::atexit(remove_made_dirs);
+  made_dirs().push_back(d);
+  return d;
 }
 
 std::string source_dir() { return AGTRACE_SOURCE_DIR; }

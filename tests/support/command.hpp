@@ -16,7 +16,7 @@ CommandResult run_shell(const std::string& command);
 
 std::string slurp(const std::string& path);
 void spit(const std::string& path, const std::string& content);
-// A fresh empty folder under /tmp, removed by the caller if wanted.
+// A fresh empty folder under /tmp, removed when the test process exits.
 std::string temp_dir();
 std::string source_dir();  // repository root
 
