@@ -50,7 +50,6 @@ class Accountant : public EventSink {
   void begin_statement(int index);
   // raised: the statement raised, so its saves do not count in saved_bytes (spec).
   // changes: the storages whose holders or category changed during the statement.
-  // (Taken by value: the holder lists are moved into the accountant's records.)
   void end_statement(int index, bool raised, std::vector<HolderChange> changes) {
     end_statement_with(index, raised, changes);
   }

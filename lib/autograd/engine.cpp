@@ -156,7 +156,7 @@ void accumulate_with_graph(Node& acc, const Tensor& g) {
 }
 
 Tensor zeros_for(const OutputMeta& m) {
-  DeviceScope scope(m.cuda ? "cuda" : "cpu");
+  DeviceScope scope(m.cuda ? cuda_device_name() : cpu_device_name());
   return kernels::full(m.sizes, 0.0, m.dtype, m.meta);
 }
 
@@ -318,8 +318,7 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
       pos.backward_node = n->id;  // events: the node where a backward allocation happened
       // A node's gradients live where its forward outputs did (PyTorch runs each node on
       // its device's ready queue).
-      static const std::string cuda = "cuda";
-      DeviceScope node_device(!n->outputs.empty() && n->outputs[0].cuda ? cuda : cpu_device_name());
+      DeviceScope node_device(!n->outputs.empty() && n->outputs[0].cuda ? cuda_device_name() : cpu_device_name());
       profile::Scope profile_node(profile::Section::OpBackward, n->name);  // --profile
       static const std::string kAccumulateGrad = "AccumulateGrad";
       if (n->name == kAccumulateGrad) {

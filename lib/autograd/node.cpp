@@ -270,17 +270,17 @@ static bool save_under_hooks(SavedEntry& e, const Tensor& t, bool is_output, int
 }
 
 // A new saved entry, filled in place (SavedEntry is large: building it aside and moving it
-// in cost ~100 instructions per save; issue #6). Removed again if saving under hooks throws,
-// so that a failed save leaves no entry, as before.
-SavedEntry& Node::new_saved_entry(const std::string& attr) {
+// in cost ~100 instructions per save; issue #6).
+SavedEntry& Node::new_saved_entry(const std::string& attr, bool is_tensor) {
   SavedEntry& e = saved.emplace_back();
   e.name = attr;
-  e.is_tensor = true;
+  e.is_tensor = is_tensor;
   return e;
 }
 
 // Saves the last entry under the installed saved-tensor hooks and announces it (false:
-// no hooks installed). A pack that throws takes the entry out again.
+// no hooks installed). A pack that throws takes the entry out again, so that a failed save
+// leaves no entry, as when entries were built aside.
 bool Node::hooked_save(SavedEntry& e, const Tensor& t, bool is_output, int output_nr) {
   bool hooked = false;
   try {
@@ -295,7 +295,7 @@ bool Node::hooked_save(SavedEntry& e, const Tensor& t, bool is_output, int outpu
 
 void Node::save_input(const std::string& attr, const Tensor& t, bool needed) {
   saved_state_changed();
-  SavedEntry& e = new_saved_entry(attr);
+  SavedEntry& e = new_saved_entry(attr, true);
   if (needed && t && hooked_save(e, t, false, 0)) return;
   if (needed && t) {
     e.var.defined = true;
@@ -310,7 +310,7 @@ void Node::save_input(const std::string& attr, const Tensor& t, bool needed) {
 
 void Node::save_output(const std::string& attr, const Tensor& t, int output_nr, bool needed) {
   saved_state_changed();
-  SavedEntry& e = new_saved_entry(attr);
+  SavedEntry& e = new_saved_entry(attr, true);
   if (needed && t && hooked_save(e, t, true, output_nr)) return;
   if (needed && t) {
     e.var.defined = true;
@@ -330,8 +330,7 @@ void Node::save_output(const std::string& attr, const Tensor& t, int output_nr, 
 
 void Node::save_attr(const std::string& attr, AttrValue v) {
   saved_state_changed();
-  SavedEntry& e = new_saved_entry(attr);
-  e.is_tensor = false;
+  SavedEntry& e = new_saved_entry(attr, false);
   e.attr = std::make_unique<AttrValue>(std::move(v));
 }
 

@@ -237,7 +237,7 @@ struct Node : std::enable_shared_from_this<Node> {
   int64_t saved_bytes() const;  // bytes of saved tensors still held
 
  private:
-  SavedEntry& new_saved_entry(const std::string& attr);
+  SavedEntry& new_saved_entry(const std::string& attr, bool is_tensor);
   bool hooked_save(SavedEntry& e, const Tensor& t, bool is_output, int output_nr);
 };
 

@@ -63,7 +63,6 @@ void note_devices(const Value& v, ArgumentDevices& d) {
 // (no string built per op: issue #6).
 template <typename MixingAllowed>
 const std::string& device_from(const ArgumentDevices& d, const std::string& op, MixingAllowed mixing_allowed) {
-  static const std::string cuda = "cuda";
   if (!d.cuda) return cpu_device_name();
   if (d.cpu && !mixing_allowed()) {
     ScenarioError e("device_mismatch",
@@ -71,7 +70,7 @@ const std::string& device_from(const ArgumentDevices& d, const std::string& op, 
     e.facts = {{"op", op}, {"devices", {"cuda:0", "cpu"}}};
     throw e;
   }
-  return cuda;
+  return cuda_device_name();
 }
 
 const std::string& device_of_arguments(std::initializer_list<const Value*> values, const std::string& op,
@@ -315,7 +314,8 @@ class Interpreter : public ops::Runtime {
   void exec(const Stmt& s);
   void assign(const Expr& target, const Value& v);
   void bind(const std::string& name, const Value& v);
-  void end_statement(bool raised);
+  // The statement `index` (-1: the leaves' setup) ends: holder changes to the accountant.
+  void end_statement(int index, bool raised);
   // The holder changes of the statement ending, into holder_changes_ (and, when verifying,
   // the check that they agree with the full scan).
   void commit_holders();
@@ -358,12 +358,11 @@ class Interpreter : public ops::Runtime {
   // result_.nodes[n.id] made, or made again unless it still describes `n`.
   void refresh_snapshot(const autograd::Node& n) {
     auto [it, inserted] = result_.nodes.try_emplace(n.id);
-    if (inserted) {
-      snapshot_into(n, it->second);
-    } else if (!snapshot_current(it->second, n)) {
+    if (!inserted) {
+      if (snapshot_current(it->second, n)) return;
       it->second = NodeSnapshot{};
-      snapshot_into(n, it->second);
     }
+    snapshot_into(n, it->second);
   }
   bool snapshot_current(const NodeSnapshot& s, const autograd::Node& n) const;
   std::string label_of(int64_t tensor_id) const;
@@ -432,9 +431,7 @@ void Interpreter::create_leaves() {
     if (opt_.keep_values) rec.values = display_values(t);
     result_.leaves.push_back(rec);
   }
-  run_position().op.clear();
-  commit_holders();
-  acc_.end_statement_with(-1, false, holder_changes_);
+  end_statement(-1, false);
 }
 
 void Interpreter::bind(const std::string& name, const Value& v) {
@@ -609,7 +606,7 @@ bool Interpreter::run_statement(const ProgramItem& item, bool in_try) {
     result_.errors.push_back(err);
   }
   root_label_.clear();
-  end_statement(raised);
+  end_statement(statement_, raised);
   return !raised;
 }
 
@@ -848,10 +845,10 @@ bool Interpreter::rerun_statement(const ProgramItem& item, bool in_try) {
   return true;
 }
 
-void Interpreter::end_statement(bool raised) {
+void Interpreter::end_statement(int index, bool raised) {
   run_position().op.clear();
   commit_holders();
-  acc_.end_statement_with(statement_, raised, holder_changes_);
+  acc_.end_statement_with(index, raised, holder_changes_);
 }
 
 void Interpreter::commit_holders() {

@@ -334,27 +334,25 @@ std::vector<double> softmax_values(const Tensor& a, int64_t wrapped_dim, bool lo
   std::vector<double> mx(static_cast<size_t>(p.groups), -std::numeric_limits<double>::infinity());
   std::vector<double> sum(static_cast<size_t>(p.groups), 0.0);
   for (size_t i = 0; i < x.size(); ++i) mx[p.group[i]] = std::max(mx[p.group[i]], x[i]);
+  // exp of x - max <= 0, and the row sums: below float64, the float32 fast path's
+  // arithmetic (ops/softmax_f32.hpp: its exp, each row summed in lanes by its elements'
+  // positions, the order visited here); float64 results show every bit, so they keep glibc's
+  // exp and the row summed in order.
+  const bool f64 = a->dtype() == DType::Float64;
+  auto exp_le0 = [f64](double v) { return f64 ? std::exp(v) : softmax_f32::exp_nonpositive(v); };
+  std::vector<LaneSum> lanes(f64 ? 0 : static_cast<size_t>(p.groups));
+  std::vector<int64_t> position(lanes.size(), 0);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const size_t k = static_cast<size_t>(p.group[i]);
+    const double e = exp_le0(x[i] - mx[k]);
+    if (f64) sum[k] += e;
+    else lanes[k].add(position[k]++, e);
+  }
+  for (size_t k = 0; k < lanes.size(); ++k) sum[k] = lanes[k].total();
   std::vector<double> out(x.size());
-  if (a->dtype() == DType::Float64) {  // every bit shows: glibc's exp, the row summed in order
-    for (size_t i = 0; i < x.size(); ++i) sum[p.group[i]] += std::exp(x[i] - mx[p.group[i]]);
-    for (size_t i = 0; i < x.size(); ++i) {
-      const size_t k = static_cast<size_t>(p.group[i]);
-      out[i] = log ? x[i] - mx[k] - std::log(sum[k]) : std::exp(x[i] - mx[k]) / sum[k];
-    }
-    return out;
-  }
-  // Below float64, the float32 fast path's arithmetic (ops/softmax_f32.hpp): its exp, and the
-  // row summed in lanes by each element's position in its row (the visit order here).
-  std::vector<LaneSum> lanes(static_cast<size_t>(p.groups));
-  std::vector<int64_t> position(static_cast<size_t>(p.groups), 0);
   for (size_t i = 0; i < x.size(); ++i) {
     const size_t k = static_cast<size_t>(p.group[i]);
-    lanes[k].add(position[k]++, softmax_f32::exp_nonpositive(x[i] - mx[k]));
-  }
-  for (size_t k = 0; k < sum.size(); ++k) sum[k] = lanes[k].total();
-  for (size_t i = 0; i < x.size(); ++i) {
-    const size_t k = static_cast<size_t>(p.group[i]);
-    out[i] = log ? x[i] - mx[k] - std::log(sum[k]) : softmax_f32::exp_nonpositive(x[i] - mx[k]) / sum[k];
+    out[i] = log ? x[i] - mx[k] - std::log(sum[k]) : exp_le0(x[i] - mx[k]) / sum[k];
   }
   return out;
 }

@@ -49,54 +49,23 @@ __attribute__((always_inline)) inline double exp_body(double x) {
   return x < -708.0 ? 0.0 : p * scale;
 }
 
-// The loops, compiled once per instruction set below (a function's target decides how wide
-// its vectors are; exp_body is inlined into each).
-#define AGTRACE_SOFTMAX_ROW_LOOPS                                                        \
-  float max_loop(const float* x, int64_t n) {                                            \
-    float m[kSumLanes];                                                                     \
-    for (int j = 0; j < kSumLanes; ++j) m[j] = -std::numeric_limits<float>::infinity();     \
-    int64_t c = 0;                                                                       \
-    for (; c + kSumLanes <= n; c += kSumLanes)                                                 \
-      for (int j = 0; j < kSumLanes; ++j) m[j] = m[j] < x[c + j] ? x[c + j] : m[j];         \
-    float best = -std::numeric_limits<float>::infinity();                                \
-    for (; c < n; ++c) best = best < x[c] ? x[c] : best;                                 \
-    for (int j = 0; j < kSumLanes; ++j) best = best < m[j] ? m[j] : best;                   \
-    return best;                                                                         \
-  }                                                                                      \
-  double exp_loop(const float* x, double max, double* e, int64_t n) {                    \
-    LaneSum s;                                                                           \
-    int64_t c = 0;                                                                       \
-    for (; c + kSumLanes <= n; c += kSumLanes)                                                 \
-      for (int j = 0; j < kSumLanes; ++j) {                                                 \
-        e[c + j] = exp_body(static_cast<double>(x[c + j]) - max);                        \
-        s.lane[j] += e[c + j];                                                           \
-      }                                                                                  \
-    for (; c < n; ++c) {                                                                 \
-      e[c] = exp_body(static_cast<double>(x[c]) - max);                                  \
-      s.add(c, e[c]);                                                                    \
-    }                                                                                    \
-    return s.total();                                                                    \
-  }
-
 namespace baseline {
-AGTRACE_SOFTMAX_ROW_LOOPS
+#include "ops/softmax_f32_body.inc"
 }  // namespace baseline
 
 #pragma GCC push_options
 #pragma GCC target("avx2")
 namespace avx2 {
-AGTRACE_SOFTMAX_ROW_LOOPS
+#include "ops/softmax_f32_body.inc"
 }  // namespace avx2
 #pragma GCC pop_options
 
 #pragma GCC push_options
 #pragma GCC target("avx512f", "prefer-vector-width=512")
 namespace avx512 {
-AGTRACE_SOFTMAX_ROW_LOOPS
+#include "ops/softmax_f32_body.inc"
 }  // namespace avx512
 #pragma GCC pop_options
-
-#undef AGTRACE_SOFTMAX_ROW_LOOPS
 
 enum class Isa { Baseline, Avx2, Avx512 };
 Isa isa() {

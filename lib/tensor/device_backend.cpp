@@ -14,10 +14,12 @@ DeviceBackend*& backend_slot() {
   return backend;
 }
 const std::string kCpu = "cpu";
+const std::string kCuda = "cuda";
 // The device names scopes name ("cpu", "cuda"), each kept once: a scope swaps pointers, not
 // strings (issue #6: every op and every backward node opens one).
 const std::string* device_name(const std::string& device) {
   if (&device == &kCpu || device == kCpu) return &kCpu;
+  if (&device == &kCuda || device == kCuda) return &kCuda;
   static std::vector<std::unique_ptr<const std::string>> others;
   for (const auto& o : others)
     if (*o == device) return o.get();
@@ -35,6 +37,7 @@ void set_device_backend(DeviceBackend* backend) { backend_slot() = backend; }
 
 const std::string& allocation_device() { return *device_slot(); }
 const std::string& cpu_device_name() { return kCpu; }
+const std::string& cuda_device_name() { return kCuda; }
 bool allocating_on_cpu() { return device_slot() == &kCpu; }
 DeviceScope::DeviceScope(const std::string& device) : previous_(device_slot()) { device_slot() = device_name(device); }
 DeviceScope::~DeviceScope() { device_slot() = previous_; }

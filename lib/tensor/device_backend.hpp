@@ -132,8 +132,9 @@ void set_device_backend(DeviceBackend* backend);
 // operands do); leaves of a cuda scenario and transfers name it explicitly.
 const std::string& allocation_device();
 bool allocating_on_cpu();  // allocation_device() == "cpu", without comparing text
-// "cpu", the very string DeviceScope recognises without comparing text.
+// "cpu" and "cuda", the very strings DeviceScope recognises without comparing text.
 const std::string& cpu_device_name();
+const std::string& cuda_device_name();
 class DeviceScope {
  public:
   explicit DeviceScope(const std::string& device);

@@ -14,6 +14,8 @@
 #include <atomic>
 #include <cstdlib>
 
+#include "util/spin_guard.hpp"
+
 namespace agtrace::pool {
 namespace {
 
@@ -165,26 +167,26 @@ inline bool ready() noexcept {
 // A new slab for class `c` in this thread, made its cursor; false when the range is used up
 // or cannot be made writable (the caller then uses malloc).
 bool new_slab(ThreadCache& tc, int c) noexcept {
-  while (g_slab_lock.test_and_set(std::memory_order_acquire)) {
-  }
-  char* base = g_base.load(std::memory_order_relaxed);
-  const size_t reserved = g_reserved.load(std::memory_order_relaxed);
-  const size_t next = g_next_slab.load(std::memory_order_relaxed);
-  const size_t committed = g_committed.load(std::memory_order_relaxed);
-  bool ok = next + kSlabBytes <= reserved;
-  if (ok && next + kSlabBytes > committed) {
-    const size_t step = kCommitStep < reserved - committed ? kCommitStep : reserved - committed;
-    ok = mprotect(base + committed, step, PROT_READ | PROT_WRITE) == 0;
-    if (ok) g_committed.store(committed + step, std::memory_order_relaxed);
-  }
   char* slab = nullptr;
-  if (ok) {
-    slab = base + next;
-    g_slab_class[next / kSlabBytes] = static_cast<uint8_t>(c);
-    g_next_slab.store(next + kSlabBytes, std::memory_order_relaxed);
+  {
+    SpinGuard guard(g_slab_lock);
+    char* base = g_base.load(std::memory_order_relaxed);
+    const size_t reserved = g_reserved.load(std::memory_order_relaxed);
+    const size_t next = g_next_slab.load(std::memory_order_relaxed);
+    const size_t committed = g_committed.load(std::memory_order_relaxed);
+    bool ok = next + kSlabBytes <= reserved;
+    if (ok && next + kSlabBytes > committed) {
+      const size_t step = kCommitStep < reserved - committed ? kCommitStep : reserved - committed;
+      ok = mprotect(base + committed, step, PROT_READ | PROT_WRITE) == 0;
+      if (ok) g_committed.store(committed + step, std::memory_order_relaxed);
+    }
+    if (ok) {
+      slab = base + next;
+      g_slab_class[next / kSlabBytes] = static_cast<uint8_t>(c);
+      g_next_slab.store(next + kSlabBytes, std::memory_order_relaxed);
+    }
   }
-  g_slab_lock.clear(std::memory_order_release);
-  if (!ok) return false;
+  if (!slab) return false;
   auto* h = reinterpret_cast<SlabHeader*>(slab);
   if (tc.id == 0) tc.id = g_threads.fetch_add(1, std::memory_order_relaxed) + 1;
   h->owner = tc.id;
