@@ -297,3 +297,49 @@ TEST_CASE("node: an in-place activation's saved result expects the bumped versio
   CHECK(err.facts["found_version"] == 2);
   CHECK_NOTHROW(h->grad_fn->unpack("result"));
 }
+
+// ---------------------------------------------------------------- saved-tensor hooks
+
+namespace {
+// Hooks whose pack raises (as a pack whose copy exceeds the memory budget does), after the
+// first `good` packs.
+struct FailingPack : autograd::SavedTensorHooks {
+  int good = 0, packs = 0;
+  std::string kind() const override { return "count"; }
+  Tensor pack(autograd::SavedVariable&, const Tensor& t) override {
+    if (packs++ >= good) throw ScenarioError("limit", "pack refused");
+    return t;
+  }
+  Tensor unpack(autograd::SavedVariable& v) override { return v.packed(); }
+};
+}  // namespace
+
+TEST_CASE("node: a pack that raises leaves no saved entry and announces no save", "[node][saved][hooks]") {
+  RecordingSink sink;
+  Tensor x = A({2, 3}), y = A({2, 3});
+  auto hooks = std::make_shared<FailingPack>();
+  hooks->good = 1;  // the first save is packed, the second raises
+  auto node = autograd::make_node("MulBackward0", nullptr, {x, y}, 2);
+  {
+    autograd::SavedHooksGuard guard(hooks);
+    node->save_input("other", y);
+    REQUIRE(node->saved.size() == 1);
+    CHECK_THROWS_AS(node->save_input("self", x), ScenarioError);
+    CHECK_THROWS_AS(node->save_output("result", x, 0), ScenarioError);
+  }
+  // Only the entry whose pack succeeded is there, complete, and only its save was announced.
+  REQUIRE(node->saved.size() == 1);
+  CHECK(node->saved[0].name == "other");
+  CHECK(node->saved[0].var.defined);
+  CHECK(node->saved[0].var.packed() == y);
+  CHECK(node->find("self") == nullptr);
+  CHECK(node->find("result") == nullptr);
+  auto saves = sink.of(Event::Kind::Save);
+  REQUIRE(saves.size() == 1);
+  CHECK(saves[0].what == "MulBackward0._saved_other");
+  CHECK(node->saved_bytes() == 24);
+  // Without hooks the node saves as usual afterwards.
+  node->save_input("self", x);
+  CHECK(node->saved.size() == 2);
+  CHECK(sink.of(Event::Kind::Save).size() == 2);
+}
