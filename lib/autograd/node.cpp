@@ -273,7 +273,7 @@ static bool save_under_hooks(SavedEntry& e, const Tensor& t, bool is_output, int
 // in cost ~100 instructions per save; issue #6).
 SavedEntry& Node::new_saved_entry(const std::string& attr, bool is_tensor) {
   SavedEntry& e = saved.emplace_back();
-  e.name = attr;
+  e.name = InternedString::recent(attr);  // "self", "other", "result": among the recent texts
   e.is_tensor = is_tensor;
   return e;
 }

@@ -138,7 +138,10 @@ struct SavedVariable {
 };
 
 struct SavedEntry {
-  std::string name;  // attribute without the `_saved_` prefix: self, mat2, result, alpha, ...
+  // Attribute without the `_saved_` prefix: self, mat2, result, alpha, ... Interned (issue
+  // #6): every report snapshot of the node copies it, which hashed the text once per entry
+  // per snapshot when it was a string.
+  InternedString name;
   // "<node>._saved_<name>", interned when a tensor is saved (null before): what events,
   // holder labels and snapshots key on, without comparing the two strings again (issue #6).
   InternedString what;

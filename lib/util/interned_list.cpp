@@ -44,8 +44,28 @@ const std::vector<InternedString>& InternedList::empty_items() {
   return *e;
 }
 
+namespace {
+// The lists this thread interned most recently, looked at before the shared table (issue
+// #6): a statement end interns the holder list of every storage it changed, a long program
+// uses a handful of distinct lists, and comparing a few pointers costs less than the lock,
+// the hash and the table probe (about 1.4% of a long elementwise chain's instructions).
+// Lists are never removed from the table, so a pointer kept here stays valid.
+struct RecentLists {
+  static constexpr size_t kSize = 8;
+  const std::vector<InternedString>* lists[kSize] = {};
+  size_t next = 0;  // the slot replaced next (round robin)
+};
+thread_local RecentLists t_recent;
+}  // namespace
+
 InternedList::InternedList(const std::vector<InternedString>& items) {
   if (items.empty()) return;
+  RecentLists& recent = t_recent;
+  for (const std::vector<InternedString>* l : recent.lists)
+    if (l && *l == items) {  // InternedString compares by pointer
+      list_ = l;
+      return;
+    }
   Table& t = table();
   SpinGuard guard(t.lock);
   t.scratch.texts.clear();
@@ -57,6 +77,8 @@ InternedList::InternedList(const std::vector<InternedString>& items) {
     list_ = &t.lists.emplace_back(items);
     t.index.emplace(t.scratch, list_);
   }
+  recent.lists[recent.next] = list_;
+  recent.next = (recent.next + 1) % RecentLists::kSize;
 }
 
 size_t InternedList::table_size() {

@@ -35,3 +35,29 @@ TEST_CASE("InternedList: equal lists are one list, others are not", "[util]") {
   CHECK(none != a);
   CHECK(none == std::vector<InternedString>{});
 }
+
+TEST_CASE("InternedList: the thread's recent lists give the table's list, also after they rotate out",
+          "[util]") {
+  // More distinct lists than the recent cache keeps (8), made twice in a cycle: the second
+  // round finds some in the cache and some only in the shared table; every one must be the
+  // list the first round made, and lists that differ only in one item or in length stay apart.
+  const std::string tag = "recent " + std::to_string(reinterpret_cast<uintptr_t>(&tag)) + " ";
+  std::vector<std::vector<InternedString>> contents;
+  for (int i = 0; i < 20; ++i) {
+    contents.push_back({InternedString(tag + std::to_string(i))});
+    contents.push_back({InternedString(tag + std::to_string(i)), InternedString(tag + "saved")});
+  }
+  std::vector<InternedList> first;
+  for (const auto& c : contents) first.emplace_back(c);
+  for (int round = 0; round < 2; ++round)
+    for (size_t i = 0; i < contents.size(); ++i) {
+      const InternedList again(contents[i]);
+      CHECK(again == first[i]);
+      CHECK(again.items() == contents[i]);
+      for (size_t j = 0; j < contents.size(); ++j)
+        if (j != i) CHECK(again != first[j]);
+    }
+  // The same list made again at once (the common case: one statement after another).
+  const InternedList x(contents[3]), y(contents[3]);
+  CHECK(&x.items() == &y.items());
+}
