@@ -4,6 +4,7 @@
 #include <map>
 #include <sstream>
 
+#include "report/json_text.hpp"
 #include "report/report.hpp"
 
 namespace agtrace {
@@ -41,6 +42,30 @@ ojson event_json(const EventRecord& e) {
     ej["expected_version"] = e.expected_version;
   }
   return ej;
+}
+
+void write_event_json(std::string& out, const json_text::Layout& layout, const EventRecord& e) {
+  // The fields of event_json above, in its order and under its conditions.
+  json_text::Object o(out, layout);
+  o.field("kind", e.kind.str()).field("statement", e.statement);
+  if (e.recompute_statement >= 0) o.field("recompute_statement", e.recompute_statement);
+  o.field("phase", e.in_backward ? "backward" : "forward");
+  if (!e.op.empty()) o.field("op", e.op.str());
+  if (e.storage_id >= 0) o.field("storage", e.storage_id);
+  o.field("bytes", e.bytes);
+  if (e.saved_id >= 0) o.field("saved", e.saved_id);
+  if (e.node_id >= 0) o.field("node", e.node_id);
+  if (!e.what.empty()) o.field("what", e.what.str());
+  if (!e.hooks.empty()) {
+    o.field("hooks", e.hooks.str());
+    if (e.kind == "save" || e.kind == "pack") {
+      o.field("packed_bytes", e.packed_bytes);
+      o.field_or_null("packed_storage", e.packed_storage_id >= 0, e.packed_storage_id);
+    }
+  }
+  if (e.kind == "version_bump") o.field("version", e.version);
+  if (e.kind == "unpack") o.field("version", e.version).field("expected_version", e.expected_version);
+  o.close();
 }
 
 void add_events_json(ojson& j, const RunResult& r, bool events_placeholder) {

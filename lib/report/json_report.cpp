@@ -3,6 +3,7 @@
 #include <map>
 #include <vector>
 
+#include "report/json_text.hpp"
 #include "report/report.hpp"
 
 #ifndef AGTRACE_VERSION
@@ -106,18 +107,140 @@ ojson statement_memory_json(const StatementMemory& m) {
   return mj;
 }
 
-// One streamed array: its placeholder and a writer of its elements, in order.
+// The same records as text, without a json value (report/json_text.hpp; the test of
+// dump_report_json checks them against the functions above through whole reports).
+void write_storage_json(std::string& out, const json_text::Layout& layout, const StorageLifetime& s) {
+  json_text::Object o(out, layout);
+  o.field("id", s.id).field("bytes", s.bytes).field("allocated_at", s.allocated_at);
+  o.field("allocated_by", s.allocated_by.str()).field("in_backward", s.in_backward);
+  o.field_or_null("freed_at", s.freed, s.freed_at).string_array("holders", s.holders);
+  o.close();
+}
+void write_saved_lifetime_json(std::string& out, const json_text::Layout& layout, const SavedLifetime& s) {
+  json_text::Object o(out, layout);
+  o.field("id", s.id).field("node", s.node_id).field("what", s.what.str()).field("bytes", s.bytes);
+  o.field("storage", s.storage_id).field("saved_at", s.saved_at);
+  o.field_or_null("released_at", s.released_at >= 0, s.released_at);
+  o.close();
+}
+void write_statement_memory_json(std::string& out, const json_text::Layout& layout, const StatementMemory& m) {
+  json_text::Object o(out, layout);
+  o.field("statement", m.index).field("live_after", m.live_after).field("peak_inside", m.peak_inside);
+  o.field("temporary_bytes", m.temporary_bytes).int_object("categories", m.categories);
+  o.close();
+}
+
+// A node as node_json(n).dump(2) writes it: `layout` for the node's own line, `inner` for
+// the objects inside its arrays (four spaces deeper).
+void write_saved_json(std::string& out, const json_text::Layout& layout, const SavedSnapshot& s) {
+  json_text::Object o(out, layout);
+  o.field("attr", "_saved_" + s.attr.str());
+  if (!s.is_tensor) {
+    o.field("kind", "value").field("value", s.value.str());
+    o.close();
+    return;
+  }
+  o.field("kind", "tensor");
+  if (!s.defined) {
+    o.field("value", "None");
+    o.close();
+    return;
+  }
+  o.int_array("shape", s.shape).field("dtype", dtype_name(s.dtype)).field("bytes", s.bytes);
+  o.field("storage", s.storage_id).field("storage_bytes", s.storage_bytes);
+  if (s.hooks.empty()) {
+    o.field("relation", s.is_output ? "new_object_shares_storage" : "same_object");
+  } else {
+    // saved_json sets "relation" twice: the key keeps its first place, the value is the last.
+    o.field("relation", "unpacked_by_hooks").field("hooks", s.hooks.str()).field("packed_bytes", s.packed_bytes);
+  }
+  if (s.from_python_number) o.field("from_python_number", true);
+  o.field("tensor", s.tensor_id);
+  if (!s.same_object_as.empty()) o.field("same_object_as", s.same_object_as.str());
+  o.string_array("shares_storage_with", s.shares_with).field("saved_version", s.saved_version);
+  o.field("saved_at", s.saved_at).field_or_null("released_at", s.released, s.released_at);
+  o.field("why", s.why.str());
+  o.close();
+}
+struct NodeLayouts {
+  json_text::Layout node, inner;
+};
+void write_node_json(std::string& out, const NodeLayouts& layouts, const NodeSnapshot& n) {
+  json_text::Object o(out, layouts.node);
+  o.field("id", n.id).field("name", n.name).field("created_at", n.created_at);
+  o.open_array("next_functions");
+  for (size_t i = 0; i < n.next.size(); ++i) {
+    o.item(i == 0);
+    if (n.next[i] < 0) {
+      out += "null";
+      continue;
+    }
+    json_text::Object edge(out, layouts.inner);
+    edge.field("node", n.next[i]).field("input_nr", n.next_input_nr[i]);
+    edge.close();
+  }
+  o.close_array(n.next.size());
+  if (!n.variable.empty()) o.field("variable", n.variable);
+  if (!n.wraps.empty()) o.field("wraps", n.wraps);
+  o.open_array("saved");
+  for (size_t i = 0; i < n.saved.size(); ++i) {
+    o.item(i == 0);
+    write_saved_json(out, layouts.inner, n.saved[i]);
+  }
+  o.close_array(n.saved.size());
+  o.field("saved_bytes", n.saved_bytes).field_or_null("released_at", n.released, n.released_at);
+  o.close();
+}
+
+// One streamed array: its placeholder, a maker of its elements as json values, in order
+// (the reference, and what fill_placeholders uses), and, for the long flat arrays, a writer
+// of the same elements as text: write(out, layout, inner) appends each element as
+// ",\n" (or "[\n" for the first) + inner + its text, and returns how many it wrote.
 struct Streamed {
   const char* placeholder;
   std::function<void(const std::function<void(const ojson&)>&)> each;
+  std::function<size_t(std::string&, const json_text::Layout&, const std::string&)> write = nullptr;
 };
+template <typename Records, typename Write>
+size_t write_elements(std::string& out, const json_text::Layout& layout, const std::string& inner,
+                      const Records& records, Write write_record) {
+  size_t count = 0;
+  for (const auto& record : records) {
+    out += count++ == 0 ? "[\n" : ",\n";
+    out += inner;
+    write_record(out, layout, record);
+  }
+  return count;
+}
 std::vector<Streamed> streamed_arrays(const RunResult& r, bool with_values) {
   return {
-      {kByStatementPlaceholder, [&r](const auto& emit) { for (const auto& m : r.memory_by_statement) emit(statement_memory_json(m)); }},
-      {kNodesPlaceholder, [&r, with_values](const auto& emit) { for (const auto& [id, n] : r.nodes) emit(node_json(n, with_values)); }},
-      {kStoragesPlaceholder, [&r](const auto& emit) { for (const auto& s : r.storages) emit(storage_json(s)); }},
-      {kSavedPlaceholder, [&r](const auto& emit) { for (const auto& s : r.saved) emit(saved_lifetime_json(s)); }},
-      {kEventsPlaceholder, [&r](const auto& emit) { for (const auto& e : r.events) emit(event_json(e)); }},
+      {kByStatementPlaceholder, [&r](const auto& emit) { for (const auto& m : r.memory_by_statement) emit(statement_memory_json(m)); },
+       [&r](std::string& out, const json_text::Layout& layout, const std::string& inner) {
+         return write_elements(out, layout, inner, r.memory_by_statement, write_statement_memory_json);
+       }},
+      {kNodesPlaceholder, [&r, with_values](const auto& emit) { for (const auto& [id, n] : r.nodes) emit(node_json(n, with_values)); },
+       [&r](std::string& out, const json_text::Layout& layout, const std::string& inner) {
+         const NodeLayouts layouts{layout, json_text::Layout(inner + "    ")};
+         size_t count = 0;
+         for (const auto& [id, n] : r.nodes) {
+           out += count++ == 0 ? "[\n" : ",\n";
+           out += inner;
+           write_node_json(out, layouts, n);
+         }
+         return count;
+       }},
+      {kStoragesPlaceholder, [&r](const auto& emit) { for (const auto& s : r.storages) emit(storage_json(s)); },
+       [&r](std::string& out, const json_text::Layout& layout, const std::string& inner) {
+         return write_elements(out, layout, inner, r.storages, write_storage_json);
+       }},
+      {kSavedPlaceholder, [&r](const auto& emit) { for (const auto& s : r.saved) emit(saved_lifetime_json(s)); },
+       [&r](std::string& out, const json_text::Layout& layout, const std::string& inner) {
+         return write_elements(out, layout, inner, r.saved, write_saved_lifetime_json);
+       }},
+      {kEventsPlaceholder, [&r](const auto& emit) { for (const auto& e : r.events) emit(event_json(e)); },
+       [&r](std::string& out, const json_text::Layout& layout, const std::string& inner) {
+         return write_elements(out, layout, inner, r.events, write_event_json);
+       }},
   };
 }
 
@@ -179,13 +302,24 @@ std::string dump_report_json(const nlohmann::ordered_json& skeleton, const RunRe
     const std::string indent(text.find_first_not_of(' ', line) - line, ' ');
     const std::string inner = indent + "  ";
     bool first = true;
-    f.array->each([&](const ojson& e) {
+    if (f.array->write) {
+      first = f.array->write(out, json_text::Layout(inner), inner) == 0;
+    } else f.array->each([&](const ojson& e) {
       out += first ? "[\n" : ",\n";
       first = false;
       out += inner;
-      for (char c : e.dump(2)) {
-        out += c;
-        if (c == '\n') out += inner;
+      // Line by line, not character by character (issue #6: appending each character was
+      // the largest single cost of a 10,000-op chain's JSON report).
+      const std::string element = e.dump(2);
+      for (size_t from = 0;;) {
+        const size_t newline = element.find('\n', from);
+        if (newline == std::string::npos) {
+          out.append(element, from, std::string::npos);
+          break;
+        }
+        out.append(element, from, newline + 1 - from);
+        out += inner;
+        from = newline + 1;
       }
     });
     out += first ? "[]" : "\n" + indent + "]";

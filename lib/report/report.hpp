@@ -2,11 +2,13 @@
 // schema/report.schema.json), text for people, and Graphviz DOT.
 #pragma once
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "interp/result.hpp"
+#include "report/json_text.hpp"
 #include "util/profile.hpp"
 
 namespace agtrace {
@@ -48,6 +50,9 @@ std::string report_account_text(const RunResult& r);
 void add_events_json(nlohmann::ordered_json& j, const RunResult& r, bool events_placeholder = false);
 // One record of the "events" array.
 nlohmann::ordered_json event_json(const EventRecord& e);
+// The same record as text, laid out as event_json(e).dump(2) is when its first line sits at
+// the layout's indentation (report/json_text.hpp), written into `out` without a json value.
+void write_event_json(std::string& out, const json_text::Layout& layout, const EventRecord& e);
 // The string report_json_skeleton puts where "events" goes.
 extern const char* const kEventsPlaceholder;
 std::string report_events_text(const RunResult& r);

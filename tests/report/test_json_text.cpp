@@ -1,0 +1,153 @@
+// report/json_text.hpp against nlohmann's own dump: the report's long arrays are written as
+// text, and must be the bytes nlohmann::ordered_json::dump(2) writes for the same values.
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "report/json_text.hpp"
+#include "report/report.hpp"
+
+using agtrace::EventRecord;
+using agtrace::InternedString;
+namespace json_text = agtrace::json_text;
+using ojson = nlohmann::ordered_json;
+
+namespace {
+std::string written_string(const std::string& s) {
+  std::string out;
+  json_text::append_string(out, s);
+  return out;
+}
+// `value` dumped as an element of an array whose elements sit at `indent`: what
+// dump_report_json writes for it (its first line is placed by the caller).
+std::string as_element(const ojson& value, const std::string& indent) {
+  std::string out;
+  for (char c : value.dump(2)) {
+    out += c;
+    if (c == '\n') out += indent;
+  }
+  return out;
+}
+}  // namespace
+
+TEST_CASE("json_text strings are escaped as nlohmann escapes them", "[report][json_text]") {
+  std::vector<std::string> texts = {"", "plain", "quote\"back\\slash", "tab\tnew\nline\rcr\bbs\fff", "del\x7f",
+                                    std::string("nul\0mid", 7), "\x01\x1f\x10 controls", "é ünïcode ✓",
+                                    "MulBackward0._saved_other"};
+  for (int c = 0; c < 0x80; ++c) texts.push_back(std::string("c") + static_cast<char>(c) + "c");
+  for (const std::string& t : texts) {
+    INFO(ojson(t).dump());
+    CHECK(written_string(t) == ojson(t).dump());
+  }
+  // Invalid UTF-8 raises as the whole document's dump does.
+  CHECK_THROWS_AS(written_string("bad \xff byte"), nlohmann::json::type_error);
+  CHECK_THROWS_AS(ojson(std::string("bad \xff byte")).dump(), nlohmann::json::type_error);
+}
+
+TEST_CASE("json_text integers are nlohmann's", "[report][json_text]") {
+  for (int64_t v : {int64_t{0}, int64_t{-1}, int64_t{7}, int64_t{1} << 40, INT64_MIN, INT64_MAX}) {
+    std::string out;
+    json_text::append_int(out, v);
+    CHECK(out == ojson(v).dump());
+  }
+}
+
+TEST_CASE("json_text objects have nlohmann's pretty layout at any depth", "[report][json_text]") {
+  for (const std::string indent : {"", "  ", "      "}) {
+    const json_text::Layout layout(indent);
+    const json_text::Layout inner(indent + "    ");
+    std::string out;
+    {
+      json_text::Object o(out, layout);
+      o.field("n", int64_t{-3}).field("i", 4).field("t", true).field("f", false).field("s", "a\"b");
+      o.null_field("z").field_or_null("maybe", false, 9).field_or_null("sure", true, 9);
+      o.string_array("none", std::vector<std::string>{}).string_array("some", std::vector<std::string>{"x", "y\n"});
+      o.int_array("shape", std::vector<int64_t>{}).int_array("dims", std::vector<int64_t>{2, 3});
+      o.int_object("empty", std::vector<std::pair<const char*, int64_t>>{});
+      o.int_object("bytes", std::vector<std::pair<const char*, int64_t>>{{"graph_only", 64}, {"named", 8}});
+      o.open_array("edges");
+      o.item(true);
+      out += "null";
+      o.item(false);
+      {
+        json_text::Object e(out, inner);
+        e.field("node", int64_t{1}).field("input_nr", 0);
+        e.close();
+      }
+      o.close_array(2).open_array("nothing").close_array(0);
+      o.open_array("empty_objects");
+      o.item(true);
+      json_text::Object(out, inner).close();
+      o.close_array(1);
+      o.close();
+    }
+    ojson expected;
+    expected["n"] = -3;
+    expected["i"] = 4;
+    expected["t"] = true;
+    expected["f"] = false;
+    expected["s"] = "a\"b";
+    expected["z"] = nullptr;
+    expected["maybe"] = nullptr;
+    expected["sure"] = 9;
+    expected["none"] = ojson::array();
+    expected["some"] = {"x", "y\n"};
+    expected["shape"] = ojson::array();
+    expected["dims"] = {2, 3};
+    expected["empty"] = ojson::object();
+    expected["bytes"] = {{"graph_only", 64}, {"named", 8}};
+    expected["edges"] = {nullptr, {{"node", 1}, {"input_nr", 0}}};
+    expected["nothing"] = ojson::array();
+    expected["empty_objects"] = {ojson::object()};
+    INFO("indent " << indent.size());
+    CHECK(out == as_element(expected, indent));
+    std::string empty;
+    json_text::Object(empty, layout).close();
+    CHECK(empty == "{}");
+  }
+}
+
+TEST_CASE("an event written as text is event_json's dump, for every kind of record", "[report][json_text]") {
+  std::vector<EventRecord> events;
+  EventRecord e;
+  e.kind = InternedString("alloc");
+  e.statement = 3;
+  e.op = InternedString("mul");
+  e.storage_id = 12;
+  e.bytes = 64;
+  events.push_back(e);
+  e.kind = InternedString("save");
+  e.in_backward = true;
+  e.saved_id = 4;
+  e.node_id = 9;
+  e.what = InternedString("MulBackward0._saved_other");
+  events.push_back(e);
+  e.hooks = InternedString("fp16");  // save under hooks: packed bytes and storage (or null)
+  e.packed_bytes = 32;
+  events.push_back(e);
+  e.packed_storage_id = 13;
+  e.kind = InternedString("pack");
+  events.push_back(e);
+  e.kind = InternedString("unpack");
+  e.version = 2;
+  e.expected_version = 1;
+  events.push_back(e);
+  e.kind = InternedString("version_bump");
+  e.hooks = InternedString();
+  e.recompute_statement = 5;
+  events.push_back(e);
+  e = EventRecord();
+  e.kind = InternedString("free");  // nothing optional
+  events.push_back(e);
+  for (const std::string indent : {"", "    "}) {
+    const json_text::Layout layout(indent);
+    for (const EventRecord& ev : events) {
+      std::string out;
+      agtrace::write_event_json(out, layout, ev);
+      INFO(ev.kind.str());
+      CHECK(out == as_element(agtrace::event_json(ev), indent));
+    }
+  }
+}
