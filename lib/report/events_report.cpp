@@ -44,7 +44,7 @@ ojson event_json(const EventRecord& e) {
   return ej;
 }
 
-void write_event_json(std::string& out, const json_text::Layout& layout, const EventRecord& e) {
+void write_event_json(json_text::Writer& out, const json_text::Layout& layout, const EventRecord& e) {
   // The fields of event_json above, in its order and under its conditions.
   json_text::Object o(out, layout);
   o.field("kind", e.kind.str()).field("statement", e.statement);

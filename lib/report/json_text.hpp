@@ -7,6 +7,7 @@
 // reports against the document dumped at once (tests/report/test_report.cpp).
 #pragma once
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
 
@@ -18,6 +19,45 @@ namespace agtrace::json_text {
 // invalid bytes, as the whole report's dump does).
 void append_string(std::string& out, std::string_view s);
 void append_int(std::string& out, int64_t v);
+
+// Text collected in a buffer and appended to `out` a few kilobytes at a time (and when the
+// writer is destroyed or flushed): one std::string append per piece of a record was most of
+// the cost of writing it.
+class Writer {
+ public:
+  explicit Writer(std::string& out) : out_(out) {}
+  Writer(const Writer&) = delete;
+  Writer& operator=(const Writer&) = delete;
+  ~Writer() { flush(); }
+  void put(std::string_view s) {
+    if (s.size() > kSize - used_) {
+      flush();
+      if (s.size() > kSize) {
+        out_.append(s);
+        return;
+      }
+    }
+    std::memcpy(buf_ + used_, s.data(), s.size());
+    used_ += s.size();
+  }
+  void put(char c) {
+    if (used_ == kSize) flush();
+    buf_[used_++] = c;
+  }
+  // `s` as a JSON string (append_string's escapes).
+  void string(std::string_view s);
+  void integer(int64_t v);
+  void flush() {
+    out_.append(buf_, used_);
+    used_ = 0;
+  }
+
+ private:
+  static constexpr size_t kSize = 4096;
+  std::string& out_;
+  size_t used_ = 0;
+  char buf_[kSize];
+};
 
 // The separators of objects whose first line sits at one indentation, made once for all the
 // records of an array (each field then costs a few appends, not one per piece).
@@ -39,31 +79,31 @@ struct Layout {
 // literals, which need no escape.
 class Object {
  public:
-  Object(std::string& out, const Layout& layout) : out_(out), layout_(layout) {}
+  Object(Writer& out, const Layout& layout) : out_(out), layout_(layout) {}
   Object(const Object&) = delete;
   Object& operator=(const Object&) = delete;
 
   Object& field(std::string_view key, int64_t v) {
     start(key);
-    append_int(out_, v);
+    out_.integer(v);
     return *this;
   }
   Object& field(std::string_view key, int v) { return field(key, static_cast<int64_t>(v)); }
   Object& field(std::string_view key, bool v) {
     start(key);
-    out_ += v ? "true" : "false";
+    out_.put(v ? "true" : "false");
     return *this;
   }
   Object& field(std::string_view key, std::string_view text) {
     start(key);
-    append_string(out_, text);
+    out_.string(text);
     return *this;
   }
   Object& field(std::string_view key, const char* text) { return field(key, std::string_view(text)); }
   Object& field(std::string_view key, const std::string& text) { return field(key, std::string_view(text)); }
   Object& null_field(std::string_view key) {
     start(key);
-    out_ += "null";
+    out_.put("null");
     return *this;
   }
   // `v`, or null when `present` is false.
@@ -76,11 +116,11 @@ class Object {
     start(key);
     bool first = true;
     for (const auto& s : items) {
-      out_ += first ? layout_.first_item : layout_.next_item;
+      out_.put(first ? layout_.first_item : layout_.next_item);
       first = false;
-      append_string(out_, static_cast<const std::string&>(s));  // std::string or InternedString
+      out_.string(static_cast<const std::string&>(s));  // std::string or InternedString
     }
-    out_ += first ? std::string_view("[]") : std::string_view(layout_.close_array);
+    out_.put(first ? std::string_view("[]") : std::string_view(layout_.close_array));
     return *this;
   }
   // An array of integers ("[]" when empty), each on its own line.
@@ -89,11 +129,11 @@ class Object {
     start(key);
     bool first = true;
     for (const auto v : items) {
-      out_ += first ? layout_.first_item : layout_.next_item;
+      out_.put(first ? layout_.first_item : layout_.next_item);
       first = false;
-      append_int(out_, static_cast<int64_t>(v));
+      out_.integer(static_cast<int64_t>(v));
     }
-    out_ += first ? std::string_view("[]") : std::string_view(layout_.close_array);
+    out_.put(first ? std::string_view("[]") : std::string_view(layout_.close_array));
     return *this;
   }
   // An array written by the caller: open_array, then item() before each element (which the
@@ -103,9 +143,9 @@ class Object {
     start(key);
     return *this;
   }
-  void item(bool first) { out_ += first ? layout_.first_item : layout_.next_item; }
+  void item(bool first) { out_.put(first ? layout_.first_item : layout_.next_item); }
   Object& close_array(size_t count) {
-    out_ += count == 0 ? std::string_view("[]") : std::string_view(layout_.close_array);
+    out_.put(count == 0 ? std::string_view("[]") : std::string_view(layout_.close_array));
     return *this;
   }
   // An object of integers, in the order given ("{}" when empty).
@@ -114,25 +154,25 @@ class Object {
     start(key);
     bool first = true;
     for (const auto& [k, v] : pairs) {
-      out_ += first ? layout_.first_entry : layout_.next_item;
+      out_.put(first ? layout_.first_entry : layout_.next_item);
       first = false;
-      append_string(out_, std::string_view(k));
-      out_ += ": ";
-      append_int(out_, static_cast<int64_t>(v));
+      out_.string(std::string_view(k));
+      out_.put(": ");
+      out_.integer(static_cast<int64_t>(v));
     }
-    out_ += first ? std::string_view("{}") : std::string_view(layout_.close_object);
+    out_.put(first ? std::string_view("{}") : std::string_view(layout_.close_object));
     return *this;
   }
   // Writes the closing brace (or "{}"); call once, after the last field.
-  void close() { out_ += fields_ == 0 ? std::string_view("{}") : std::string_view(layout_.close); }
+  void close() { out_.put(fields_ == 0 ? std::string_view("{}") : std::string_view(layout_.close)); }
 
  private:
   void start(std::string_view key) {
-    out_ += fields_++ == 0 ? layout_.first_field : layout_.next_field;
-    out_ += key;
-    out_ += "\": ";
+    out_.put(fields_++ == 0 ? layout_.first_field : layout_.next_field);
+    out_.put(key);
+    out_.put("\": ");
   }
-  std::string& out_;
+  Writer& out_;
   const Layout& layout_;
   size_t fields_ = 0;
 };

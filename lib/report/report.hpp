@@ -52,7 +52,7 @@ void add_events_json(nlohmann::ordered_json& j, const RunResult& r, bool events_
 nlohmann::ordered_json event_json(const EventRecord& e);
 // The same record as text, laid out as event_json(e).dump(2) is when its first line sits at
 // the layout's indentation (report/json_text.hpp), written into `out` without a json value.
-void write_event_json(std::string& out, const json_text::Layout& layout, const EventRecord& e);
+void write_event_json(json_text::Writer& out, const json_text::Layout& layout, const EventRecord& e);
 // The string report_json_skeleton puts where "events" goes.
 extern const char* const kEventsPlaceholder;
 std::string report_events_text(const RunResult& r);

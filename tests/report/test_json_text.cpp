@@ -60,7 +60,8 @@ TEST_CASE("json_text objects have nlohmann's pretty layout at any depth", "[repo
     const json_text::Layout inner(indent + "    ");
     std::string out;
     {
-      json_text::Object o(out, layout);
+      json_text::Writer w(out);
+      json_text::Object o(w, layout);
       o.field("n", int64_t{-3}).field("i", 4).field("t", true).field("f", false).field("s", "a\"b");
       o.null_field("z").field_or_null("maybe", false, 9).field_or_null("sure", true, 9);
       o.string_array("none", std::vector<std::string>{}).string_array("some", std::vector<std::string>{"x", "y\n"});
@@ -69,17 +70,17 @@ TEST_CASE("json_text objects have nlohmann's pretty layout at any depth", "[repo
       o.int_object("bytes", std::vector<std::pair<const char*, int64_t>>{{"graph_only", 64}, {"named", 8}});
       o.open_array("edges");
       o.item(true);
-      out += "null";
+      w.put("null");
       o.item(false);
       {
-        json_text::Object e(out, inner);
+        json_text::Object e(w, inner);
         e.field("node", int64_t{1}).field("input_nr", 0);
         e.close();
       }
       o.close_array(2).open_array("nothing").close_array(0);
       o.open_array("empty_objects");
       o.item(true);
-      json_text::Object(out, inner).close();
+      json_text::Object(w, inner).close();
       o.close_array(1);
       o.close();
     }
@@ -104,7 +105,10 @@ TEST_CASE("json_text objects have nlohmann's pretty layout at any depth", "[repo
     INFO("indent " << indent.size());
     CHECK(out == as_element(expected, indent));
     std::string empty;
-    json_text::Object(empty, layout).close();
+    {
+      json_text::Writer w(empty);
+      json_text::Object(w, layout).close();
+    }
     CHECK(empty == "{}");
   }
 }
@@ -145,9 +149,33 @@ TEST_CASE("an event written as text is event_json's dump, for every kind of reco
     const json_text::Layout layout(indent);
     for (const EventRecord& ev : events) {
       std::string out;
-      agtrace::write_event_json(out, layout, ev);
+      {
+        json_text::Writer w(out);
+        agtrace::write_event_json(w, layout, ev);
+      }
       INFO(ev.kind.str());
       CHECK(out == as_element(agtrace::event_json(ev), indent));
     }
   }
+}
+
+TEST_CASE("json_text::Writer keeps the order of pieces across its buffer, long ones too", "[report][json_text]") {
+  std::string expected, out;
+  {
+    json_text::Writer w(out);
+    for (int i = 0; i < 3000; ++i) {  // ~40 KB in small pieces: many flushes
+      const std::string piece = "piece " + std::to_string(i) + (i % 7 == 0 ? " \"quoted\"\n" : "");
+      w.string(piece);
+      w.put(',');
+      expected += ojson(piece).dump() + ",";
+      if (i % 1000 == 0) {  // longer than the buffer: appended past it, in order
+        const std::string big(10000, i % 2000 == 0 ? 'x' : '\t');
+        w.string(big);
+        w.integer(-i);
+        expected += ojson(big).dump() + std::to_string(-i);
+      }
+    }
+  }
+  CHECK(out.size() == expected.size());
+  CHECK(out == expected);
 }
