@@ -193,13 +193,13 @@ void write_node_json(json_text::Writer& out, const NodeLayouts& layouts, const N
 }
 
 // One streamed array: its placeholder, a maker of its elements as json values, in order
-// (the reference, and what fill_placeholders uses), and, for the long flat arrays, a writer
-// of the same elements as text: write(out, layout, inner) appends each element as
-// ",\n" (or "[\n" for the first) + inner + its text, and returns how many it wrote.
+// (the reference, and what fill_placeholders uses), and a writer of the same elements as
+// text: write(out, layout, inner) appends each element as ",\n" (or "[\n" for the first) +
+// inner + its text, and returns how many it wrote.
 struct Streamed {
   const char* placeholder;
   std::function<void(const std::function<void(const ojson&)>&)> each;
-  std::function<size_t(std::string&, const json_text::Layout&, const std::string&)> write = nullptr;
+  std::function<size_t(std::string&, const json_text::Layout&, const std::string&)> write;
 };
 template <typename Records, typename Write>
 size_t write_elements(std::string& out, const json_text::Layout& layout, const std::string& inner,
@@ -222,14 +222,10 @@ std::vector<Streamed> streamed_arrays(const RunResult& r, bool with_values) {
       {kNodesPlaceholder, [&r, with_values](const auto& emit) { for (const auto& [id, n] : r.nodes) emit(node_json(n, with_values)); },
        [&r](std::string& out, const json_text::Layout& layout, const std::string& inner) {
          const NodeLayouts layouts{layout, json_text::Layout(inner + "    ")};
-         json_text::Writer writer(out);
-         size_t count = 0;
-         for (const auto& [id, n] : r.nodes) {
-           writer.put(count++ == 0 ? "[\n" : ",\n");
-           writer.put(inner);
-           write_node_json(writer, layouts, n);
-         }
-         return count;
+         return write_elements(out, layout, inner, r.nodes, [&layouts](json_text::Writer& w, const json_text::Layout&,
+                                                                       const auto& entry) {
+           write_node_json(w, layouts, entry.second);
+         });
        }},
       {kStoragesPlaceholder, [&r](const auto& emit) { for (const auto& s : r.storages) emit(storage_json(s)); },
        [&r](std::string& out, const json_text::Layout& layout, const std::string& inner) {
@@ -267,9 +263,9 @@ nlohmann::ordered_json report_json_skeleton(const RunResult& r, bool with_values
   return build_report(r, with_values, true);
 }
 
-// The skeleton's text with each placeholder replaced by its array, each element dumped on
-// its own and indented to its depth (nlohmann's pretty printer indents a nested value by two
-// spaces per level and nothing else, so this is the same text). A placeholder a caller
+// The skeleton's text with each placeholder replaced by its array, each element written as
+// text by its Streamed writer at its depth (nlohmann's pretty printer indents a nested value
+// by two spaces per level and nothing else, so this is the same text). A placeholder a caller
 // replaced is left alone; if one is found twice (only a caller adding one could do that),
 // the arrays are built in a copy of the skeleton and the whole document is dumped instead.
 std::string dump_report_json(const nlohmann::ordered_json& skeleton, const RunResult& r, bool with_values) {
@@ -308,28 +304,8 @@ std::string dump_report_json(const nlohmann::ordered_json& skeleton, const RunRe
     const size_t line = text.rfind('\n', f.at) + 1;  // the document starts with '{', so a line break precedes
     const std::string indent(text.find_first_not_of(' ', line) - line, ' ');
     const std::string inner = indent + "  ";
-    bool first = true;
-    if (f.array->write) {
-      first = f.array->write(out, json_text::Layout(inner), inner) == 0;
-    } else f.array->each([&](const ojson& e) {
-      out += first ? "[\n" : ",\n";
-      first = false;
-      out += inner;
-      // Line by line, not character by character (issue #6: appending each character was
-      // the largest single cost of a 10,000-op chain's JSON report).
-      const std::string element = e.dump(2);
-      for (size_t from = 0;;) {
-        const size_t newline = element.find('\n', from);
-        if (newline == std::string::npos) {
-          out.append(element, from, std::string::npos);
-          break;
-        }
-        out.append(element, from, newline + 1 - from);
-        out += inner;
-        from = newline + 1;
-      }
-    });
-    out += first ? "[]" : "\n" + indent + "]";
+    const bool empty = f.array->write(out, json_text::Layout(inner), inner) == 0;
+    out += empty ? "[]" : "\n" + indent + "]";
   }
   out.append(text, copied, std::string::npos);
   return out;
