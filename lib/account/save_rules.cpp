@@ -15,9 +15,10 @@ bool is_identifier_char(char c) { return is_identifier_start(c) || is_digit(c); 
 
 // Scanned by hand rather than with std::regex: compiling the two expressions and matching
 // them over the op table took 4.8 million instructions at every process's start (issue #6:
-// cold_start; the seed walk's run went from 4.76 to 4.62 ms, the binary from 4.99 to 4.87 MB). The results are the regular expressions' own (leftmost
-// matches, each search resuming after the previous match; tests/account/test_analysis.cpp
-// checks every table entry against std::regex).
+// cold_start; the seed walk's run went from 4.76 to 4.62 ms, the binary from 4.99 to 4.87
+// MB). The results are the regular expressions' own (leftmost matches, each search resuming
+// after the previous match; tests/account/test_analysis.cpp checks every table entry
+// against std::regex).
 std::vector<std::string> backward_nodes_named(const std::string& column) {
   // [A-Z][A-Za-z0-9]*Backward[0-9]+: from an uppercase letter, the longest run of letters and
   // digits up to the last "Backward" in it that a digit follows, and that digit run.

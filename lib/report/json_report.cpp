@@ -194,13 +194,15 @@ void write_node_json(json_text::Writer& out, const NodeLayouts& layouts, const N
 
 // One streamed array: its placeholder, a maker of its elements as json values, in order
 // (the reference, and what fill_placeholders uses), and a writer of the same elements as
-// text: write(out, layout, inner) appends each element as ",\n" (or "[\n" for the first) +
-// inner + its text, and returns how many it wrote.
+// text (write_elements below).
 struct Streamed {
   const char* placeholder;
   std::function<void(const std::function<void(const ojson&)>&)> each;
   std::function<size_t(std::string&, const json_text::Layout&, const std::string&)> write;
 };
+// Writes `records` as the elements of one array (Streamed::write): each as ",\n" (or "[\n"
+// for the first) + inner + its text by write_record(writer, layout, record); returns how
+// many it wrote.
 template <typename Records, typename Write>
 size_t write_elements(std::string& out, const json_text::Layout& layout, const std::string& inner,
                       const Records& records, Write write_record) {
@@ -213,12 +215,16 @@ size_t write_elements(std::string& out, const json_text::Layout& layout, const s
   }
   return count;
 }
+template <typename Records, typename Write>
+auto writer_of(const Records& records, Write write_record) {
+  return [&records, write_record](std::string& out, const json_text::Layout& layout, const std::string& inner) {
+    return write_elements(out, layout, inner, records, write_record);
+  };
+}
 std::vector<Streamed> streamed_arrays(const RunResult& r, bool with_values) {
   return {
       {kByStatementPlaceholder, [&r](const auto& emit) { for (const auto& m : r.memory_by_statement) emit(statement_memory_json(m)); },
-       [&r](std::string& out, const json_text::Layout& layout, const std::string& inner) {
-         return write_elements(out, layout, inner, r.memory_by_statement, write_statement_memory_json);
-       }},
+       writer_of(r.memory_by_statement, write_statement_memory_json)},
       {kNodesPlaceholder, [&r, with_values](const auto& emit) { for (const auto& [id, n] : r.nodes) emit(node_json(n, with_values)); },
        [&r](std::string& out, const json_text::Layout& layout, const std::string& inner) {
          const NodeLayouts layouts{layout, json_text::Layout(inner + "    ")};
@@ -228,17 +234,11 @@ std::vector<Streamed> streamed_arrays(const RunResult& r, bool with_values) {
          });
        }},
       {kStoragesPlaceholder, [&r](const auto& emit) { for (const auto& s : r.storages) emit(storage_json(s)); },
-       [&r](std::string& out, const json_text::Layout& layout, const std::string& inner) {
-         return write_elements(out, layout, inner, r.storages, write_storage_json);
-       }},
+       writer_of(r.storages, write_storage_json)},
       {kSavedPlaceholder, [&r](const auto& emit) { for (const auto& s : r.saved) emit(saved_lifetime_json(s)); },
-       [&r](std::string& out, const json_text::Layout& layout, const std::string& inner) {
-         return write_elements(out, layout, inner, r.saved, write_saved_lifetime_json);
-       }},
+       writer_of(r.saved, write_saved_lifetime_json)},
       {kEventsPlaceholder, [&r](const auto& emit) { for (const auto& e : r.events) emit(event_json(e)); },
-       [&r](std::string& out, const json_text::Layout& layout, const std::string& inner) {
-         return write_elements(out, layout, inner, r.events, write_event_json);
-       }},
+       writer_of(r.events, write_event_json)},
   };
 }
 

@@ -13,13 +13,6 @@
 
 namespace agtrace::json_text {
 
-// `s` as a JSON string, escaped as nlohmann's dump escapes it with ensure_ascii off: `"` and
-// `\`, \b \f \n \r \t, other control characters as \u00xx; other ASCII as it is. Text with a
-// byte above 0x7F is handed to nlohmann itself, which checks the UTF-8 (and raises on
-// invalid bytes, as the whole report's dump does).
-void append_string(std::string& out, std::string_view s);
-void append_int(std::string& out, int64_t v);
-
 // Text collected in a buffer and appended to `out` a few kilobytes at a time (and when the
 // writer is destroyed or flushed): one std::string append per piece of a record was most of
 // the cost of writing it.
@@ -44,9 +37,12 @@ class Writer {
     if (used_ == kSize) flush();
     buf_[used_++] = c;
   }
-  // `s` as a JSON string (append_string's escapes).
+  // `s` as a JSON string, escaped as nlohmann's dump escapes it with ensure_ascii off: `"`
+  // and `\`, \b \f \n \r \t, other control characters as \u00xx; other ASCII as it is. Text
+  // with a byte above 0x7F is handed to nlohmann itself, which checks the UTF-8 (and raises
+  // on invalid bytes, as the whole report's dump does).
   void string(std::string_view s);
-  void integer(int64_t v);
+  void integer(int64_t v);  // as nlohmann writes it
   void flush() {
     out_.append(buf_, used_);
     used_ = 0;

@@ -17,7 +17,9 @@ using ojson = nlohmann::ordered_json;
 namespace {
 std::string written_string(const std::string& s) {
   std::string out;
-  json_text::append_string(out, s);
+  json_text::Writer w(out);
+  w.string(s);
+  w.flush();
   return out;
 }
 // `value` dumped as an element of an array whose elements sit at `indent`: what
@@ -49,7 +51,10 @@ TEST_CASE("json_text strings are escaped as nlohmann escapes them", "[report][js
 TEST_CASE("json_text integers are nlohmann's", "[report][json_text]") {
   for (int64_t v : {int64_t{0}, int64_t{-1}, int64_t{7}, int64_t{1} << 40, INT64_MIN, INT64_MAX}) {
     std::string out;
-    json_text::append_int(out, v);
+    {
+      json_text::Writer w(out);
+      w.integer(v);
+    }
     CHECK(out == ojson(v).dump());
   }
 }
