@@ -64,7 +64,7 @@ void Accountant::on_event(const Event& e) {
         peak_statement_ = pos.statement;
         peak_at_.statement = pos.statement;
         peak_at_.in_backward = pos.in_backward;
-        peak_op_ = events_.back().op;  // interned by record_event (a string copy per new peak was 3%)
+        peak_op_ = events_.last_op();  // interned by record_event (a string copy per new peak was 3%)
       }
       s.modelled = !model_device_only_ || e.on_device;
       if (s.modelled) model_alloc(s, e.bytes);
@@ -215,7 +215,7 @@ std::string hidden_edit_message(const Event& e, int saved_at) {
 
 void Accountant::record_event(const Event& e) {
   const RunPosition& pos = run_position();
-  EventRecord& r = events_.emplace_back();  // filled in place (no temporary to move)
+  EventRecord r;
   r.kind = interned_kind_name(e.kind);
   r.statement = pos.statement;
   r.recompute_statement = pos.recompute_statement;
@@ -233,6 +233,7 @@ void Accountant::record_event(const Event& e) {
   r.expected_version = e.kind == Event::Kind::Unpack ? e.expected_version : 0;
   r.packed_bytes = e.packed_bytes;
   r.packed_storage_id = e.packed_storage_id;
+  events_.push_back(r);
 
   if (e.kind == Event::Kind::Save && !e.hooks.empty()) {
     if (e.hooks == "checkpoint") checkpoint_saves_.insert(e.saved_id);

@@ -135,7 +135,7 @@ class Accountant : public EventSink {
   bool excluded_from_saved_bytes(int64_t saved_id) const { return checkpoint_saves_.count(saved_id) > 0; }
   bool in_raised_statement(const SavedLifetime& s) const { return raised_statements_.count(s.saved_at) > 0; }
   void finish_events(RunResult& out);
-  ChunkedVector<EventRecord> events_;
+  EventLog events_;
   std::vector<HookWarning> hook_warnings_;
   std::set<int64_t> warned_saves_;
   std::set<int64_t> checkpoint_saves_, recompute_saves_;

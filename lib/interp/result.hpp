@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "account/event_log.hpp"  // EventRecord, EventLog (issue #4 timeline)
 #include "account/extras.hpp"  // issue #4 accountant (helper C)
 #include "tensor/tensor.hpp"
 #include "util/chunked_vector.hpp"
@@ -188,25 +189,6 @@ struct MemorySummary {
 };
 
 // ---- Events, saved-tensor hooks and checkpointing (issue #4) -------------------------
-// One entry of the event timeline, in the order the events happened.
-struct EventRecord {
-  // Names repeat across thousands of records: interned, 8 bytes each (issue #6).
-  InternedString kind;           // alloc free save release version_bump pack unpack recompute
-  int statement = -1;            // statement running (-1: setup, -2: after the program)
-  int recompute_statement = -1;  // checkpoint recomputation: the body statement run again
-  bool in_backward = false;
-  InternedString op;             // op, or in backward the node running
-  int64_t storage_id = -1;
-  int64_t bytes = 0;
-  int64_t saved_id = -1;
-  int64_t node_id = -1;
-  InternedString what;
-  InternedString hooks;
-  int64_t version = 0;           // version_bump: new version; unpack: version found
-  int64_t expected_version = 0;  // unpack: version at save time
-  int64_t packed_bytes = 0;
-  int64_t packed_storage_id = -1;
-};
 
 // An in-place edit of a saved tensor that no error reported, because the value was saved
 // under hooks (PyTorch skips the version check then) or by a checkpoint block.
@@ -251,7 +233,7 @@ struct RunResult {
   std::vector<StatementMemory> memory_by_statement;
   MemorySummary memory;
   AccountExtras account;                   // allocator model, peak location, saved categories (issue #4)
-  ChunkedVector<EventRecord> events;       // timeline (issue #4); chunks: appending never copies
+  EventLog events;                         // timeline (issue #4), packed (issue #6)
   std::vector<HookWarning> hook_warnings;
   std::vector<CheckpointRecord> checkpoints;
   CheckpointComparison checkpoint_comparison;

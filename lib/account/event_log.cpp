@@ -1,0 +1,46 @@
+#include "account/event_log.hpp"
+
+#include <stdexcept>
+
+namespace agtrace {
+
+uint8_t EventLog::new_kind_index(InternedString kind) {
+  // A run has 8 kinds.
+  for (size_t i = 0; i < kinds_.size(); ++i)
+    if (kinds_[i] == kind) return static_cast<uint8_t>(last_kind_ = i);
+  if (kinds_.size() > UINT8_MAX) throw std::logic_error("EventLog: more than 256 event kinds");
+  kinds_.push_back(kind);
+  last_kind_ = kinds_.size() - 1;
+  return static_cast<uint8_t>(last_kind_);
+}
+
+int32_t EventLog::add_detail(const EventRecord& r) {
+  details_.push_back({r.hooks, r.version, r.expected_version, r.packed_bytes, r.packed_storage_id});
+  return static_cast<int32_t>(details_.size() - 1);
+}
+
+EventRecord EventLog::operator[](size_t i) const {
+  const Packed& p = packed_[i];
+  EventRecord r;
+  r.kind = kinds_[p.kind];
+  r.statement = p.statement;
+  r.recompute_statement = p.recompute_statement;
+  r.in_backward = p.in_backward;
+  r.op = p.op;
+  r.storage_id = p.storage_id;
+  r.bytes = p.bytes;
+  r.saved_id = p.saved_id;
+  r.node_id = p.node_id;
+  r.what = p.what;
+  if (p.detail != kNoDetail) {
+    const Detail& d = details_[static_cast<size_t>(p.detail)];
+    r.hooks = d.hooks;
+    r.version = d.version;
+    r.expected_version = d.expected_version;
+    r.packed_bytes = d.packed_bytes;
+    r.packed_storage_id = d.packed_storage_id;
+  }
+  return r;
+}
+
+}  // namespace agtrace
