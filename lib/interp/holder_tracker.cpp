@@ -95,29 +95,37 @@ HolderTracker::StorageState& HolderTracker::storage(int64_t id) {
   return st;
 }
 
+HolderTracker::Entry HolderTracker::grad_entry(int64_t tensor_id, InternedString label) {
+  return Entry{kGradPhase, tensor_id, 0, label, kGrad};
+}
+
+void HolderTracker::add_one(int64_t storage_id, const Entry& entry) {
+  auto& entries = storage(storage_id).entries;
+  auto it = std::lower_bound(entries.begin(), entries.end(), entry,
+                             [](const std::pair<Entry, int>& a, const Entry& b) { return a.first < b; });
+  if (it != entries.end() && it->first == entry)
+    ++it->second;
+  else
+    entries.insert(it, {entry, 1});
+  dirty(storage_id);
+}
+
+void HolderTracker::remove_one(int64_t storage_id, const Entry& entry) {
+  StorageState* st = at_id(storages_, storage_id);
+  if (!st || !st->present) return;
+  auto& entries = st->entries;
+  auto it = std::lower_bound(entries.begin(), entries.end(), entry,
+                             [](const std::pair<Entry, int>& a, const Entry& b) { return a.first < b; });
+  if (it != entries.end() && it->first == entry && --it->second == 0) entries.erase(it);
+  dirty(storage_id);
+}
+
 void HolderTracker::add(const Contribution& c) {
-  for (const auto& [storage_id, entry] : c) {
-    auto& entries = storage(storage_id).entries;
-    auto it = std::lower_bound(entries.begin(), entries.end(), entry,
-                               [](const std::pair<Entry, int>& a, const Entry& b) { return a.first < b; });
-    if (it != entries.end() && it->first == entry)
-      ++it->second;
-    else
-      entries.insert(it, {entry, 1});
-    dirty(storage_id);
-  }
+  for (const auto& [storage_id, entry] : c) add_one(storage_id, entry);
 }
 
 void HolderTracker::remove(const Contribution& c) {
-  for (const auto& [storage_id, entry] : c) {
-    StorageState* st = at_id(storages_, storage_id);
-    if (!st || !st->present) continue;
-    auto& entries = st->entries;
-    auto it = std::lower_bound(entries.begin(), entries.end(), entry,
-                               [](const std::pair<Entry, int>& a, const Entry& b) { return a.first < b; });
-    if (it != entries.end() && it->first == entry && --it->second == 0) entries.erase(it);
-    dirty(storage_id);
-  }
+  for (const auto& [storage_id, entry] : c) remove_one(storage_id, entry);
 }
 
 // A node holds the storages of its saved values that are still there (defined, not
@@ -209,8 +217,8 @@ void HolderTracker::commit(const std::map<std::string, Value>& names, std::vecto
         if (st && st->present) --st->tensor_refs;
         dirty(ts->storage_id);
       }
-      remove(ts->grad);
-      ts->grad.clear();
+      if (ts->grad_storage_id >= 0) remove_one(ts->grad_storage_id, grad_entry(id, ts->grad_label));
+      ts->grad_storage_id = -1;
       ts->storage_id = -1;
       ts->committed = false;
     }
@@ -221,10 +229,11 @@ void HolderTracker::commit(const std::map<std::string, Value>& names, std::vecto
       ++storage(ts->storage_id).tensor_refs;
       dirty(ts->storage_id);
     }
-    if (t.grad && t.grad->storage)
-      ts->grad.push_back(
-          {t.grad->storage->id, Entry{kGradPhase, t.id, 0, intern("grad of " + label_of_(t.id)), kGrad}});
-    add(ts->grad);
+    if (t.grad && t.grad->storage) {
+      ts->grad_storage_id = t.grad->storage->id;
+      ts->grad_label = intern("grad of " + label_of_(t.id));
+      add_one(ts->grad_storage_id, grad_entry(id, ts->grad_label));
+    }
     ts->committed = true;
   }
   dirty_tensors_.clear();

@@ -19,6 +19,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <type_traits>
 #include <map>
 #include <string>
 #include <unordered_set>
@@ -97,13 +98,20 @@ class HolderTracker : public ObjectObserver, public EventSink {
     InternedList holders;              // as of the last commit
     int category = -1;                 // as of the last commit; -1: nothing held it
   };
+  // Trivially destructible (no vector of its own): a state is kept per tensor ever made, and
+  // destroying them one by one at the end read every one again from memory (issue #6: the
+  // tracker's destructor was 8% of a 10,000-op chain's cache misses). A tensor holds at most
+  // one storage through its .grad, so that contribution is two fields, not a Contribution.
   struct TensorState {
     TensorImpl* live = nullptr;    // the live tensor of this id (null: none)
     bool queued = false;           // in dirty_tensors_
     bool committed = false;        // what it contributed at the last commit is below
     int64_t storage_id = -1;
-    Contribution grad;
+    int64_t grad_storage_id = -1;  // its .grad's storage at the last commit (-1: none)
+    InternedString grad_label;     // "grad of <label>" then
   };
+  static_assert(std::is_trivially_destructible_v<TensorState>);
+  static Entry grad_entry(int64_t tensor_id, InternedString label);  // a .grad holder
   struct NodeState {
     autograd::Node* live = nullptr;
     bool queued = false;           // in dirty_nodes_
@@ -112,6 +120,8 @@ class HolderTracker : public ObjectObserver, public EventSink {
 
   void add(const Contribution& c);
   void remove(const Contribution& c);
+  void add_one(int64_t storage_id, const Entry& entry);
+  void remove_one(int64_t storage_id, const Entry& entry);
   void dirty(int64_t storage_id) { dirty_storages_.push_back(storage_id); }
   void node_contribution(const autograd::Node& n, Contribution& out);  // replaces out's contents
   void name_contribution(Contribution& out, int64_t position, const std::string& name, const Value& v);
