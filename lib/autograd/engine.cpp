@@ -320,8 +320,8 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
       // its device's ready queue).
       DeviceScope node_device(!n->outputs.empty() && n->outputs[0].cuda ? cuda_device_name() : cpu_device_name());
       profile::Scope profile_node(profile::Section::OpBackward, n->name);  // --profile
-      static const std::string kAccumulateGrad = "AccumulateGrad";
-      if (n->name == kAccumulateGrad) {
+      static const InternedString kAccumulateGrad("AccumulateGrad");
+      if (n->name == kAccumulateGrad) {  // interned: one pointer comparison
         if (req.create_graph)
           accumulate_with_graph(*n, buf.grads.empty() ? nullptr : buf.grads[0]);
         else

@@ -405,7 +405,7 @@ Tensor Node::unpack(const std::string& attr) {
   // torch 1.13 SavedVariable::unpack: weak_grad_fn_.lock() for an in-place edit of a view
   // (measured: with the view kept alive the gradient graph shows its AsStridedBackward0;
   // with a temporary view, the saving node, e.g. ReluBackward0).
-  auto view_fn = v.inplace_view_grad_fn.lock();
+  auto view_fn = v.inplace_view_grad_fn();
   t->grad_fn = view_fn ? view_fn : shared_from_this();
   t->output_nr = view_fn ? 0 : v.output_nr;
   return t;
@@ -439,7 +439,7 @@ Tensor Node::unpack_hooked(const std::string& attr, SavedVariable& v) {
   t->offset = data->offset;
   t->version = v.version;
   if (v.is_output) {
-    auto view_fn = v.inplace_view_grad_fn.lock();  // as in unpack() above
+    auto view_fn = v.inplace_view_grad_fn();  // as in unpack() above
     t->grad_fn = view_fn ? view_fn : shared_from_this();
     t->output_nr = view_fn ? 0 : v.output_nr;
   } else if (!v.hooked->was_leaf) {
@@ -530,7 +530,7 @@ Edge gradient_edge(const Tensor& t) {
 std::shared_ptr<Node> make_node(const std::string& name, BackwardFn fn, const std::vector<Tensor>& inputs,
                                 size_t saves) {
   auto node = std::make_shared<Node>();
-  node->name = name;
+  node->name = InternedString::recent(name);  // ops name their nodes with a few texts, again and again
   node->backward = fn;
   if (saves > 1) node->saved.reserve(saves);
   node->next.reserve(inputs.size());

@@ -80,36 +80,38 @@ std::shared_ptr<SavedTensorHooks> make_block_hooks(const std::string& kind);
 // object on the same storage whose grad_fn is the saving node (`_saved_result is e` is
 // False). The version at save time is checked at every unpack.
 struct SavedVariable {
+  // The flags and small numbers first, together: a saved entry is made per saved value and
+  // kept with its node, so its padding was bytes of every graph (issue #6: 256 -> 232).
   bool defined = false;        // false: not needed for the gradients asked for; reads as None
   bool is_output = false;
-  // A saved output of an in-place op on a view (SavedVariable's is_inplace_on_view, 1.13):
-  // the view's grad_fn at save time, held weakly; unpack uses it while it lives, else the node.
-  std::weak_ptr<Node> inplace_view_grad_fn;
+  bool released = false;
+  bool from_python_number = false;  // a wrapped Python scalar (x * 3.0 saves 3.0 as a 0-d tensor)
+  DType dtype = DType::Float32;
+  int output_nr = 0;
+  int saved_at = -1;           // statement that saved it
+  int released_at = -1;        // statement of the backward that released it
   Tensor original;             // saved input: the object itself
   // Saved output: the data without the object.
   std::shared_ptr<Storage> storage;
   Shape sizes, strides;
   int64_t offset = 0;
   std::shared_ptr<VersionCounter> version;
-  int output_nr = 0;
 
   int64_t id = -1;             // creation order of saved values
   int64_t saved_version = 0;
-  int saved_at = -1;           // statement that saved it
-  bool released = false;
-  int released_at = -1;        // statement of the backward that released it
   int64_t tensor_id = -1;      // object id of the tensor that was saved
-  DType dtype = DType::Float32;
   // Kept after release, for reports: what was saved, where it lived.
   Shape shape;
-  bool from_python_number = false;  // a wrapped Python scalar (x * 3.0 saves 3.0 as a 0-d tensor)
   int64_t storage_id = -1;
   int64_t storage_bytes = 0;
 
   // ---- Saved under hooks (null hooks: the ordinary SavedVariable above).
   std::shared_ptr<SavedTensorHooks> hooks;
-  // What only a value saved under hooks keeps, made by its pack: most saved values have
-  // none, so it lives outside the entry (issue #6: saved entries were 480 bytes each).
+  // What only a value saved under hooks keeps, made by its pack, and what only the output
+  // of an in-place op on a view keeps: most saved values have neither, so it lives outside
+  // the entry (issue #6: saved entries were 480 bytes each; 264 -> 248 with the view's
+  // grad_fn here, which puts a one-entry vector in the pool's 256-byte class, not 320).
+  // Whether a value was saved under hooks is `hooks`, never this.
   struct Hooked {
     Tensor packed;                 // what the pack function returned (null: nothing kept)
     bool was_leaf = false;         // metadata kept for unpack (save_metadata in PyTorch)
@@ -118,6 +120,9 @@ struct SavedVariable {
     std::weak_ptr<Node> grad_accumulator;  // saved leaf: its AccumulateGrad
     std::string device;            // device of the saved tensor (save_on_cpu unpacks back to it)
     int64_t checkpoint_slot = -1;  // checkpoint: the order of this pack inside its block
+    // A saved output of an in-place op on a view (SavedVariable's is_inplace_on_view, 1.13):
+    // the view's grad_fn at save time, held weakly; unpack uses it while it lives, else the node.
+    std::weak_ptr<Node> inplace_view_grad_fn;
   };
   std::unique_ptr<Hooked> hooked;
   Hooked& hooked_state() {
@@ -129,6 +134,9 @@ struct SavedVariable {
     return hooked ? hooked->packed : none;
   }
   int64_t packed_bytes() const { return packed() && !released ? packed()->nbytes() : 0; }
+  std::shared_ptr<Node> inplace_view_grad_fn() const {
+    return hooked ? hooked->inplace_view_grad_fn.lock() : nullptr;
+  }
 
   int64_t nbytes() const { return defined ? shape_numel(shape) * dtype_size(dtype) : 0; }
   std::shared_ptr<Storage> held_storage() const {
@@ -173,7 +181,9 @@ using BackwardFn = std::vector<Tensor> (*)(Node& node, const std::vector<Tensor>
 struct Node : std::enable_shared_from_this<Node> {
   int64_t id = 0;               // creation order
   uint64_t sequence_nr = 0;     // PyTorch's ordering key in the ready queue
-  std::string name;             // class name, e.g. "MmBackward0"
+  // Class name, e.g. "MmBackward0". Interned (issue #6): the engine names the running node in
+  // every event (run_position().op) and each report snapshot copies it, a pointer each.
+  InternedString name;
   bool cpp_name_prefix = false; // name() of nodes written in C++ carries "torch::autograd::"
   std::vector<Edge> next;
   std::vector<SavedEntry> saved;
@@ -222,7 +232,7 @@ struct Node : std::enable_shared_from_this<Node> {
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
 
-  std::string qualified_name() const { return cpp_name_prefix ? "torch::autograd::" + name : name; }
+  std::string qualified_name() const { return cpp_name_prefix ? "torch::autograd::" + name : name.str(); }
 
   // Adds saved values (in the order PyTorch's derivatives.yaml lists them).
   void save_input(const std::string& attr, const Tensor& t, bool needed = true);

@@ -24,24 +24,25 @@ namespace agtrace {
 // (issue #6).
 struct SavedSnapshot {
   InternedString attr;       // without the `_saved_` prefix
+  // Flags and small numbers together (a snapshot per saved value: no padding between them).
   bool is_tensor = false;
   bool defined = false;      // tensor saved (false: reads as None)
+  bool is_output = false;    // saved output: unpacking gives a new object on the same storage
+  bool from_python_number = false;       // a Python scalar wrapped as a 0-d tensor
+  bool released = false;
+  DType dtype = DType::Float32;
+  int saved_at = -1;
+  int released_at = -1;
   InternedString value;      // non-tensor: Python repr of the value
   // Tensors:
-  bool is_output = false;    // saved output: unpacking gives a new object on the same storage
   int64_t tensor_id = -1;
   InternedString same_object_as;            // name bound to the very object saved (saved inputs)
-  bool from_python_number = false;       // a Python scalar wrapped as a 0-d tensor
   std::vector<InternedString> shares_with;  // names bound to tensors on the same storage
   Shape shape;
-  DType dtype = DType::Float32;
   int64_t bytes = 0;
   int64_t storage_id = -1;
   int64_t storage_bytes = 0;
   int64_t saved_version = 0;
-  int saved_at = -1;
-  bool released = false;
-  int released_at = -1;
   InternedString why;        // which gradient needs it
   // Saved under saved-tensor hooks (empty: no hooks): what the hooks keep.
   InternedString hooks;
@@ -51,13 +52,13 @@ struct SavedSnapshot {
 
 struct NodeSnapshot {
   int64_t id = 0;
-  std::string name;
+  InternedString name;
   std::vector<int64_t> next;       // node ids; -1 for None
   std::vector<int> next_input_nr;
   std::vector<SavedSnapshot> saved;
   int created_at = -1;
-  std::string variable;            // AccumulateGrad: the leaf's name
-  std::string wraps;               // CopySlices: the in-place node it runs on the view's slice
+  InternedString variable;         // AccumulateGrad: the leaf's name
+  InternedString wraps;            // CopySlices: the in-place node it runs on the view's slice
   int64_t variable_tensor_id = -1;
   bool released = false;
   int released_at = -1;
@@ -91,8 +92,8 @@ struct StatementResult {
 struct StorageLifetime {
   int64_t id = 0;
   int64_t bytes = 0;
-  DType dtype = DType::Float32;
   int64_t numel = 0;
+  DType dtype = DType::Float32;
   int allocated_at = -1;
   InternedString allocated_by;     // op, or backward node
   bool in_backward = false;

@@ -169,7 +169,7 @@ static void pointwise_inplace(const Tensor& self, const std::string& name) {
     // On a view, torch 1.13 saves it with is_inplace_on_view: the view's new grad_fn
     // (AsStridedBackward0), held weakly, is what unpacking it gives while the view lives.
     if (self->is_view() && !node->saved.empty() && node->saved.back().var.defined)
-      node->saved.back().var.inplace_view_grad_fn = self->grad_fn;
+      node->saved.back().var.hooked_state().inplace_view_grad_fn = self->grad_fn;
   }
 }
 
