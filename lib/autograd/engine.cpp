@@ -334,15 +334,15 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
         if (req.create_graph) {
           // Only the gradients that lead to a captured input are computed (and save values).
           if (req.capture) {
-            n->task_outputs.assign(n->next.size(), false);
+            n->task_outputs = std::make_unique<std::vector<bool>>(n->next.size(), false);
             for (size_t i = 0; i < n->next.size(); ++i) {
               Node* c = n->next[i].fn.get();
-              n->task_outputs[i] = c && (needed.count(c) > 0 || captures.count(c) > 0);
+              (*n->task_outputs)[i] = c && (needed.count(c) > 0 || captures.count(c) > 0);
             }
           }
           struct ClearMask {
             Node* n;
-            ~ClearMask() { n->task_outputs.clear(); }
+            ~ClearMask() { n->task_outputs.reset(); }
           } clear_mask{n};
           out = n->differentiable_backward(*n, buf.grads);
           // validate_outputs in grad mode: broadcast reductions and dtype casts are recorded.

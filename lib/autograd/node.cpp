@@ -667,16 +667,17 @@ std::vector<Tensor> copy_slices_dbackward(Node& n, const std::vector<Tensor>& g)
   Tensor slice_grad = ops::clone(slice);
   // The wrapped node computes the gradients CopySlices is asked for (its edges past the
   // first are CopySlices' own); the slice's gradient is always needed.
-  fn.task_outputs.assign(fn.next.size(), true);
-  for (size_t i = 1; i < fn.next.size() && i < n.task_outputs.size(); ++i) fn.task_outputs[i] = n.task_outputs[i];
+  fn.task_outputs = std::make_unique<std::vector<bool>>(fn.next.size(), true);
+  if (n.task_outputs)
+    for (size_t i = 1; i < fn.next.size() && i < n.task_outputs->size(); ++i) (*fn.task_outputs)[i] = (*n.task_outputs)[i];
   std::vector<Tensor> res;
   try {
     res = fn.differentiable_backward(fn, {slice_grad});
   } catch (...) {
-    fn.task_outputs.clear();
+    fn.task_outputs.reset();
     throw;
   }
-  fn.task_outputs.clear();
+  fn.task_outputs.reset();
   std::vector<Tensor> out{n.should_compute_output(0) ? result : nullptr};
   if (n.should_compute_output(0)) {
     if (res.empty() || !res[0]) unsupported_through("CopySlices whose view has no gradient");

@@ -179,31 +179,41 @@ struct OutputMeta {
 using BackwardFn = std::vector<Tensor> (*)(Node& node, const std::vector<Tensor>& grad_outputs);
 
 struct Node : std::enable_shared_from_this<Node> {
-  int64_t id = 0;               // creation order
+  // The fields a backward pass reads first lead (issue #6): the engine's discovery stamps
+  // every node it reaches, and on a long graph that first read of each node is a cache miss;
+  // with engine_pass at the end of the object it was a second line per node.
+  // The engine's per-pass slot of this node (lib/autograd/engine.cpp PassSlots): valid while
+  // engine_pass is the running pass's number.
+  uint64_t engine_pass = 0;
+  size_t engine_slot = 0;
   uint64_t sequence_nr = 0;     // PyTorch's ordering key in the ready queue
+  int64_t id = 0;               // creation order
+  std::vector<Edge> next;
+  std::vector<OutputMeta> outputs;
+  BackwardFn backward = nullptr;
   // Class name, e.g. "MmBackward0". Interned (issue #6): the engine names the running node in
   // every event (run_position().op) and each report snapshot copies it, a pointer each.
   InternedString name;
-  bool cpp_name_prefix = false; // name() of nodes written in C++ carries "torch::autograd::"
-  std::vector<Edge> next;
   std::vector<SavedEntry> saved;
-  std::vector<OutputMeta> outputs;
+  int created_at = -1;
+  bool released = false;        // saved values released by a backward without retain_graph
+  bool cpp_name_prefix = false; // name() of nodes written in C++ carries "torch::autograd::"
+  int released_at = -1;
   // Shape and dtype of each forward input (PyTorch keeps them as the edges' input
   // metadata), so backward formulas can reduce a broadcast gradient without saving data.
   std::vector<OutputMeta> input_meta;
-  BackwardFn backward = nullptr;
   // create_graph=True: the same formula written with autograd-aware ops (lib/ops), so the
   // gradient computation records its own graph as PyTorch's does. Null: not supported yet.
   BackwardFn differentiable_backward = nullptr;
   // Set by the engine while this node runs for torch.autograd.grad: which inputs' gradients
-  // lead to a captured input (PyTorch's task_should_compute_output); empty: every edge.
-  std::vector<bool> task_outputs;
+  // lead to a captured input (PyTorch's task_should_compute_output); null: every edge. Out of
+  // line (issue #6): only create_graph passes with captured inputs set it, and inline it took
+  // 40 of every node's bytes (with it out, a node and its control block fit the pool's
+  // 256-byte class instead of 320).
+  std::unique_ptr<std::vector<bool>> task_outputs;
   bool should_compute_output(size_t i) const {
-    return i < next.size() && next[i].fn && (task_outputs.empty() || (i < task_outputs.size() && task_outputs[i]));
+    return i < next.size() && next[i].fn && (!task_outputs || (i < task_outputs->size() && (*task_outputs)[i]));
   }
-  int created_at = -1;
-  bool released = false;        // saved values released by a backward without retain_graph
-  int released_at = -1;
   Tensor variable;              // AccumulateGrad: the leaf
   // CopySlices: the node of the in-place op applied to the view, run on the view's slice
   // of the gradient (torch/csrc/autograd/functions/tensor.h). Its saved values belong
@@ -222,10 +232,6 @@ struct Node : std::enable_shared_from_this<Node> {
   std::unique_ptr<Geometry> geometry;
 
   size_t registry_slot = 0;     // position in the live-node registry (O(1) removal)
-  // The engine's per-pass slot of this node (lib/autograd/engine.cpp PassSlots): valid while
-  // engine_pass is the running pass's number.
-  uint64_t engine_pass = 0;
-  size_t engine_slot = 0;
 
   Node();
   ~Node();
