@@ -1,6 +1,7 @@
 // Backward nodes and saved values (torch/csrc/autograd/function.h, saved_variable.h).
 #pragma once
 #include <cstdint>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -168,6 +169,53 @@ struct Edge {
   int input_nr = 0;
 };
 
+// A node's edges (next_functions), the first two kept inside the node (issue #6). Every
+// walk of a graph (the report's walk, the engine's discovery and run, the teardown) goes
+// node -> its edges -> the next node: with the edges in a heap block of their own, each
+// step of a long chain waited for two cache misses, one after the other. Most ops have one
+// or two inputs. The vector operations the code uses: size, [], iteration (forward and
+// reverse), push_back, reserve.
+class EdgeList {
+ public:
+  EdgeList() = default;
+  EdgeList(const EdgeList&) = delete;
+  EdgeList& operator=(const EdgeList&) = delete;
+
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  Edge& operator[](size_t i) { return data()[i]; }
+  const Edge& operator[](size_t i) const { return data()[i]; }
+  Edge* begin() { return data(); }
+  Edge* end() { return data() + size_; }
+  const Edge* begin() const { return data(); }
+  const Edge* end() const { return data() + size_; }
+  std::reverse_iterator<Edge*> rbegin() { return std::reverse_iterator<Edge*>(end()); }
+  std::reverse_iterator<Edge*> rend() { return std::reverse_iterator<Edge*>(begin()); }
+  std::reverse_iterator<const Edge*> rbegin() const { return std::reverse_iterator<const Edge*>(end()); }
+  std::reverse_iterator<const Edge*> rend() const { return std::reverse_iterator<const Edge*>(begin()); }
+  void reserve(size_t n) {
+    if (n > capacity_) grow(n);
+  }
+  void push_back(Edge e) {
+    if (size_ == capacity_) grow(2 * capacity_);
+    data()[size_++] = std::move(e);
+  }
+
+ private:
+  static constexpr uint32_t kInline = 2;
+  Edge* data() { return heap_ ? heap_.get() : inline_; }
+  const Edge* data() const { return heap_ ? heap_.get() : inline_; }
+  void grow(size_t n) {
+    auto bigger = std::make_unique<Edge[]>(n);
+    for (uint32_t i = 0; i < size_; ++i) bigger[i] = std::move(data()[i]);
+    heap_ = std::move(bigger);
+    capacity_ = static_cast<uint32_t>(n);
+  }
+  Edge inline_[kInline];
+  std::unique_ptr<Edge[]> heap_;  // more than kInline edges: all of them here
+  uint32_t size_ = 0, capacity_ = kInline;
+};
+
 // Shape and dtype of each forward output, so the engine can fill a missing gradient.
 struct OutputMeta {
   Shape sizes;
@@ -188,7 +236,7 @@ struct Node : std::enable_shared_from_this<Node> {
   size_t engine_slot = 0;
   uint64_t sequence_nr = 0;     // PyTorch's ordering key in the ready queue
   int64_t id = 0;               // creation order
-  std::vector<Edge> next;
+  EdgeList next;
   std::vector<OutputMeta> outputs;
   BackwardFn backward = nullptr;
   // Class name, e.g. "MmBackward0". Interned (issue #6): the engine names the running node in
