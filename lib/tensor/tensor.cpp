@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "errors.hpp"
 #include "tensor/device_backend.hpp"
@@ -60,10 +61,19 @@ Storage::Storage(DType d, int64_t n, bool is_meta, bool zero_fill) : dtype(d), n
       throw e;
     }
     const size_t count = static_cast<size_t>(n);
-    if (holds_float())
-      f32_.reset(zero_fill ? new float[count]() : new float[count]);
-    else
-      f64_.reset(zero_fill ? new double[count]() : new double[count]);
+    if (static_cast<size_t>(need) <= kInlineBytes) {
+      if (zero_fill) std::memset(inline_data_, 0, static_cast<size_t>(need));
+      if (holds_float())
+        f32_ = reinterpret_cast<float*>(inline_data_);
+      else
+        f64_ = reinterpret_cast<double*>(inline_data_);
+    } else if (holds_float()) {
+      heap_f32_.reset(zero_fill ? new float[count]() : new float[count]);
+      f32_ = heap_f32_.get();
+    } else {
+      heap_f64_.reset(zero_fill ? new double[count]() : new double[count]);
+      f64_ = heap_f64_.get();
+    }
     lim.held += need;
   }
   id = id_counters().storage++;

@@ -52,10 +52,10 @@ struct Storage {
   // (null pointers).
   bool holds_float() const { return dtype == DType::Float32; }
   bool on_device() const { return rep_ == Rep::Device; }
-  float* f32() { check(Rep::Float); return f32_.get(); }
-  const float* f32() const { check(Rep::Float); return f32_.get(); }
-  double* f64() { check(Rep::Double); return f64_.get(); }
-  const double* f64() const { check(Rep::Double); return f64_.get(); }
+  float* f32() { check(Rep::Float); return f32_; }
+  const float* f32() const { check(Rep::Float); return f32_; }
+  double* f64() { check(Rep::Double); return f64_; }
+  const double* f64() const { check(Rep::Double); return f64_; }
   // The device buffer of a cuda storage (null for an empty one); null on the host.
   void* device_data() const { return device_data_; }
   // Elements held (numel unless meta) and bytes they take in this process's memory (a
@@ -85,8 +85,16 @@ struct Storage {
   [[noreturn]] void wrong_representation(Rep want) const;
   [[noreturn]] void not_on_host() const;
   Rep rep_ = Rep::Float;
-  std::unique_ptr<float[]> f32_;    // float32 on the host: numel values unless meta
-  std::unique_ptr<double[]> f64_;   // other dtypes on the host: numel values unless meta
+  float* f32_ = nullptr;     // float32 on the host: numel values unless meta
+  double* f64_ = nullptr;    // other dtypes on the host: numel values unless meta
+  // Elements of up to kInlineBytes live in the storage object itself (issue #6): a small
+  // tensor's values are read right after its storage (backward reads a saved value's storage,
+  // then its data), and in their own heap block that was a second cache miss waiting on the
+  // first, and one more allocation per tensor. Larger ones are in heap_f32_ / heap_f64_.
+  static constexpr size_t kInlineBytes = 64;
+  alignas(16) unsigned char inline_data_[kInlineBytes];
+  std::unique_ptr<float[]> heap_f32_;
+  std::unique_ptr<double[]> heap_f64_;
   void* device_data_ = nullptr;     // cuda: the backend's buffer
 };
 
