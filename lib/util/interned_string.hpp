@@ -39,9 +39,10 @@ class InternedString {
   friend std::string operator+(const char* a, const InternedString& b) { return a + b.str(); }
   friend std::string operator+(const InternedString& a, const char* b) { return a.str() + b; }
 
-  // The same as InternedString(text), looked up first among the texts this thread interned
-  // most recently (16, compared as bytes): names and ops repeat from one statement to the next,
-  // and a comparison of a short text costs less than hashing it.
+  // The same as InternedString(text), looked up first in a small cache of the texts this
+  // thread interned lately (a slot chosen from the length and three characters, then one
+  // comparison): names and ops repeat from one statement to the next, and that costs less
+  // than hashing the text into the shared table.
   static InternedString recent(std::string_view text);
 
   // Distinct strings in the table (for tests and the memory notes).

@@ -90,14 +90,22 @@ TEST_CASE("interned strings from the recent cache are the table's", "[chunked_ve
   // More distinct texts than the cache holds, looked up twice: each lookup gives the one
   // interned text, whether the cache still has it or not.
   std::vector<InternedString> first;
-  for (int i = 0; i < 40; ++i) first.push_back(InternedString::recent("name v" + std::to_string(i)));
-  for (int i = 39; i >= 0; --i) {
+  for (int i = 0; i < 200; ++i) first.push_back(InternedString::recent("name v" + std::to_string(i)));
+  for (int i = 199; i >= 0; --i) {
     const InternedString again = InternedString::recent("name v" + std::to_string(i));
     CHECK(again == first[static_cast<size_t>(i)]);
     CHECK(again == InternedString("name v" + std::to_string(i)));
     CHECK(again.str() == "name v" + std::to_string(i));
   }
   CHECK(InternedString::recent("").empty());
+  // Texts of one length with the same first, middle and last characters share a cache slot:
+  // asked for in turn, each still gives its own text.
+  for (int round = 0; round < 3; ++round)
+    for (const char* text : {"a1cb", "a2cb", "a3cb"}) {
+      const InternedString got = InternedString::recent(text);
+      CHECK(got.str() == text);
+      CHECK(got == InternedString(text));
+    }
 }
 
 TEST_CASE("grow_to appends default elements up to a size, never shrinks, never moves them", "[chunked_vector]") {
