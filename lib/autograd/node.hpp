@@ -82,7 +82,8 @@ std::shared_ptr<SavedTensorHooks> make_block_hooks(const std::string& kind);
 // False). The version at save time is checked at every unpack.
 struct SavedVariable {
   // The flags and small numbers first, together: a saved entry is made per saved value and
-  // kept with its node, so its padding was bytes of every graph (issue #6: 256 -> 232).
+  // kept with its node, so its padding was bytes of every graph (issue #6: 256 -> 216 bytes
+  // with inplace_view_grad_fn moved to Hooked below).
   bool defined = false;        // false: not needed for the gradients asked for; reads as None
   bool is_output = false;
   bool released = false;
@@ -110,9 +111,9 @@ struct SavedVariable {
   std::shared_ptr<SavedTensorHooks> hooks;
   // What only a value saved under hooks keeps, made by its pack, and what only the output
   // of an in-place op on a view keeps: most saved values have neither, so it lives outside
-  // the entry (issue #6: saved entries were 480 bytes each; 264 -> 248 with the view's
-  // grad_fn here, which puts a one-entry vector in the pool's 256-byte class, not 320).
-  // Whether a value was saved under hooks is `hooks`, never this.
+  // the entry (issue #6: saved entries were 480 bytes each; SavedEntry 288 -> 248 with the
+  // reordering above and the view's grad_fn here, so a one-entry vector is in the pool's
+  // 256-byte class, not 320). Whether a value was saved under hooks is `hooks`, never this.
   struct Hooked {
     Tensor packed;                 // what the pack function returned (null: nothing kept)
     bool was_leaf = false;         // metadata kept for unpack (save_metadata in PyTorch)
@@ -256,8 +257,7 @@ struct Node : std::enable_shared_from_this<Node> {
   // Set by the engine while this node runs for torch.autograd.grad: which inputs' gradients
   // lead to a captured input (PyTorch's task_should_compute_output); null: every edge. Out of
   // line (issue #6): only create_graph passes with captured inputs set it, and inline it took
-  // 40 of every node's bytes (with it out, a node and its control block fit the pool's
-  // 256-byte class instead of 320).
+  // 40 of every node's bytes.
   std::unique_ptr<std::vector<bool>> task_outputs;
   bool should_compute_output(size_t i) const {
     return i < next.size() && next[i].fn && (!task_outputs || (i < task_outputs->size() && (*task_outputs)[i]));

@@ -343,3 +343,34 @@ TEST_CASE("node: a pack that raises leaves no saved entry and announces no save"
   CHECK(node->saved.size() == 2);
   CHECK(sink.of(Event::Kind::Save).size() == 2);
 }
+
+TEST_CASE("EdgeList: two edges inside, more on the heap, in order either way", "[autograd][node]") {
+  // Distinct nodes as edge targets, so that order and ownership can be told apart.
+  std::vector<std::shared_ptr<Node>> targets;
+  for (int i = 0; i < 7; ++i) targets.push_back(std::make_shared<Node>());
+  for (size_t count : {size_t{0}, size_t{1}, size_t{2}, size_t{3}, size_t{7}}) {
+    for (bool reserve_first : {false, true}) {
+      INFO("edges " << count << (reserve_first ? ", reserved" : ""));
+      autograd::EdgeList edges;
+      if (reserve_first) edges.reserve(count);
+      for (size_t i = 0; i < count; ++i) edges.push_back({i % 3 == 2 ? nullptr : targets[i], static_cast<int>(i)});
+      REQUIRE(edges.size() == count);
+      CHECK(edges.empty() == (count == 0));
+      size_t i = 0;
+      for (const autograd::Edge& e : edges) {
+        CHECK(e.input_nr == static_cast<int>(i));
+        CHECK(e.fn == (i % 3 == 2 ? nullptr : targets[i]));
+        CHECK(&edges[i] == &e);
+        ++i;
+      }
+      CHECK(i == count);
+      size_t back = count;
+      for (auto it = edges.rbegin(); it != edges.rend(); ++it) CHECK(it->input_nr == static_cast<int>(--back));
+      CHECK(back == 0);
+      // The list holds its targets: one reference each besides `targets`.
+      for (size_t k = 0; k < count; ++k)
+        if (k % 3 != 2) CHECK(targets[k].use_count() == 2);
+    }
+    for (const auto& t : targets) CHECK(t.use_count() == 1);  // released with the list
+  }
+}

@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tensor/dtype.hpp"
@@ -165,6 +167,28 @@ TEST_CASE("tensor: empty_tensor and tensor_from_values", "[tensor]") {
   Tensor s = agtrace::scalar_tensor(2.5, DType::Int64);
   CHECK(s->dim() == 0);
   CHECK(agtrace::item(s) == 2.0);
+}
+
+TEST_CASE("tensor: small storages keep their elements inside, larger ones on the heap", "[tensor]") {
+  // 64 bytes: 16 float32 or 8 float64 elements inside the storage object, one more outside.
+  for (auto [dtype, inside] : {std::pair{DType::Float32, int64_t{16}}, std::pair{DType::Float64, int64_t{8}}}) {
+    for (int64_t n : {int64_t{0}, int64_t{1}, inside, inside + 1, int64_t{1000}}) {
+      INFO("dtype " << static_cast<int>(dtype) << ", " << n << " elements");
+      Tensor zeros = agtrace::empty_tensor({n}, dtype, false);
+      for (double v : agtrace::to_values(zeros)) CHECK(v == 0.0);  // zero-filled, inside or not
+      std::vector<double> values(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) values[static_cast<size_t>(i)] = 0.5 * static_cast<double>(i) - 3.0;
+      Tensor t = agtrace::tensor_from_values({n}, dtype, values);
+      CHECK(agtrace::to_values(t) == values);
+      const agtrace::Storage& s = *t->storage;
+      const char* data = dtype == DType::Float32 ? reinterpret_cast<const char*>(s.f32())
+                                                 : reinterpret_cast<const char*>(s.f64());
+      const char* object = reinterpret_cast<const char*>(&s);
+      const bool in_object = data >= object && data < object + sizeof(agtrace::Storage);
+      CHECK(in_object == (n <= inside));
+      CHECK(reinterpret_cast<uintptr_t>(data) % 16 == 0);  // as aligned as operator new's
+    }
+  }
 }
 
 TEST_CASE("tensor: aliases share storage and version counter - ids are creation order", "[tensor]") {
