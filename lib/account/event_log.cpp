@@ -4,14 +4,13 @@
 
 namespace agtrace {
 
-uint8_t EventLog::new_kind_index(InternedString kind) {
-  // A run has 8 kinds.
+uint8_t EventLog::kind_index(InternedString kind) {
+  // Interned: equal kinds are equal pointers, and a run has 8 of them.
   for (size_t i = 0; i < kinds_.size(); ++i)
-    if (kinds_[i] == kind) return static_cast<uint8_t>(last_kind_ = i);
+    if (kinds_[i] == kind) return static_cast<uint8_t>(i);
   if (kinds_.size() > UINT8_MAX) throw std::logic_error("EventLog: more than 256 event kinds");
   kinds_.push_back(kind);
-  last_kind_ = kinds_.size() - 1;
-  return static_cast<uint8_t>(last_kind_);
+  return static_cast<uint8_t>(kinds_.size() - 1);
 }
 
 int32_t EventLog::add_detail(const EventRecord& r) {

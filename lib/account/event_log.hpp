@@ -110,15 +110,8 @@ class EventLog {
     InternedString hooks;
     int64_t version, expected_version, packed_bytes, packed_storage_id;
   };
-  uint8_t kind_index(InternedString kind) {
-    // Interned: equal kinds are equal pointers. Runs of one kind are common (a backward
-    // frees and releases in turn), so the last kind is tried first.
-    if (last_kind_ < kinds_.size() && kinds_[last_kind_] == kind) return static_cast<uint8_t>(last_kind_);
-    return new_kind_index(kind);
-  }
-  uint8_t new_kind_index(InternedString kind);
+  uint8_t kind_index(InternedString kind);  // its index in kinds_, added when new
   int32_t add_detail(const EventRecord& r);
-  size_t last_kind_ = 0;
   ChunkedVector<Packed> packed_;
   std::vector<Detail> details_;
   std::vector<InternedString> kinds_;  // distinct kinds, first-seen order (8 in a run)

@@ -14,7 +14,6 @@
 #include "account/event_log.hpp"  // EventRecord, EventLog (issue #4 timeline)
 #include "account/extras.hpp"  // issue #4 accountant (helper C)
 #include "tensor/tensor.hpp"
-#include "util/chunked_vector.hpp"
 #include "util/id_map.hpp"
 #include "util/interned_string.hpp"
 
@@ -190,7 +189,7 @@ struct MemorySummary {
 };
 
 // ---- Events, saved-tensor hooks and checkpointing (issue #4) -------------------------
-
+// (The timeline's records: account/event_log.hpp.)
 // An in-place edit of a saved tensor that no error reported, because the value was saved
 // under hooks (PyTorch skips the version check then) or by a checkpoint block.
 struct HookWarning {
