@@ -213,8 +213,24 @@ std::string hidden_edit_message(const Event& e, int saved_at) {
 }
 }  // namespace
 
+static_assert(static_cast<size_t>(Event::Kind::Recompute) + 1 == 8, "kind_slots_ has a slot per event kind");
+
 void Accountant::record_event(const Event& e) {
   const RunPosition& pos = run_position();
+  // Save/release/pack/unpack: the node holding the value; other events in backward: the
+  // node running.
+  const int64_t node_id = e.node_id >= 0 ? e.node_id : (pos.in_backward ? pos.backward_node : -1);
+  const int64_t expected_version = e.kind == Event::Kind::Unpack ? e.expected_version : 0;
+  if (e.hooks.empty() && e.version == 0 && expected_version == 0 && e.packed_bytes == 0 &&
+      e.packed_storage_id == -1) {
+    // The common case (no hooks, no versions): packed directly, the kind's index looked up
+    // once per kind.
+    uint8_t& kind = kind_slots_[static_cast<size_t>(e.kind)];
+    if (kind == kNoKindSlot) kind = events_.kind_index(interned_kind_name(e.kind));
+    events_.push_plain(kind, current_op_interned(), e.what, e.storage_id, e.bytes, e.saved_id, node_id,
+                       pos.statement, pos.recompute_statement, pos.in_backward);
+    return;
+  }
   EventRecord r;
   r.kind = interned_kind_name(e.kind);
   r.statement = pos.statement;
@@ -224,13 +240,11 @@ void Accountant::record_event(const Event& e) {
   r.storage_id = e.storage_id;
   r.bytes = e.bytes;
   r.saved_id = e.saved_id;
-  // Save/release/pack/unpack: the node holding the value; other events in backward: the
-  // node running.
-  r.node_id = e.node_id >= 0 ? e.node_id : (pos.in_backward ? pos.backward_node : -1);
+  r.node_id = node_id;
   r.what = e.what;
   if (!e.hooks.empty()) r.hooks = e.hooks;
   r.version = e.version;
-  r.expected_version = e.kind == Event::Kind::Unpack ? e.expected_version : 0;
+  r.expected_version = expected_version;
   r.packed_bytes = e.packed_bytes;
   r.packed_storage_id = e.packed_storage_id;
   events_.push_back(r);
@@ -263,6 +277,8 @@ void Accountant::record_event(const Event& e) {
 
 void Accountant::finish_events(RunResult& out) {
   out.events = std::move(events_);
+  events_ = EventLog();
+  kind_slots_.fill(kNoKindSlot);  // the kinds went with the log
   out.hook_warnings = std::move(hook_warnings_);
   for (const auto& [id, h] : hooked_saves_) {
     const Saved* saved = find_saved(id);

@@ -3,6 +3,7 @@
 // What holds each storage at a statement end is told to it by the interpreter (which
 // knows the names), as a HolderScan.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <map>
 #include <set>
@@ -136,6 +137,10 @@ class Accountant : public EventSink {
   bool in_raised_statement(const SavedLifetime& s) const { return raised_statements_.count(s.saved_at) > 0; }
   void finish_events(RunResult& out);
   EventLog events_;
+  // Each event kind's index in events_, once looked up (record_event's common case).
+  static constexpr uint8_t kNoKindSlot = 0xff;
+  std::array<uint8_t, 8> kind_slots_ = {kNoKindSlot, kNoKindSlot, kNoKindSlot, kNoKindSlot,
+                                        kNoKindSlot, kNoKindSlot, kNoKindSlot, kNoKindSlot};
   std::vector<HookWarning> hook_warnings_;
   std::set<int64_t> warned_saves_;
   std::set<int64_t> checkpoint_saves_, recompute_saves_;

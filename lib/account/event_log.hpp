@@ -60,6 +60,28 @@ class EventLog {
     p.in_backward = r.in_backward;
     p.detail = has_detail ? add_detail(r) : kNoDetail;
   }
+  // A record whose detail fields (hooks, versions, packed bytes and storage) are all at
+  // their defaults, as most are, written straight into its packed form: the accountant's
+  // path for those, which built a full EventRecord per event only to pack it here (issue
+  // #6: 6 events per op). `kind` is an index from kind_index().
+  void push_plain(uint8_t kind, InternedString op, InternedString what, int64_t storage_id, int64_t bytes,
+                  int64_t saved_id, int64_t node_id, int32_t statement, int32_t recompute_statement,
+                  bool in_backward) {
+    Packed& p = packed_.emplace_back();
+    p.op = op;
+    p.what = what;
+    p.storage_id = storage_id;
+    p.bytes = bytes;
+    p.saved_id = saved_id;
+    p.node_id = node_id;
+    p.statement = statement;
+    p.recompute_statement = recompute_statement;
+    p.kind = kind;
+    p.in_backward = in_backward;
+    p.detail = kNoDetail;
+  }
+  // The index of `kind` among the log's kinds, added when new (it may throw past 256).
+  uint8_t kind_index(InternedString kind);
   size_t size() const { return packed_.size(); }
   bool empty() const { return packed_.empty(); }
   EventRecord operator[](size_t i) const;
@@ -110,7 +132,6 @@ class EventLog {
     InternedString hooks;
     int64_t version, expected_version, packed_bytes, packed_storage_id;
   };
-  uint8_t kind_index(InternedString kind);  // its index in kinds_, added when new
   int32_t add_detail(const EventRecord& r);
   ChunkedVector<Packed> packed_;
   std::vector<Detail> details_;

@@ -100,3 +100,38 @@ TEST_CASE("an event log keeps any kind of record, not only the accountant's", "[
   CHECK(log.size() == 300);  // nothing appended by the failed push
   CHECK(log[299].bytes == 299);
 }
+
+TEST_CASE("records pushed in packed form read back as the full records pushed whole would", "[account][event_log]") {
+  // push_plain (the accountant's path for records without detail fields) and push_back
+  // interleaved: each reads back with its own fields, the plain ones with every detail field
+  // at its default, and a kind looked up once serves both.
+  EventLog log;
+  std::vector<EventRecord> want;
+  const InternedString alloc("alloc"), save("save");
+  for (int i = 0; i < 600; ++i) {
+    EventRecord e;
+    e.kind = i % 3 == 0 ? save : alloc;
+    e.statement = i;
+    e.recompute_statement = i % 5 == 0 ? i / 5 : -1;
+    e.in_backward = i % 2 == 1;
+    e.op = InternedString(i % 4 == 0 ? "mul" : "TanhBackward0");
+    e.storage_id = 10 * i;
+    e.bytes = 4 * i + 1;
+    e.saved_id = i % 3 == 0 ? i : -1;
+    e.node_id = i % 7;
+    e.what = InternedString(i % 3 == 0 ? "MulBackward0._saved_other" : "");
+    if (i % 10 == 0) {
+      e.version = i;  // a detail field: pushed whole
+      log.push_back(e);
+    } else {
+      log.push_plain(log.kind_index(e.kind), e.op, e.what, e.storage_id, e.bytes, e.saved_id, e.node_id, e.statement,
+                     e.recompute_statement, e.in_backward);
+    }
+    want.push_back(e);
+  }
+  REQUIRE(log.size() == want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    INFO("record " << i);
+    check_same(log[i], want[i]);
+  }
+}
