@@ -33,15 +33,18 @@ struct Operand {
   const T* data = nullptr;
   int64_t offset = 0;
   const Shape* sizes = nullptr;
-  Shape strides;
+  // Pointed to, not copied: an operand per elementwise kernel call copied a vector (an
+  // allocation) that the contiguous loops never read (issue #6).
+  const Shape* strides = nullptr;
   bool contiguous = false;
   int64_t numel = 0;
 };
 inline Operand<float> float_operand(const Tensor& t) {
-  return {t->storage->f32(), t->offset, &t->sizes, t->strides, t->is_contiguous(), t->numel()};
+  return {t->storage->f32(), t->offset, &t->sizes, &t->strides, t->is_contiguous(), t->numel()};
 }
-// In place when the storage holds double; else the tensor's values copied into `copy`.
-Operand<double> double_operand(const Tensor& t, std::vector<double>& copy);
+// In place when the storage holds double; else the tensor's values copied into `copy`
+// (contiguous: their strides in `copy_strides`).
+Operand<double> double_operand(const Tensor& t, std::vector<double>& copy, Shape& copy_strides);
 inline bool all_float32(DType out, std::initializer_list<const Tensor*> ts) {
   if (out != DType::Float32) return false;
   for (auto* t : ts)
@@ -92,7 +95,7 @@ void unary_loop(const Operand<T>& a, T* dst, DType out, F& f) {
     return;
   }
   const T* src = a.data;
-  for_each_offset(*a.sizes, a.strides, a.offset, [&](int64_t i, int64_t off) {
+  for_each_offset(*a.sizes, *a.strides, a.offset, [&](int64_t i, int64_t off) {
     store_rounded(dst + i, 1, out, [&](int64_t) { return f(static_cast<double>(src[off])); });
   });
 }
@@ -137,7 +140,7 @@ void binary_loop(const Operand<T>& a, const Operand<T>& b, const Shape& shape, i
                     [&](int64_t j) { return f(static_cast<double>(x[j]), static_cast<double>(y[o + j])); });
     return;
   }
-  Shape sa = broadcast_strides(*a.sizes, a.strides, shape), sb = broadcast_strides(*b.sizes, b.strides, shape);
+  Shape sa = broadcast_strides(*a.sizes, *a.strides, shape), sb = broadcast_strides(*b.sizes, *b.strides, shape);
   std::vector<double> av(static_cast<size_t>(n)), bv(av.size());
   for_each_offset(shape, sa, a.offset, [&](int64_t i, int64_t off) { av[i] = static_cast<double>(pa[off]); });
   for_each_offset(shape, sb, b.offset, [&](int64_t i, int64_t off) { bv[i] = static_cast<double>(pb[off]); });
@@ -169,8 +172,9 @@ Tensor unary(const Tensor& a, DType out, F&& f) {
     return r;
   }
   std::vector<double> copy;
+  Shape copy_strides;
   detail::DoubleResult res(*r->storage);
-  detail::unary_loop(detail::double_operand(a, copy), res.data(), out, f);
+  detail::unary_loop(detail::double_operand(a, copy, copy_strides), res.data(), out, f);
   res.finish();
   return r;
 }
@@ -204,8 +208,9 @@ Tensor binary(const Tensor& a, const Tensor& b, DType out, F&& f, const std::str
     return r;
   }
   std::vector<double> ca, cb;
+  Shape sa, sb;
   detail::DoubleResult res(*r->storage);
-  detail::binary_loop(detail::double_operand(a, ca), detail::double_operand(b, cb), shape, n, res.data(), out, f);
+  detail::binary_loop(detail::double_operand(a, ca, sa), detail::double_operand(b, cb, sb), shape, n, res.data(), out, f);
   res.finish();
   return r;
 }
