@@ -218,6 +218,55 @@ bool is_tensor_attribute(const std::string& name) {
   return false;
 }
 
+// The names in scope (Python's globals of the program), in name order. A Name expression
+// reads or binds its name through the slot parse_all gave it, which remembers where the
+// name's entry is (std::map entries stay put until erased): a map lookup, comparing the
+// text with each name passed, per read and per bind was 3 % of a long chain (issue #6).
+// Erasing or replacing entries forgets every remembered place.
+class Scope {
+ public:
+  using Map = std::map<std::string, Value>;
+  const Map& map() const { return map_; }
+  void set_slot_count(size_t n) { slots_.assign(n, Slot{}); }
+  // The value bound to `name` (slot: its Expr::name_slot, or -1), null when unbound.
+  Value* find(const std::string& name, int slot = -1) {
+    if (slot >= 0 && slots_[static_cast<size_t>(slot)].epoch == epoch_) return slots_[static_cast<size_t>(slot)].entry;
+    auto it = map_.find(name);
+    if (it == map_.end()) return nullptr;
+    if (slot >= 0) slots_[static_cast<size_t>(slot)] = Slot{&it->second, epoch_};
+    return &it->second;
+  }
+  void set(const std::string& name, const Value& v, int slot = -1) {
+    if (Value* entry = find(name, slot)) {
+      *entry = v;
+      return;
+    }
+    Value* entry = &map_.emplace(name, v).first->second;
+    if (slot >= 0) slots_[static_cast<size_t>(slot)] = Slot{entry, epoch_};
+  }
+  bool erase(const std::string& name) {
+    ++epoch_;
+    return map_.erase(name) > 0;
+  }
+  void clear() {
+    ++epoch_;
+    map_.clear();
+  }
+  void replace(Map m) {
+    ++epoch_;
+    map_ = std::move(m);
+  }
+
+ private:
+  struct Slot {
+    Value* entry = nullptr;
+    uint64_t epoch = 0;  // valid while equal to epoch_
+  };
+  Map map_;
+  std::vector<Slot> slots_;
+  uint64_t epoch_ = 1;
+};
+
 class Interpreter : public ops::Runtime {
  public:
   Interpreter(const Scenario& sc, const RunOptions& opt)
@@ -245,7 +294,7 @@ class Interpreter : public ops::Runtime {
   RunResult result_;
   Accountant acc_;
   std::vector<Stmt> parsed_;
-  std::map<std::string, Value> env_;
+  Scope env_;
   // Looked up per saved value of every snapshot, never iterated: hash maps (issue #6).
   // Indexed by the dense creation-order ids (an empty label: never bound); interned names,
   // copied into every snapshot of a saved value (issue #6).
@@ -313,7 +362,7 @@ class Interpreter : public ops::Runtime {
   void mark_not_run(const std::vector<ProgramItem>& items);
   void exec(const Stmt& s);
   void assign(const Expr& target, const Value& v);
-  void bind(const std::string& name, const Value& v);
+  void bind(const std::string& name, const Value& v, int slot = -1);
   // The statement `index` (-1: the leaves' setup) ends: holder changes to the accountant.
   void end_statement(int index, bool raised);
   // The holder changes of the statement ending, into holder_changes_ (and, when verifying,
@@ -371,6 +420,19 @@ class Interpreter : public ops::Runtime {
 
 // ------------------------------------------------------------------ setup
 
+namespace {
+// Gives every Name expression under `e` the slot of its text (a new one per new name).
+void give_name_slots(syntax::Expr* e, std::map<std::string, int>& slots) {
+  if (!e) return;
+  if (e->kind == syntax::ExprKind::Name) e->name_slot = slots.emplace(e->text, static_cast<int>(slots.size())).first->second;
+  give_name_slots(e->a.get(), slots);
+  give_name_slots(e->b.get(), slots);
+  give_name_slots(e->c.get(), slots);
+  for (auto& item : e->items) give_name_slots(item.get(), slots);
+  for (auto& kw : e->keywords) give_name_slots(kw.value.get(), slots);
+}
+}  // namespace
+
 void Interpreter::parse_all() {
   parsed_.resize(sc_.statements.size());
   for (size_t i = 0; i < sc_.statements.size(); ++i) {
@@ -385,6 +447,13 @@ void Interpreter::parse_all() {
       throw;
     }
   }
+  std::map<std::string, int> slots;
+  for (syntax::Stmt& st : parsed_) {
+    give_name_slots(st.target.get(), slots);
+    give_name_slots(st.value.get(), slots);
+    for (auto& t : st.targets) give_name_slots(t.get(), slots);
+  }
+  env_.set_slot_count(slots.size());
 }
 
 void Interpreter::create_leaves() {
@@ -434,7 +503,7 @@ void Interpreter::create_leaves() {
   end_statement(-1, false);
 }
 
-void Interpreter::bind(const std::string& name, const Value& v) {
+void Interpreter::bind(const std::string& name, const Value& v, int slot) {
   if (v.kind == Value::Kind::Tensor) {
     ++labels_changed_;
     const InternedString label = InternedString::recent(name);
@@ -446,11 +515,7 @@ void Interpreter::bind(const std::string& name, const Value& v) {
     auto& names = storage_labels_[sid];
     if (std::find(names.begin(), names.end(), label) == names.end()) names.push_back(label);
   }
-  auto it = env_.find(name);
-  if (it != env_.end())
-    it->second = v;
-  else
-    env_.emplace(name, v);
+  env_.set(name, v, slot);
 }
 
 // ------------------------------------------------------------------ statements
@@ -726,12 +791,12 @@ bool Interpreter::run_saved_tensor_hooks(const ProgramItem& item, bool in_try) {
 bool Interpreter::run_checkpoint(const ProgramItem& item, bool in_try) {
   std::vector<Value> args;
   for (const std::string& name : item.inputs) {
-    auto it = env_.find(name);
-    if (it == env_.end()) {
+    const Value* v = env_.find(name);
+    if (!v) {
       block_error(item, "name_error", "name '" + name + "' is not defined (checkpoint input)", in_try);
       return false;
     }
-    args.push_back(it->second);
+    args.push_back(*v);
   }
   const size_t record = result_.checkpoints.size();
   {
@@ -756,7 +821,7 @@ bool Interpreter::run_checkpoint(const ProgramItem& item, bool in_try) {
       result_.checkpoints[record].packed_bytes += bytes;
     };
   }
-  std::map<std::string, Value> outer = env_;
+  std::map<std::string, Value> outer = env_.map();
   for (size_t i = 0; i < args.size(); ++i) bind(item.inputs[i], args[i]);
   push_block("checkpoint");
   bool ok = true;
@@ -770,16 +835,16 @@ bool Interpreter::run_checkpoint(const ProgramItem& item, bool in_try) {
   std::vector<Value> outputs;
   if (ok) {
     for (const std::string& name : item.outputs) {
-      auto it = env_.find(name);
-      if (it == env_.end()) {
-        env_ = std::move(outer);
+      const Value* v = env_.find(name);
+      if (!v) {
+        env_.replace(std::move(outer));
         block_error(item, "name_error", "name '" + name + "' is not defined (checkpoint output)", in_try);
         return false;
       }
-      outputs.push_back(it->second);
+      outputs.push_back(*v);
     }
   }
-  env_ = std::move(outer);
+  env_.replace(std::move(outer));
   for (size_t i = 0; i < outputs.size(); ++i) bind(item.outputs[i], outputs[i]);
   return ok;
 }
@@ -808,13 +873,13 @@ void Interpreter::recompute_checkpoint(const ProgramItem& item, const std::vecto
     std::string op;
     int recompute_statement;
     ~Restore() {
-      in.env_ = std::move(env);
+      in.env_.replace(std::move(env));
       in.rng_ = rng;
       in.recomputing_ = recomputing;
       run_position().op = op;
       run_position().recompute_statement = recompute_statement;
     }
-  } restore{*this, env_, rng_, recomputing_, pos.op, pos.recompute_statement};
+  } restore{*this, env_.map(), rng_, recomputing_, pos.op, pos.recompute_statement};
   rng_ = rng;
   recomputing_ = true;
   for (size_t i = 0; i < args.size(); ++i) bind(item.inputs[i], args[i]);
@@ -852,7 +917,7 @@ void Interpreter::end_statement(int index, bool raised) {
 }
 
 void Interpreter::commit_holders() {
-  tracker_.commit(env_, holder_changes_);
+  tracker_.commit(env_.map(), holder_changes_);
   if (verify_holders_) {
     const HolderScan full = scan_holders();
     const HolderScan tracked = tracker_.state();
@@ -889,7 +954,7 @@ HolderScan Interpreter::scan_holders() const {
       for (const Value& item : v.items) visit(name, item);
     }
   };
-  for (const auto& [name, v] : env_) visit(name, v);
+  for (const auto& [name, v] : env_.map()) visit(name, v);
   for (TensorImpl* t : live_tensors())
     if (t->grad) hold(t->grad->storage, "grad of " + label_of(t->id), kGrad);
   for (autograd::Node* n : autograd::live_nodes()) {
@@ -926,10 +991,10 @@ void Interpreter::exec(const Stmt& s) {
         if (it == inplace.end()) fail("unsupported", "augmented assignment '" + s.text + "=' on a tensor is not supported");
         const ops::OpEntry* entry = ops::find_op(it->second);
         call_entry(*entry, it->second, &current, {rhs}, {});
-        bind(s.target->text, current);
+        bind(s.target->text, current, s.target->name_slot);
         return;
       }
-      bind(s.target->text, eval_binary(s.text, current, rhs));
+      bind(s.target->text, eval_binary(s.text, current, rhs), s.target->name_slot);
       return;
     }
     case StmtKind::Del:
@@ -952,7 +1017,7 @@ void Interpreter::exec(const Stmt& s) {
 void Interpreter::assign(const Expr& target, const Value& v) {
   switch (target.kind) {
     case ExprKind::Name:
-      bind(target.text, v);
+      bind(target.text, v, target.name_slot);
       return;
     case ExprKind::Tuple:
     case ExprKind::List: {
@@ -1062,12 +1127,11 @@ Value Interpreter::eval(const Expr& e) {
 }
 
 Value Interpreter::eval_name(const Expr& e) {
-  auto it = env_.find(e.text);
-  if (it != env_.end()) return it->second;
+  if (const Value* v = env_.find(e.text, e.name_slot)) return *v;
   if (e.text == "torch" || e.text == "F") return Value::module(e.text);
   if (e.text == "print" || e.text == "shares_storage" || e.text == "len") return Value::module(e.text);
   std::vector<std::string> known;
-  for (const auto& [n, v] : env_) known.push_back(n);
+  for (const auto& [n, v] : env_.map()) known.push_back(n);
   for (const char* b : {"torch", "F", "print", "shares_storage", "len"}) known.push_back(b);
   std::string hint = suggest(e.text, known);
   ScenarioError err("name_error", "name '" + e.text + "' is not defined" + (hint.empty() ? "" : "; did you mean '" + hint + "'?"));
@@ -1733,7 +1797,7 @@ bool Interpreter::snapshot_current(const NodeSnapshot& s, const autograd::Node& 
 void Interpreter::finish() {
   statement_ = kEndOfProgram;
   // Walks of every name bound to a tensor with a grad_fn at the end (spec: walks).
-  for (const auto& [name, v] : env_) {
+  for (const auto& [name, v] : env_.map()) {
     if (v.kind == Value::Kind::Tensor) autograd::refresh_view_grad_fn(v.t);
     if (v.kind != Value::Kind::Tensor || !v.t->grad_fn) continue;
     record_walk(name, v.t->grad_fn);

@@ -315,3 +315,16 @@ TEST_CASE("values copy member for member", "[interp]") {
   CHECK(real_copy.f == 2.5);
   CHECK(real_copy.unsigned_int);
 }
+
+TEST_CASE("a name read, deleted and bound again reads its latest value (names resolved once per program)", "[interp]") {
+  // Each Name expression remembers where its name's value lives; `del` and rebinding must
+  // make it look again, in straight-line code and across repeat iterations.
+  auto r = run_text(scenario(R"JSON([
+    "h = 1",
+    {"repeat": 3, "body": ["print(h)", "del h", {"try": ["print(h)"]}, "h = 2", "print(h)", "g = h", "del g", "h = 3"]},
+    "print(h)"
+  ])JSON"));
+  CHECK(r.printed == std::vector<std::string>{"1", "2", "3", "2", "3", "2", "3"});
+  REQUIRE(r.errors.size() == 3);
+  for (const auto& e : r.errors) CHECK(e.kind == "name_error");
+}
