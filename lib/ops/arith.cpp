@@ -15,7 +15,8 @@ using autograd::make_node;
 using autograd::set_history;
 
 Tensor wrap_number(const Value& v) {
-  OpScope scope("scalar_tensor");
+  static const InternedString kScalarTensor("scalar_tensor");  // every Python number of a program
+  OpScope scope(kScalarTensor);
   DeviceScope on_cpu(cpu_device_name());  // a wrapped number is a CPU tensor, whatever the operands
   DType d = v.kind == Value::Kind::Float ? DType::Float64
             : v.kind == Value::Kind::Bool ? DType::Bool

@@ -31,6 +31,10 @@ inline bool rg(const Tensor& t) { return t && t->requires_grad(); }
 struct OpScope {
   OpText previous;  // restored as it was (interned: no lookup again after the op)
   explicit OpScope(std::string_view op) : previous(run_position().op) { run_position().op = op; }
+  // An op name interned once by its caller (a static): no lookup per call.
+  explicit OpScope(InternedString op) : previous(run_position().op) { run_position().op = op; }
+  explicit OpScope(const char* op) : OpScope(std::string_view(op)) {}
+  explicit OpScope(const std::string& op) : OpScope(std::string_view(op)) {}
   ~OpScope() { run_position().op = previous; }
 };
 

@@ -48,21 +48,18 @@ InternedString InternedString::recent(std::string_view text) {
   // order, and with the ~20 texts a chain of ops cycles through (op names, node names, saved
   // attributes, variable names) its round-robin replacement kept missing (184 instructions
   // per lookup in make_node). Two texts sharing a slot take turns, still correct.
+  // An entry is the interned string itself (its text is in the table): trivially
+  // constructible, so the thread-local array needs no initialisation guard per call.
   if (text.empty()) return InternedString();
-  struct Entry {
-    std::string text;
-    InternedString value;
-  };
   constexpr size_t kEntries = 64;
-  thread_local Entry entries[kEntries];
+  thread_local InternedString entries[kEntries];
   const size_t n = text.size();
   const size_t hash = n * 29 + static_cast<unsigned char>(text[0]) * 7 + static_cast<unsigned char>(text[n / 2]) * 3 +
                       static_cast<unsigned char>(text[n - 1]);
-  Entry& e = entries[hash % kEntries];
-  if (!e.value.empty() && std::string_view(e.text) == text) return e.value;
-  e.text.assign(text.data(), n);
-  e.value = InternedString(text);
-  return e.value;
+  InternedString& e = entries[hash % kEntries];
+  if (!e.empty() && std::string_view(e.str()) == text) return e;
+  e = InternedString(text);
+  return e;
 }
 
 size_t InternedString::table_size() {
