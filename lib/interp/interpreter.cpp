@@ -377,9 +377,21 @@ class Interpreter : public ops::Runtime {
   Value eval_attribute(const Expr& e);
   // `obj.<e.text>`, obj already evaluated (e: the Attribute expression).
   Value attribute_of(Value obj, const Expr& e);
-  // The op `t.<name>(...)` calls (its spelling "Tensor.<name>" into `spelling`), or null when
-  // name is a data attribute or no such method exists (attribute_of then says which).
-  const ops::OpEntry* tensor_method(const Tensor& t, const std::string& name, std::string& spelling);
+  struct MethodSite;
+  // The op `t.<attr.text>(...)` calls (its spelling "Tensor.<name>" into `spelling`), or null
+  // when the name is a data attribute or no such method exists (attribute_of then says which).
+  // (An expression without a method slot has its spelling kept in `unslotted`.)
+  const ops::OpEntry* tensor_method(const Tensor& t, const Expr& attr, const std::string*& spelling,
+                                    MethodSite& unslotted);
+  // What a tensor method call site calls, found at its first call (by Expr::method_slot): the
+  // spelling built and looked up per call was ~500 instructions of every `h.tanh()` (issue #6).
+  struct MethodSite {
+    bool known = false;
+    bool data_attribute = false;  // `t.<name>` is data (shape, grad, ...), not a method
+    const ops::OpEntry* entry = nullptr;
+    std::string spelling;  // "Tensor.<name>"
+  };
+  std::vector<MethodSite> method_sites_;
   Value eval_call(const Expr& e);
   Value eval_subscript(const Expr& e);
   Value eval_binary(const std::string& op, const Value& a, const Value& b);
@@ -421,15 +433,17 @@ class Interpreter : public ops::Runtime {
 // ------------------------------------------------------------------ setup
 
 namespace {
-// Gives every Name expression under `e` the slot of its text (a new one per new name).
-void give_name_slots(syntax::Expr* e, std::map<std::string, int>& slots) {
+// Gives every Name expression under `e` the slot of its text (a new one per new name), and
+// every Attribute expression a method slot of its own.
+void give_slots(syntax::Expr* e, std::map<std::string, int>& names, int& methods) {
   if (!e) return;
-  if (e->kind == syntax::ExprKind::Name) e->name_slot = slots.emplace(e->text, static_cast<int>(slots.size())).first->second;
-  give_name_slots(e->a.get(), slots);
-  give_name_slots(e->b.get(), slots);
-  give_name_slots(e->c.get(), slots);
-  for (auto& item : e->items) give_name_slots(item.get(), slots);
-  for (auto& kw : e->keywords) give_name_slots(kw.value.get(), slots);
+  if (e->kind == syntax::ExprKind::Name) e->name_slot = names.emplace(e->text, static_cast<int>(names.size())).first->second;
+  if (e->kind == syntax::ExprKind::Attribute) e->method_slot = methods++;
+  give_slots(e->a.get(), names, methods);
+  give_slots(e->b.get(), names, methods);
+  give_slots(e->c.get(), names, methods);
+  for (auto& item : e->items) give_slots(item.get(), names, methods);
+  for (auto& kw : e->keywords) give_slots(kw.value.get(), names, methods);
 }
 }  // namespace
 
@@ -447,13 +461,15 @@ void Interpreter::parse_all() {
       throw;
     }
   }
-  std::map<std::string, int> slots;
+  std::map<std::string, int> names;
+  int methods = 0;
   for (syntax::Stmt& st : parsed_) {
-    give_name_slots(st.target.get(), slots);
-    give_name_slots(st.value.get(), slots);
-    for (auto& t : st.targets) give_name_slots(t.get(), slots);
+    give_slots(st.target.get(), names, methods);
+    give_slots(st.value.get(), names, methods);
+    for (auto& t : st.targets) give_slots(t.get(), names, methods);
   }
-  env_.set_slot_count(slots.size());
+  env_.set_slot_count(names.size());
+  method_sites_.assign(static_cast<size_t>(methods), MethodSite{});
 }
 
 void Interpreter::create_leaves() {
@@ -1141,11 +1157,21 @@ Value Interpreter::eval_name(const Expr& e) {
 
 Value Interpreter::eval_attribute(const Expr& e) { return attribute_of(eval(*e.a), e); }
 
-const ops::OpEntry* Interpreter::tensor_method(const Tensor& t, const std::string& name, std::string& spelling) {
-  if (is_tensor_attribute(name)) return nullptr;
+const ops::OpEntry* Interpreter::tensor_method(const Tensor& t, const Expr& attr, const std::string*& spelling,
+                                               MethodSite& unslotted) {
+  MethodSite& site = attr.method_slot >= 0 ? method_sites_[static_cast<size_t>(attr.method_slot)] : unslotted;
+  if (!site.known) {
+    site.known = true;
+    site.data_attribute = is_tensor_attribute(attr.text);
+    if (!site.data_attribute) {
+      site.spelling = "Tensor." + attr.text;
+      site.entry = ops::find_op(site.spelling);
+    }
+  }
+  if (site.data_attribute) return nullptr;
   autograd::refresh_view_grad_fn(t);  // as an attribute read does (PyTorch regenerates a stale view's grad_fn)
-  spelling = "Tensor." + name;
-  return ops::find_op(spelling);
+  spelling = &site.spelling;  // outlives the call: method_sites_ is sized once, by parse_all
+  return site.entry;
 }
 
 Value Interpreter::attribute_of(Value obj, const Expr& e) {
@@ -1275,9 +1301,10 @@ Value Interpreter::call_entry(const ops::OpEntry& entry, const std::string& spel
     if (args.values[k]) fail("type_error", fname() + " got multiple values for argument '" + kw + "'");
     args.values[k] = val;
   }
-  args.written.resize(entry.params.size());
+  if (entry.params.size() > ops::Args::kMaxParams)
+    throw std::logic_error(entry.name + " has more params than ops::Args::written can mark");
   for (size_t k = 0; k < entry.params.size(); ++k) {
-    args.written[k] = args.values[k].has_value();
+    if (args.values[k].has_value()) args.written |= uint64_t{1} << k;
     if (args.values[k]) continue;
     const ops::Param& prm = entry.params[k];
     if (prm.varargs) args.values[k] = Value::tuple({});
@@ -1295,10 +1322,11 @@ Value Interpreter::eval_call(const Expr& e) {
   // method, then the arguments are evaluated, as before.
   Value callee, receiver;
   const ops::OpEntry* method = nullptr;
-  std::string method_spelling;
+  const std::string* method_spelling = nullptr;
+  MethodSite unslotted;
   if (e.a->kind == ExprKind::Attribute) {
     Value obj = eval(*e.a->a);
-    if (obj.kind == Value::Kind::Tensor && (method = tensor_method(obj.t, e.a->text, method_spelling)))
+    if (obj.kind == Value::Kind::Tensor && (method = tensor_method(obj.t, *e.a, method_spelling, unslotted)))
       receiver = std::move(obj);
     else
       callee = attribute_of(std::move(obj), *e.a);
@@ -1311,7 +1339,7 @@ Value Interpreter::eval_call(const Expr& e) {
   for (const auto& kw : e.keywords) keywords.push_back({kw.name, eval(*kw.value)});
   if (method) {
     if (e.a->text == "backward") root_label_ = root_label_of(e.a->a.get());
-    return call_entry(*method, method_spelling, &receiver, positional, keywords);
+    return call_entry(*method, *method_spelling, &receiver, positional, keywords);
   }
 
   if (callee.kind == Value::Kind::Method) {

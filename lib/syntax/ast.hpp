@@ -50,6 +50,9 @@ struct Expr {
   // Name: a number the interpreter gives each distinct name of a program, so that reading
   // or binding it does not look the text up every time (-1: not given).
   int name_slot = -1;
+  // Attribute: a number the interpreter gives each attribute expression, under which it
+  // keeps what `<tensor>.<text>(...)` calls (-1: not given).
+  int method_slot = -1;
 };
 
 enum class StmtKind {
