@@ -59,7 +59,7 @@ bool Args::given(const std::string& name) const { return get(name).kind != Value
 
 bool Args::passed(const std::string& name) const {
   for (size_t i = 0; params && i < params->size(); ++i)
-    if ((*params)[i].name == name) return i < written.size() && written[i];
+    if ((*params)[i].name == name) return i < kMaxParams && ((written >> i) & 1) != 0;
   return false;
 }
 

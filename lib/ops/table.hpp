@@ -39,7 +39,10 @@ struct Args {
   std::string fn;  // the spelling used, for messages: "mm", "Tensor.view"
   const std::vector<Param>* params = nullptr;  // the entry's (the op table outlives every call)
   std::vector<std::optional<Value>> values;
-  std::vector<bool> written;  // per param: given in the call (not filled from its default)
+  // Bit k: param k was given in the call (not filled from its default). A mask, not a
+  // vector<bool> (an allocation per call, issue #6): an op has at most kMaxParams params.
+  static constexpr size_t kMaxParams = 64;
+  uint64_t written = 0;
 
   const Value& get(const std::string& name) const;
   bool given(const std::string& name) const;  // passed explicitly or has a non-None value

@@ -1,11 +1,13 @@
 // The interpreter: statements, blocks, Python values, errors at the right statement.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <map>
 
 #include "errors.hpp"
 #include "interp/run_helpers.hpp"
 #include "interp/value.hpp"
+#include "ops/table.hpp"
 
 using agtrace::test::run_text;
 using Catch::Matchers::Contains;
@@ -327,4 +329,11 @@ TEST_CASE("a name read, deleted and bound again reads its latest value (names re
   CHECK(r.printed == std::vector<std::string>{"1", "2", "3", "2", "3", "2", "3"});
   REQUIRE(r.errors.size() == 3);
   for (const auto& e : r.errors) CHECK(e.kind == "name_error");
+}
+
+TEST_CASE("every op's params fit the mask that marks which were written in a call", "[interp]") {
+  size_t most = 0;
+  for (const agtrace::ops::OpEntry& e : agtrace::ops::op_table()) most = std::max(most, e.params.size());
+  CHECK(most > 0);
+  CHECK(most <= agtrace::ops::Args::kMaxParams);
 }
