@@ -398,7 +398,7 @@ void Accountant::finish_extras(RunResult& out) const {
   x.peak.op = peak_op_.str();
   for (const Saved& rec : saved_)
     if (rec.known && rec.category >= 0)
-      x.saved_category.emplace_hint(x.saved_category.end(), rec.life.id, kHolderCategories[rec.category]);
+      x.saved_category.append(rec.life.id, kHolderCategories[rec.category]);
   for (size_t id = 0; id < storages_.size(); ++id) {
     const Storage& st = storages_[id];
     if (st.category_now >= 0 && st.allocated && !st.life.freed)

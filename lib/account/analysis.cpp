@@ -127,8 +127,7 @@ MemoryAnalysis analyse_memory(const RunResult& r) {
     e.node_id = s.node_id;
     e.what = s.what;
     e.bytes = s.bytes;
-    auto c = r.account.saved_category.find(s.id);
-    if (c != r.account.saved_category.end()) e.category = c->second;
+    if (const char* c = r.account.saved_category.find(s.id)) e.category = c;
     e.is_new = is_new_category(e.category);
     auto n = r.nodes.find(s.node_id);
     const size_t inputs = n != r.nodes.end() ? n->second.next.size() : 2;

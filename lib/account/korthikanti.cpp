@@ -1,6 +1,7 @@
 #include "account/korthikanti.hpp"
 
 #include <map>
+#include <string_view>
 
 #include "account/analysis.hpp"
 
@@ -39,8 +40,8 @@ std::string allocated_by(const RunResult& r, int64_t storage_id) {
 }  // namespace
 
 std::string saved_role(const RunResult& r, const SavedLifetime& s) {
-  auto c = r.account.saved_category.find(s.id);
-  if (c != r.account.saved_category.end() && c->second == "leaf_param") return "parameter";
+  const char* c = r.account.saved_category.find(s.id);
+  if (c && std::string_view(c) == "leaf_param") return "parameter";
   const std::string& w = s.what;
   if (w == "NativeLayerNormBackward0._saved_input") return "layernorm_input";
   if (w == "NativeLayerNormBackward0._saved_result1" || w == "NativeLayerNormBackward0._saved_result2")

@@ -141,3 +141,35 @@ TEST_CASE("allocator model rounds each allocation up to 512-byte blocks", "[acco
   CHECK(r.account.model.live_at_end == 1536);
 }
 
+
+TEST_CASE("saved categories: found by id among the ids appended, refused out of order", "[account]") {
+  SavedCategories c;
+  for (int64_t id = 0; id < 300; id += 3) c.append(id, id % 2 ? "graph_only" : "named");
+  CHECK(c.size() == 100);
+  for (int64_t id = 0; id < 302; ++id) {
+    INFO("id " << id);
+    const char* got = c.find(id);
+    if (id % 3 != 0 || id >= 300) {
+      CHECK(got == nullptr);
+    } else {
+      REQUIRE(got != nullptr);
+      CHECK(std::string(got) == (id % 2 ? "graph_only" : "named"));
+    }
+  }
+  CHECK_THROWS_AS(c.append(297, "named"), std::logic_error);
+}
+
+TEST_CASE("a saved value's category in the report is its storage's at the last statement end it was held", "[account]") {
+  // y = x * x saves x (a leaf requiring grad) twice; z = (x * 2).exp() saves the wrapped 2,
+  // bound to no name (graph_only), and exp's result, which is z's storage (named).
+  auto r = agtrace::test::run_text(R"JSON({"name": "t", "tensors": {"x": {"shape": [3], "requires_grad": true}},
+    "program": ["y = x * x", "z = (x * 2).exp()"]})JSON");
+  REQUIRE(r.saved.size() == 4);
+  for (const auto& s : r.saved) {
+    INFO(s.what);
+    const char* c = r.account.saved_category.find(s.id);
+    REQUIRE(c != nullptr);
+    const char* want = s.saved_at == 0 ? "leaf_param" : s.what == "ExpBackward0._saved_result" ? "named" : "graph_only";
+    CHECK(std::string(c) == want);
+  }
+}
