@@ -527,19 +527,32 @@ Edge gradient_edge(const Tensor& t) {
   return {grad_accumulator(t), 0};
 }
 
-std::shared_ptr<Node> make_node(const std::string& name, BackwardFn fn, const std::vector<Tensor>& inputs,
-                                size_t saves) {
+namespace {
+std::shared_ptr<Node> node_with_inputs(std::string_view name, BackwardFn fn, const Tensor* inputs, size_t count,
+                                       size_t saves) {
   auto node = std::make_shared<Node>();
   node->name = InternedString::recent(name);  // ops name their nodes with a few texts, again and again
   node->backward = fn;
   if (saves > 1) node->saved.reserve(saves);
-  node->next.reserve(inputs.size());
-  node->input_meta.reserve(inputs.size());
-  for (const Tensor& t : inputs) {
+  node->next.reserve(count);
+  node->input_meta.reserve(count);
+  for (size_t i = 0; i < count; ++i) {
+    const Tensor& t = inputs[i];
     node->next.push_back(gradient_edge(t));
     node->input_meta.push_back(t ? OutputMeta{t->sizes, t->dtype(), t->is_meta(), t->storage->on_device()} : OutputMeta{});
   }
   return node;
+}
+}  // namespace
+
+std::shared_ptr<Node> make_node(std::string_view name, BackwardFn fn, const std::vector<Tensor>& inputs,
+                                size_t saves) {
+  return node_with_inputs(name, fn, inputs.data(), inputs.size(), saves);
+}
+
+std::shared_ptr<Node> make_node(std::string_view name, BackwardFn fn, std::initializer_list<Tensor> inputs,
+                                size_t saves) {
+  return node_with_inputs(name, fn, inputs.begin(), inputs.size(), saves);
 }
 
 void set_history(const Tensor& result, const std::shared_ptr<Node>& node, int output_nr) {

@@ -2,8 +2,10 @@
 #pragma once
 #include <cstdint>
 #include <iterator>
+#include <initializer_list>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tensor/tensor.hpp"
@@ -318,7 +320,11 @@ uint64_t saved_state_changes();
 // New node for an op with the given inputs: edges to their grad_fn or AccumulateGrad.
 // `saves`: how many values the op will save, when it saves more than one (a saved entry is
 // large: growing the vector one by one moved them, issue #6).
-std::shared_ptr<Node> make_node(const std::string& name, BackwardFn fn, const std::vector<Tensor>& inputs,
+std::shared_ptr<Node> make_node(std::string_view name, BackwardFn fn, const std::vector<Tensor>& inputs,
+                                size_t saves = 0);
+// The same for inputs written in place, `make_node("MulBackward0", fn, {a, b})`: no vector
+// made and freed per op (issue #6).
+std::shared_ptr<Node> make_node(std::string_view name, BackwardFn fn, std::initializer_list<Tensor> inputs,
                                 size_t saves = 0);
 // The gradient edge of a tensor (its grad_fn, or its leaf's AccumulateGrad; null edge
 // when it does not require grad).
