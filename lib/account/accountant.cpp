@@ -123,8 +123,8 @@ void Accountant::end_statement_with(int index, bool raised, std::vector<HolderCh
   m.live_after = live_;
   m.peak_inside = statement_peak_;
   m.temporary_bytes = statement_temp_;
-  for (int c = 0; c < kCategoryCount; ++c)
-    if (category_totals_[c].storages > 0) m.categories.add(kHolderCategories[c], category_totals_[c].bytes);
+  for (HolderCategory c : kCategoriesByName)
+    if (category_totals_[c].storages > 0) m.categories.append(kHolderCategories[c], category_totals_[c].bytes);
   const CategoryTotal& go = category_totals_[kGraphOnly];
   const int64_t graph_only = go.storages > 0 ? go.bytes : 0;
   if (graph_only > graph_only_peak_) {

@@ -33,6 +33,8 @@ enum HolderCategory : int { kGrad, kLeafParam, kLeafInput, kNamed, kGraphOnly, k
 inline constexpr const char* kHolderCategories[] = {"grad", "leaf_param", "leaf_input",
                                                     "named", "graph_only", "other"};
 inline constexpr int kCategoryCount = 6;
+// The categories in their names' alphabetical order (the order CategoryBytes keeps).
+inline constexpr HolderCategory kCategoriesByName[] = {kGrad, kGraphOnly, kLeafInput, kLeafParam, kNamed, kOther};
 // A storage whose holders or category changed since the previous statement end
 // (HolderTracker::commit, lib/interp/holder_tracker.hpp).
 struct HolderChange {

@@ -126,6 +126,12 @@ class CategoryBytes {
     entries_[at] = {name, bytes};
     ++size_;
   }
+  // Adds a category that sorts after every one present (the accountant adds them in
+  // alphabetical order: no comparisons per statement, issue #6).
+  void append(const char* name, int64_t bytes) {
+    if (size_ == kMax) throw std::logic_error("CategoryBytes: more categories than HolderCategory has");
+    entries_[size_++] = {name, bytes};
+  }
   // Like std::map::at: std::out_of_range for a category not present.
   int64_t at(std::string_view name) const {
     for (size_t i = 0; i < size_; ++i)

@@ -1,6 +1,9 @@
 // The accountant: events in, lifetimes, live bytes, peaks and totals out.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <set>
+
 #include "account/accountant.hpp"
 #include "interp/run_helpers.hpp"
 
@@ -172,4 +175,17 @@ TEST_CASE("a saved value's category in the report is its storage's at the last s
     const char* want = s.saved_at == 0 ? "leaf_param" : s.what == "ExpBackward0._saved_result" ? "named" : "graph_only";
     CHECK(std::string(c) == want);
   }
+}
+
+TEST_CASE("the categories' alphabetical order lists each category once, ascending", "[account]") {
+  // end_statement appends a statement's categories in this order without comparing names.
+  std::vector<std::string> names;
+  std::set<int> seen;
+  for (HolderCategory c : kCategoriesByName) {
+    names.push_back(kHolderCategories[c]);
+    seen.insert(c);
+  }
+  CHECK(seen.size() == static_cast<size_t>(kCategoryCount));
+  CHECK(std::is_sorted(names.begin(), names.end()));
+  CHECK(std::adjacent_find(names.begin(), names.end()) == names.end());
 }
