@@ -426,7 +426,7 @@ Tensor Node::unpack_hooked(const std::string& attr, SavedVariable& v) {
   ev.node_id = id;
   ev.bytes = v.nbytes();
   ev.storage_id = data ? data->storage->id : -1;
-  ev.what = saved_value_name(name, attr);
+  ev.what = saved_value_name(name.str(), attr);
   ev.hooks = v.hooks->kind();
   ev.version = v.version->version;
   ev.expected_version = v.saved_version;

@@ -41,7 +41,8 @@ Tensor grad_to_input(const Tensor& g, const Node& n, size_t i) {
 
 // AddBackward0 / SubBackward0: grad_self = grad, grad_other = ±alpha * grad (sum_to for broadcasts).
 std::vector<Tensor> add_sub_backward(Node& n, const std::vector<Tensor>& g) {
-  const double sign = n.name == "SubBackward0" ? -1.0 : 1.0;
+  static const InternedString kSub("SubBackward0");
+  const double sign = n.name == kSub ? -1.0 : 1.0;  // interned: one pointer comparison
   const double scale = sign * attr_number(n.attr("alpha"));
   Tensor ga = n.next[0].fn ? grad_to_input(g[0], n, 0) : nullptr;
   Tensor gb;

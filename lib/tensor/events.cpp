@@ -35,6 +35,19 @@ InternedString saved_value_name(const std::string& node, const std::string& attr
   if (cache.size() < 64) cache.push_back({node, attr, name});
   return name;
 }
+InternedString saved_value_name(InternedString node, InternedString attr) {
+  struct Entry {
+    InternedString node, attr, name;
+  };
+  // Interned texts are equal when their pointers are (issue #6: the string comparisons of
+  // the overload above were ~90 instructions per save).
+  static std::vector<Entry> cache;
+  for (const Entry& e : cache)
+    if (e.attr == attr && e.node == node) return e.name;
+  const InternedString name = saved_value_name(node.str(), attr.str());
+  if (cache.size() < 64) cache.push_back({node, attr, name});
+  return name;
+}
 IdCounters& id_counters() { return g_ids; }
 void reset_run_state() {
   g_position = RunPosition{};

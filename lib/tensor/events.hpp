@@ -84,6 +84,8 @@ RunPosition& run_position();
 InternedString current_op_interned();
 // "<node>._saved_<attr>", interned, from a small cache of the pairs a program uses.
 InternedString saved_value_name(const std::string& node, const std::string& attr);
+// The same for interned names (a node's and a saved entry's): the cache compares pointers.
+InternedString saved_value_name(InternedString node, InternedString attr);
 
 // Budget for element data held in memory, counted in the bytes agtrace really holds (4 per
 // float32 element, 8 per element of every other dtype: see Storage): checked before each
