@@ -342,8 +342,17 @@ class Interpreter : public ops::Runtime {
   std::vector<std::string> block_paths_;
   void push_block(const char* kind) {
     block_paths_.push_back(block_paths_.empty() ? std::string(kind) : block_paths_.back() + "/" + kind);
+    ++blocks_entered_or_left_;
   }
-  void pop_block() { block_paths_.pop_back(); }
+  void pop_block() {
+    block_paths_.pop_back();
+    ++blocks_entered_or_left_;
+  }
+  // A statement's block path is set again only when a block was entered or left since it
+  // last was (statement index -> blocks_entered_or_left_ + 1 then): comparing the path per
+  // statement run was a string comparison each (issue #6).
+  uint64_t blocks_entered_or_left_ = 0;
+  std::vector<uint64_t> block_stamp_;
   // Saved-tensor hooks and checkpoint blocks (issue #4).
   bool recomputing_ = false;  // a checkpoint body runs again: statements are not new statements
   bool run_saved_tensor_hooks(const ProgramItem& item, bool in_try);
@@ -382,12 +391,13 @@ class Interpreter : public ops::Runtime {
   // when the name is a data attribute or no such method exists (attribute_of then says which).
   // (An expression without a method slot has its spelling kept in `unslotted`.)
   const ops::OpEntry* tensor_method(const Tensor& t, const Expr& attr, const std::string*& spelling,
-                                    MethodSite& unslotted);
+                                    bool& is_backward, MethodSite& unslotted);
   // What a tensor method call site calls, found at its first call (by Expr::method_slot): the
   // spelling built and looked up per call was ~500 instructions of every `h.tanh()` (issue #6).
   struct MethodSite {
     bool known = false;
     bool data_attribute = false;  // `t.<name>` is data (shape, grad, ...), not a method
+    bool backward = false;        // `t.backward(...)`: its receiver's name is the root label
     const ops::OpEntry* entry = nullptr;
     std::string spelling;  // "Tensor.<name>"
   };
@@ -664,15 +674,20 @@ bool Interpreter::run_statement(const ProgramItem& item, bool in_try) {
   acc_.begin_statement(item.index);
   StatementResult& sr = result_.statements[item.index];
   sr.runs++;
-  if (block_paths_.empty())
-    sr.block.clear();
-  else if (sr.block != block_paths_.back())
-    sr.block = block_paths_.back();
+  const size_t at = static_cast<size_t>(item.index);
+  if (at >= block_stamp_.size()) block_stamp_.resize(at + 1, 0);
+  if (block_stamp_[at] != blocks_entered_or_left_ + 1) {
+    block_stamp_[at] = blocks_entered_or_left_ + 1;
+    if (block_paths_.empty())
+      sr.block.clear();
+    else if (sr.block != block_paths_.back())
+      sr.block = block_paths_.back();
+  }
   bool raised = false;
   try {
     exec(parsed_[item.index]);
-    static const std::string kOk = "ok";
-    if (sr.status != kOk) sr.status = kOk;  // a statement run again is usually ok already
+    // A statement run again is usually ok already (two characters compared, not a string).
+    if (sr.status.size() != 2 || sr.status[0] != 'o' || sr.status[1] != 'k') sr.status = "ok";
   } catch (ScenarioError& e) {
     raised = true;
     sr.status = "error";
@@ -1158,7 +1173,7 @@ Value Interpreter::eval_name(const Expr& e) {
 Value Interpreter::eval_attribute(const Expr& e) { return attribute_of(eval(*e.a), e); }
 
 const ops::OpEntry* Interpreter::tensor_method(const Tensor& t, const Expr& attr, const std::string*& spelling,
-                                               MethodSite& unslotted) {
+                                               bool& is_backward, MethodSite& unslotted) {
   MethodSite& site = attr.method_slot >= 0 ? method_sites_[static_cast<size_t>(attr.method_slot)] : unslotted;
   if (!site.known) {
     site.known = true;
@@ -1166,11 +1181,13 @@ const ops::OpEntry* Interpreter::tensor_method(const Tensor& t, const Expr& attr
     if (!site.data_attribute) {
       site.spelling = "Tensor." + attr.text;
       site.entry = ops::find_op(site.spelling);
+      site.backward = attr.text == "backward";
     }
   }
   if (site.data_attribute) return nullptr;
   autograd::refresh_view_grad_fn(t);  // as an attribute read does (PyTorch regenerates a stale view's grad_fn)
   spelling = &site.spelling;  // outlives the call: method_sites_ is sized once, by parse_all
+  is_backward = site.backward;
   return site.entry;
 }
 
@@ -1323,10 +1340,12 @@ Value Interpreter::eval_call(const Expr& e) {
   Value callee, receiver;
   const ops::OpEntry* method = nullptr;
   const std::string* method_spelling = nullptr;
+  bool method_is_backward = false;
   MethodSite unslotted;
   if (e.a->kind == ExprKind::Attribute) {
     Value obj = eval(*e.a->a);
-    if (obj.kind == Value::Kind::Tensor && (method = tensor_method(obj.t, *e.a, method_spelling, unslotted)))
+    if (obj.kind == Value::Kind::Tensor &&
+        (method = tensor_method(obj.t, *e.a, method_spelling, method_is_backward, unslotted)))
       receiver = std::move(obj);
     else
       callee = attribute_of(std::move(obj), *e.a);
@@ -1338,7 +1357,7 @@ Value Interpreter::eval_call(const Expr& e) {
   std::vector<std::pair<std::string, Value>> keywords;
   for (const auto& kw : e.keywords) keywords.push_back({kw.name, eval(*kw.value)});
   if (method) {
-    if (e.a->text == "backward") root_label_ = root_label_of(e.a->a.get());
+    if (method_is_backward) root_label_ = root_label_of(e.a->a.get());
     return call_entry(*method, *method_spelling, &receiver, positional, keywords);
   }
 

@@ -337,3 +337,16 @@ TEST_CASE("every op's params fit the mask that marks which were written in a cal
   CHECK(most > 0);
   CHECK(most <= agtrace::ops::Args::kMaxParams);
 }
+
+TEST_CASE("each statement reports the blocks around it, however often it runs", "[interp]") {
+  auto r = run_text(scenario(R"JSON([
+    "a = 1",
+    {"repeat": 3, "body": ["b = a", {"try": ["c = b"]}, {"no_grad": ["d = x * 2", {"repeat": 2, "body": ["e = d"]}]}, "f = 2"]},
+    "g = 3"
+  ])JSON"));
+  std::vector<std::string> blocks;
+  for (const auto& s : r.statements) blocks.push_back(s.block);
+  CHECK(blocks == std::vector<std::string>{"", "repeat", "repeat/try", "repeat/no_grad", "repeat/no_grad/repeat",
+                                           "repeat", ""});
+  CHECK(r.statements[4].runs == 6);
+}
