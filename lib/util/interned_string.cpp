@@ -1,6 +1,8 @@
 #include "util/interned_string.hpp"
 
 #include <atomic>
+#include <cstdint>
+#include <cstring>
 #include <deque>
 #include <ostream>
 #include <unordered_map>
@@ -42,6 +44,27 @@ const std::string& InternedString::empty_text() {
 }
 InternedString::InternedString(std::string_view text) : text_(intern(text)) {}
 
+namespace {
+// Whether a[0, n) == b[0, n), eight bytes at a time: the texts looked up are short (op and
+// node names), and a call to memcmp cost more than the comparison itself.
+bool same_bytes(const char* a, const char* b, size_t n) {
+  if (n < 8) {
+    for (size_t i = 0; i < n; ++i)
+      if (a[i] != b[i]) return false;
+    return true;
+  }
+  uint64_t x, y;
+  for (size_t i = 0; i + 8 < n; i += 8) {
+    std::memcpy(&x, a + i, 8);
+    std::memcpy(&y, b + i, 8);
+    if (x != y) return false;
+  }
+  std::memcpy(&x, a + n - 8, 8);  // the last eight (overlapping the loop's last word)
+  std::memcpy(&y, b + n - 8, 8);
+  return x == y;
+}
+}  // namespace
+
 InternedString InternedString::recent(std::string_view text) {
   // A direct-mapped cache of the texts this thread interned lately, indexed by a hash of the
   // length and three characters (issue #6): the 16-entry list this replaced was scanned in
@@ -57,7 +80,7 @@ InternedString InternedString::recent(std::string_view text) {
   const size_t hash = n * 29 + static_cast<unsigned char>(text[0]) * 7 + static_cast<unsigned char>(text[n / 2]) * 3 +
                       static_cast<unsigned char>(text[n - 1]);
   InternedString& e = entries[hash % kEntries];
-  if (!e.empty() && std::string_view(e.str()) == text) return e;
+  if (!e.empty() && e.str().size() == n && same_bytes(e.str().data(), text.data(), n)) return e;
   e = InternedString(text);
   return e;
 }
