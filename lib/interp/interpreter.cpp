@@ -227,7 +227,17 @@ class Scope {
  public:
   using Map = std::map<std::string, Value>;
   const Map& map() const { return map_; }
-  void set_slot_count(size_t n) { slots_.assign(n, Slot{}); }
+  void set_slot_count(size_t n) {
+    slots_.assign(n, Slot{});
+    names_.assign(n, InternedString());
+  }
+  // `name` interned (slot: its Expr::name_slot, or -1), looked up once per slot.
+  InternedString interned(const std::string& name, int slot) {
+    if (slot < 0) return InternedString::recent(name);
+    InternedString& s = names_[static_cast<size_t>(slot)];
+    if (s.empty()) s = InternedString(name);
+    return s;
+  }
   // The value bound to `name` (slot: its Expr::name_slot, or -1), null when unbound.
   Value* find(const std::string& name, int slot = -1) {
     if (slot >= 0 && slots_[static_cast<size_t>(slot)].epoch == epoch_) return slots_[static_cast<size_t>(slot)].entry;
@@ -264,6 +274,7 @@ class Scope {
   };
   Map map_;
   std::vector<Slot> slots_;
+  std::vector<InternedString> names_;  // by slot: the name interned (empty: not yet)
   uint64_t epoch_ = 1;
 };
 
@@ -532,7 +543,7 @@ void Interpreter::create_leaves() {
 void Interpreter::bind(const std::string& name, const Value& v, int slot) {
   if (v.kind == Value::Kind::Tensor) {
     ++labels_changed_;
-    const InternedString label = InternedString::recent(name);
+    const InternedString label = env_.interned(name, slot);
     const size_t tid = static_cast<size_t>(v.t->id), sid = static_cast<size_t>(v.t->storage->id);
     if (tid >= tensor_label_.size()) tensor_label_.resize(tid + 1);
     tensor_label_[tid] = label;
