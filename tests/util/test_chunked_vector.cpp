@@ -106,6 +106,27 @@ TEST_CASE("interned strings from the recent cache are the table's", "[chunked_ve
       CHECK(got.str() == text);
       CHECK(got == InternedString(text));
     }
+  // Longer texts sharing a slot, compared eight bytes at a time: they differ in the second
+  // character (the first word) or the next to last (the overlapping last word only).
+  for (size_t length : {8, 9, 12, 15, 16, 17, 24, 33}) {
+    std::vector<std::string> texts;
+    for (size_t at : {size_t{1}, length - 2})
+      for (char c : {'c', 'd', 'e'}) {
+        std::string t(length, 'a');
+        t[0] = 'b';
+        t[length / 2] = 'm';
+        t[length - 1] = 'z';
+        t[at] = c;
+        texts.push_back(t);
+      }
+    for (int round = 0; round < 2; ++round)
+      for (const std::string& text : texts) {
+        INFO(text);
+        const InternedString got = InternedString::recent(text);
+        CHECK(got.str() == text);
+        CHECK(got == InternedString(text));
+      }
+  }
 }
 
 TEST_CASE("grow_to appends default elements up to a size, never shrinks, never moves them", "[chunked_vector]") {
