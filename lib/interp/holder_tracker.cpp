@@ -12,6 +12,22 @@ constexpr int kNamePhase = 0, kGradPhase = 1, kGraphPhase = 2;
 
 void sort_unique(std::vector<int64_t>& ids) {
   if (ids.size() < 2) return;
+  if (ids.size() <= 32) {
+    // A statement dirties a handful of storages: an insertion sort that drops repeats as
+    // it goes costs less than std::sort's set-up (issue #6).
+    size_t kept = 1;
+    for (size_t i = 1; i < ids.size(); ++i) {
+      const int64_t id = ids[i];
+      size_t at = kept;
+      while (at > 0 && ids[at - 1] > id) --at;
+      if (at > 0 && ids[at - 1] == id) continue;  // a repeat
+      for (size_t k = kept; k > at; --k) ids[k] = ids[k - 1];
+      ids[at] = id;
+      ++kept;
+    }
+    ids.resize(kept);
+    return;
+  }
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
 }
