@@ -346,7 +346,7 @@ const SavedEntry* Node::find(const std::string& attr) const {
   return nullptr;
 }
 
-Tensor Node::unpack(const std::string& attr) {
+SavedVariable* Node::checked_saved(const std::string& attr) {
   SavedEntry* e = find(attr);
   if (!e || !e->is_tensor || !e->var.defined) return nullptr;
   SavedVariable& v = e->var;
@@ -363,7 +363,7 @@ Tensor Node::unpack(const std::string& attr) {
                  {"released_at", v.released_at}, {"saved_at", v.saved_at}};
     throw err;
   }
-  if (v.hooks) return unpack_hooked(attr, v);
+  if (v.hooks) return &v;
   const int64_t current = v.version->version;
   if (current != v.saved_version) {
     const Shape& sz = v.original ? v.original->sizes : v.sizes;
@@ -395,6 +395,21 @@ Tensor Node::unpack(const std::string& attr) {
                  {"tensor_type", dtype_tensor_type(v.dtype)}};
     throw err;
   }
+  return &v;
+}
+
+const SavedVariable* Node::saved_output(const std::string& attr) {
+  const SavedVariable* v = checked_saved(attr);
+  return v && !v->hooks && v->is_output ? v : nullptr;
+}
+
+void Node::skip_unpacked_object() { ++id_counters().tensor; }
+
+Tensor Node::unpack(const std::string& attr) {
+  SavedVariable* checked = checked_saved(attr);
+  if (!checked) return nullptr;
+  SavedVariable& v = *checked;
+  if (v.hooks) return unpack_hooked(attr, v);
   if (!v.is_output) return v.original;
   auto t = std::make_shared<TensorImpl>();
   t->storage = v.storage;

@@ -299,7 +299,19 @@ struct Node : std::enable_shared_from_this<Node> {
   const SavedEntry* find(const std::string& attr) const;
   // Unpacks a saved tensor (checks release and version; throws ScenarioError).
   Tensor unpack(const std::string& attr);
+  // A saved output as unpack() checks it (released, version), for a backward formula that
+  // only reads its elements; null when it is not a plain saved output (an input, under
+  // hooks, undefined), and then the formula unpacks. PyTorch's unpack of an output makes a
+  // new tensor object over the saved storage, which such a formula needs no more than its
+  // elements: the formula calls skip_unpacked_object() instead of unpack(), which takes the
+  // id that object would have had, so that the tensors made afterwards are numbered the same
+  // (issue #6: the object made and destroyed was ~700 instructions per TanhBackward0).
+  const SavedVariable* saved_output(const std::string& attr);
+  static void skip_unpacked_object();
   Tensor unpack_hooked(const std::string& attr, SavedVariable& v);  // saved under hooks
+  // The defined saved tensor `attr`, checked as unpack() checks it before it unpacks (null:
+  // no such tensor; under hooks the version is not checked, as PyTorch does not).
+  SavedVariable* checked_saved(const std::string& attr);
   const AttrValue& attr(const std::string& attr) const;
   void release_saved(int statement);
   void release_saved_values(int statement);  // release_saved without counting a change (dying nodes)

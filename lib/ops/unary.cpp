@@ -37,6 +37,14 @@ std::vector<Tensor> times_saved(const Tensor& s, const std::vector<Tensor>& g, c
 }
 template <typename F>
 std::vector<Tensor> times_saved(Node& n, const std::vector<Tensor>& g, const char* attr, F f) {
+  // A float32 saved output is read where it is, without the tensor object unpack makes
+  // (Node::saved_output): the same loop as the general path, so the same bits.
+  const autograd::SavedVariable* v = n.saved_output(attr);
+  if (v && n.input_meta[0].dtype == DType::Float32 && kernels::binary_in_place_f32_fits(g[0], *v->storage, v->sizes)) {
+    Node::skip_unpacked_object();  // before the result is made, as unpack would have been
+    return {kernels::binary_in_place_f32(g[0], *v->storage, v->sizes, v->strides, v->offset,
+                                         [f](double gv, double sv) { return gv * f(sv); })};
+  }
   return times_saved(n.unpack(attr), g, n, f);
 }
 

@@ -179,6 +179,24 @@ Tensor unary(const Tensor& a, DType out, F&& f) {
   return r;
 }
 
+// binary(a, b, Float32, f) with `b` given by its storage and layout instead of a tensor
+// object: a saved output read in place by a backward formula (Node::saved_output). Applies
+// when a and b are float32 host operands of one shape (binary_in_place_f32_fits); the loop
+// is binary's own, so the bits are the same.
+inline bool binary_in_place_f32_fits(const Tensor& a, const Storage& b, const Shape& b_sizes) {
+  return a && a->dtype() == DType::Float32 && !a->is_meta() && !a->storage->on_device() && b.holds_float() &&
+         !b.meta && !b.on_device() && a->sizes == b_sizes;
+}
+template <typename F>
+Tensor binary_in_place_f32(const Tensor& a, const Storage& b, const Shape& b_sizes, const Shape& b_strides,
+                           int64_t b_offset, F&& f) {
+  Tensor r = detail::host_result(a->sizes, DType::Float32, false);
+  const detail::Operand<float> bo{b.f32(), b_offset, &b_sizes, &b_strides, is_contiguous_layout(b_sizes, b_strides),
+                                  shape_numel(b_sizes)};
+  detail::binary_loop(detail::float_operand(a), bo, a->sizes, r->numel(), r->storage->f32(), DType::Float32, f);
+  return r;
+}
+
 template <typename F>
 Tensor binary(const Tensor& a, const Tensor& b, DType out, F&& f, const std::string& op) {
   const bool same = a->sizes == b->sizes;

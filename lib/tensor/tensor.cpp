@@ -141,7 +141,9 @@ TensorImpl::~TensorImpl() {
 
 int64_t TensorImpl::numel() const { return shape_numel(sizes); }
 
-bool TensorImpl::is_contiguous() const {
+bool TensorImpl::is_contiguous() const { return is_contiguous_layout(sizes, strides); }
+
+bool is_contiguous_layout(const Shape& sizes, const Shape& strides) {
   int64_t expected = 1;
   for (size_t d = sizes.size(); d-- > 0;) {
     if (sizes[d] != 1 && strides[d] != expected) return false;

@@ -171,6 +171,8 @@ inline void notify_grad_changed(TensorImpl& t) {
 }
 
 Shape contiguous_strides(const Shape& sizes);
+// Whether elements laid out with these sizes and strides are contiguous (size-1 dims: any stride).
+bool is_contiguous_layout(const Shape& sizes, const Shape& strides);
 int64_t shape_numel(const Shape& s);
 std::string shape_str(const Shape& s);  // "[2, 3]"
 
