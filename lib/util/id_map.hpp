@@ -3,16 +3,22 @@
 // `[id, value]` bindings), kept as a table indexed by id (issue #6). Every backward node
 // added its snapshot to a std::map: an insertion walked and rebalanced the tree and the
 // lookups at the end of the program walked it again (~2% of a 10,000-op chain). Values live
-// in their own heap blocks, so references stay valid as the table grows, as std::map's do.
+// in fixed chunks, so references stay valid as the table grows, as std::map's do; a value
+// is made in its slot (a heap block per value was an allocation per backward node's
+// snapshot, issue #6).
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
+
+#include "util/chunked_vector.hpp"
 
 namespace agtrace {
 
@@ -22,6 +28,7 @@ class IdMap {
   using key_type = int64_t;
   using mapped_type = T;
   using value_type = std::pair<const int64_t, T>;
+  using Table = ChunkedVector<std::optional<value_type>, 64>;
 
   template <bool Const>
   class Iter {
@@ -31,14 +38,14 @@ class IdMap {
     using difference_type = std::ptrdiff_t;
     using pointer = std::conditional_t<Const, const value_type*, value_type*>;
     using reference = std::conditional_t<Const, const value_type&, value_type&>;
-    using Slots = std::conditional_t<Const, const std::vector<std::unique_ptr<value_type>>, std::vector<std::unique_ptr<value_type>>>;
+    using Slots = std::conditional_t<Const, const Table, Table>;
 
     Iter() = default;
     Iter(Slots* slots, size_t at) : slots_(slots), at_(at) { skip_empty(); }
     template <bool C = Const, typename = std::enable_if_t<C>>
     Iter(const Iter<false>& o) : slots_(o.slots_), at_(o.at_) {}  // iterator -> const_iterator
     reference operator*() const { return *(*slots_)[at_]; }
-    pointer operator->() const { return (*slots_)[at_].get(); }
+    pointer operator->() const { return &*(*slots_)[at_]; }
     Iter& operator++() {
       ++at_;
       skip_empty();
@@ -56,7 +63,7 @@ class IdMap {
     template <bool>
     friend class Iter;
     void skip_empty() {
-      while (slots_ && at_ < slots_->size() && !(*slots_)[at_]) ++at_;
+      while (slots_ && at_ < slots_->size() && !(*slots_)[at_].has_value()) ++at_;
     }
     Slots* slots_ = nullptr;
     size_t at_ = 0;
@@ -86,10 +93,10 @@ class IdMap {
   std::pair<iterator, bool> try_emplace(int64_t id) {
     if (id < 0) throw std::out_of_range("IdMap: negative id " + std::to_string(id));
     const size_t at = static_cast<size_t>(id);
-    if (at >= slots_.size()) slots_.resize(std::max(at + 1, slots_.size() * 2));
-    const bool inserted = !slots_[at];
+    slots_.grow_to(at + 1);
+    const bool inserted = !slots_[at].has_value();
     if (inserted) {
-      slots_[at] = std::make_unique<value_type>(id, T{});
+      slots_[at].emplace(std::piecewise_construct, std::forward_as_tuple(id), std::forward_as_tuple());
       ++size_;
     }
     return {iterator(&slots_, at), inserted};
@@ -102,9 +109,9 @@ class IdMap {
 
  private:
   bool present(int64_t id) const {
-    return id >= 0 && static_cast<size_t>(id) < slots_.size() && slots_[static_cast<size_t>(id)];
+    return id >= 0 && static_cast<size_t>(id) < slots_.size() && slots_[static_cast<size_t>(id)].has_value();
   }
-  std::vector<std::unique_ptr<value_type>> slots_;
+  Table slots_;
   size_t size_ = 0;
 };
 
