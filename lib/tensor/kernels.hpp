@@ -4,6 +4,8 @@
 #pragma once
 #include <functional>
 #include <optional>
+#include <type_traits>
+#include <utility>
 
 #include "tensor/elementwise.hpp"
 #include "tensor/tensor.hpp"
@@ -79,6 +81,18 @@ const float* contiguous_f32(const Tensor& t);
 // thread count; PyTorch's at::parallel_for splits elementwise work the same way (grain
 // 32768 elements).
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& f);
+// The same for a callable of any type: work within one grain runs here without wrapping the
+// callable in a std::function (most elementwise calls of a program are that small: issue #6).
+template <typename F,
+          typename = std::enable_if_t<!std::is_same_v<std::decay_t<F>, std::function<void(int64_t, int64_t)>>>>
+void parallel_for(int64_t n, int64_t grain, F&& f) {
+  if (n <= 0) return;
+  if (grain > 0 && n <= grain) {
+    f(int64_t{0}, n);
+    return;
+  }
+  parallel_for(n, grain, std::function<void(int64_t, int64_t)>(std::forward<F>(f)));
+}
 
 // Lets glibc keep freed element buffers for reuse instead of unmapping each one: every op
 // result is a fresh allocation, and above 128 KiB each was an mmap, page faults on first

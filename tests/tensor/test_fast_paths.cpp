@@ -287,11 +287,20 @@ TEST_CASE("fast paths: parallel_for covers every index once, whatever the thread
     kernels::set_threads(threads);
     for (int64_t n : {0, 1, 5, 100, 1001}) {
       for (int64_t grain : {1, 7, 1000}) {
-        std::vector<int> hits(static_cast<size_t>(n), 0);
+        // A lambda (run in place within one grain) and a std::function (always the pool's path).
+        std::vector<int> hits(static_cast<size_t>(n), 0), hits_fn(static_cast<size_t>(n), 0);
+        std::atomic<int> chunks{0};
         kernels::parallel_for(n, grain, [&](int64_t b, int64_t e) {
+          ++chunks;
           for (int64_t i = b; i < e; ++i) ++hits[static_cast<size_t>(i)];
         });
+        const std::function<void(int64_t, int64_t)> fn = [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) ++hits_fn[static_cast<size_t>(i)];
+        };
+        kernels::parallel_for(n, grain, fn);
         for (int h : hits) CHECK(h == 1);
+        for (int h : hits_fn) CHECK(h == 1);
+        if (n > 0 && n <= grain) CHECK(chunks == 1);
       }
     }
   }
