@@ -1752,11 +1752,7 @@ void Interpreter::snapshot_into(const autograd::Node& n, NodeSnapshot& s) const 
   s.name = n.name;
   s.created_at = n.created_at;
   s.next.reserve(n.next.size());
-  s.next_input_nr.reserve(n.next.size());
-  for (const auto& e : n.next) {
-    s.next.push_back(e.fn ? e.fn->id : -1);
-    s.next_input_nr.push_back(e.fn ? e.input_nr : 0);
-  }
+  for (const auto& e : n.next) s.next.push_back(e.fn ? NodeEdge{e.fn->id, e.input_nr} : NodeEdge{});
   if (n.variable) {
     s.variable = label_of(n.variable->id);
     s.variable_tensor_id = n.variable->id;
@@ -1812,7 +1808,7 @@ bool Interpreter::snapshot_current(const NodeSnapshot& s, const autograd::Node& 
     return false;
   for (size_t i = 0; i < n.next.size(); ++i) {
     const autograd::Edge& e = n.next[i];
-    if (s.next[i] != (e.fn ? e.fn->id : -1) || s.next_input_nr[i] != (e.fn ? e.input_nr : 0)) return false;
+    if (!(s.next[i] == (e.fn ? NodeEdge{e.fn->id, e.input_nr} : NodeEdge{}))) return false;
   }
   if (n.variable) {
     if (s.variable_tensor_id != n.variable->id) return false;

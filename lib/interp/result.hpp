@@ -49,11 +49,19 @@ struct SavedSnapshot {
   int64_t packed_storage_id = -1;
 };
 
+// One entry of a node's next_functions.
+struct NodeEdge {
+  int64_t node = -1;  // node id; -1 for None
+  int input_nr = 0;
+  bool operator==(const NodeEdge& o) const { return node == o.node && input_nr == o.input_nr; }
+};
+
 struct NodeSnapshot {
   int64_t id = 0;
   InternedString name;
-  std::vector<int64_t> next;       // node ids; -1 for None
-  std::vector<int> next_input_nr;
+  // One vector, not one of ids and one of input numbers: a snapshot is made per backward
+  // node, and each vector was an allocation (issue #6).
+  std::vector<NodeEdge> next;
   std::vector<SavedSnapshot> saved;
   int created_at = -1;
   InternedString variable;         // AccumulateGrad: the leaf's name

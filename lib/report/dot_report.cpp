@@ -78,7 +78,7 @@ std::string report_dot(const RunResult& r) {
         << (released ? ", fillcolor=\"#f4f4f4\", fontcolor=\"#888888\", color=\"#aaaaaa\"" : "") << "];\n";
     }
     for (size_t i = 0; i < n.next.size(); ++i)
-      if (n.next[i] >= 0 && drawn.count(n.next[i])) o << "  " << nid << " -> n" << n.next[i] << ";\n";
+      if (n.next[i].node >= 0 && drawn.count(n.next[i].node)) o << "  " << nid << " -> n" << n.next[i].node << ";\n";
     for (const auto& s : n.saved) {
       if (!s.is_tensor || !s.defined) continue;
       const std::string sid = nid + "_" + s.attr;

@@ -67,7 +67,7 @@ ojson node_json(const NodeSnapshot& n, bool with_values) {
   ojson nj{{"id", n.id}, {"name", n.name}, {"created_at", n.created_at}};
   ojson next = ojson::array();
   for (size_t i = 0; i < n.next.size(); ++i)
-    next.push_back(n.next[i] < 0 ? ojson(nullptr) : ojson{{"node", n.next[i]}, {"input_nr", n.next_input_nr[i]}});
+    next.push_back(n.next[i].node < 0 ? ojson(nullptr) : ojson{{"node", n.next[i].node}, {"input_nr", n.next[i].input_nr}});
   nj["next_functions"] = next;
   if (!n.variable.empty()) nj["variable"] = n.variable;
   if (!n.wraps.empty()) nj["wraps"] = n.wraps;
@@ -171,12 +171,12 @@ void write_node_json(json_text::Writer& out, const NodeLayouts& layouts, const N
   o.open_array("next_functions");
   for (size_t i = 0; i < n.next.size(); ++i) {
     o.item(i == 0);
-    if (n.next[i] < 0) {
+    if (n.next[i].node < 0) {
       out.put("null");
       continue;
     }
     json_text::Object edge(out, layouts.inner);
-    edge.field("node", n.next[i]).field("input_nr", n.next_input_nr[i]);
+    edge.field("node", n.next[i].node).field("input_nr", n.next[i].input_nr);
     edge.close();
   }
   o.close_array(n.next.size());

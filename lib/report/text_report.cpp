@@ -199,7 +199,7 @@ std::string report_text(const RunResult& r, const TextOptions& opt) {
         o << indent << "    " << (s.is_tensor && s.defined && s.released ? st.dim(line) : line) << "\n";
       }
       for (size_t i = n.next.size(); i-- > 0;)
-        if (n.next[i] >= 0) stack.push_back({n.next[i], f.depth + 1});
+        if (n.next[i].node >= 0) stack.push_back({n.next[i].node, f.depth + 1});
     }
   }
 
