@@ -47,7 +47,7 @@ struct HolderChange {
   int category_index = -1;           // the same as a HolderCategory when the tracker knows it (-1: read `category`)
 };
 
-class Accountant : public EventSink {
+class Accountant final : public EventSink {
  public:
   void on_event(const Event& e) override;
   void begin_statement(int index);

@@ -45,7 +45,7 @@ bool HolderTracker::Entry::operator==(const Entry& o) const {
   return phase == o.phase && order == o.order && sub == o.sub && category == o.category && label == o.label;
 }
 
-HolderTracker::HolderTracker(std::function<std::string(int64_t)> label_of, EventSink* downstream)
+HolderTracker::HolderTracker(std::function<std::string(int64_t)> label_of, Accountant* downstream)
     : label_of_(std::move(label_of)), downstream_(downstream) {}
 
 void HolderTracker::attach() {
