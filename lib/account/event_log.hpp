@@ -47,18 +47,9 @@ class EventLog {
     const bool has_detail = !r.hooks.empty() || r.version != 0 || r.expected_version != 0 ||
                             r.packed_bytes != 0 || r.packed_storage_id != -1;
     const uint8_t kind = kind_index(r.kind);  // before appending: it may throw
-    Packed& p = packed_.emplace_back();
-    p.op = r.op;
-    p.what = r.what;
-    p.storage_id = r.storage_id;
-    p.bytes = r.bytes;
-    p.saved_id = r.saved_id;
-    p.node_id = r.node_id;
-    p.statement = r.statement;
-    p.recompute_statement = r.recompute_statement;
-    p.kind = kind;
-    p.in_backward = r.in_backward;
-    p.detail = has_detail ? add_detail(r) : kNoDetail;
+    push_plain(kind, r.op, r.what, r.storage_id, r.bytes, r.saved_id, r.node_id, r.statement, r.recompute_statement,
+               r.in_backward);
+    if (has_detail) packed_.back().detail = add_detail(r);
   }
   // A record whose detail fields (hooks, versions, packed bytes and storage) are all at
   // their defaults, as most are, written straight into its packed form: the accountant's

@@ -397,12 +397,6 @@ class Interpreter : public ops::Runtime {
   Value eval_attribute(const Expr& e);
   // `obj.<e.text>`, obj already evaluated (e: the Attribute expression).
   Value attribute_of(Value obj, const Expr& e);
-  struct MethodSite;
-  // The op `t.<attr.text>(...)` calls (its spelling "Tensor.<name>" into `spelling`), or null
-  // when the name is a data attribute or no such method exists (attribute_of then says which).
-  // (An expression without a method slot has its spelling kept in `unslotted`.)
-  const ops::OpEntry* tensor_method(const Tensor& t, const Expr& attr, const std::string*& spelling,
-                                    bool& is_backward, MethodSite& unslotted);
   // What a tensor method call site calls, found at its first call (by Expr::method_slot): the
   // spelling built and looked up per call was ~500 instructions of every `h.tanh()` (issue #6).
   struct MethodSite {
@@ -413,6 +407,9 @@ class Interpreter : public ops::Runtime {
     std::string spelling;  // "Tensor.<name>"
   };
   std::vector<MethodSite> method_sites_;
+  // The call site of `t.<attr.text>(...)`, whose entry is the op it calls; null when the name
+  // is a data attribute or no such method exists (attribute_of then says which).
+  const MethodSite* tensor_method(const Tensor& t, const Expr& attr);
   Value eval_call(const Expr& e);
   Value eval_subscript(const Expr& e);
   Value eval_binary(const std::string& op, const Value& a, const Value& b);
@@ -1183,9 +1180,10 @@ Value Interpreter::eval_name(const Expr& e) {
 
 Value Interpreter::eval_attribute(const Expr& e) { return attribute_of(eval(*e.a), e); }
 
-const ops::OpEntry* Interpreter::tensor_method(const Tensor& t, const Expr& attr, const std::string*& spelling,
-                                               bool& is_backward, MethodSite& unslotted) {
-  MethodSite& site = attr.method_slot >= 0 ? method_sites_[static_cast<size_t>(attr.method_slot)] : unslotted;
+const Interpreter::MethodSite* Interpreter::tensor_method(const Tensor& t, const Expr& attr) {
+  // parse_all gives every Attribute expression of the program its slot.
+  if (attr.method_slot < 0) throw std::logic_error("tensor_method: an attribute expression without a method slot");
+  MethodSite& site = method_sites_[static_cast<size_t>(attr.method_slot)];
   if (!site.known) {
     site.known = true;
     site.data_attribute = is_tensor_attribute(attr.text);
@@ -1197,9 +1195,7 @@ const ops::OpEntry* Interpreter::tensor_method(const Tensor& t, const Expr& attr
   }
   if (site.data_attribute) return nullptr;
   autograd::refresh_view_grad_fn(t);  // as an attribute read does (PyTorch regenerates a stale view's grad_fn)
-  spelling = &site.spelling;  // outlives the call: method_sites_ is sized once, by parse_all
-  is_backward = site.backward;
-  return site.entry;
+  return site.entry ? &site : nullptr;  // outlives the call: method_sites_ is sized once, by parse_all
 }
 
 Value Interpreter::attribute_of(Value obj, const Expr& e) {
@@ -1349,14 +1345,10 @@ Value Interpreter::eval_call(const Expr& e) {
   // copy of the receiver, and a second lookup of the op; issue #6). The receiver, then the
   // method, then the arguments are evaluated, as before.
   Value callee, receiver;
-  const ops::OpEntry* method = nullptr;
-  const std::string* method_spelling = nullptr;
-  bool method_is_backward = false;
-  MethodSite unslotted;
+  const MethodSite* method = nullptr;
   if (e.a->kind == ExprKind::Attribute) {
     Value obj = eval(*e.a->a);
-    if (obj.kind == Value::Kind::Tensor &&
-        (method = tensor_method(obj.t, *e.a, method_spelling, method_is_backward, unslotted)))
+    if (obj.kind == Value::Kind::Tensor && (method = tensor_method(obj.t, *e.a)))
       receiver = std::move(obj);
     else
       callee = attribute_of(std::move(obj), *e.a);
@@ -1368,8 +1360,8 @@ Value Interpreter::eval_call(const Expr& e) {
   std::vector<std::pair<std::string, Value>> keywords;
   for (const auto& kw : e.keywords) keywords.push_back({kw.name, eval(*kw.value)});
   if (method) {
-    if (method_is_backward) root_label_ = root_label_of(e.a->a.get());
-    return call_entry(*method, *method_spelling, &receiver, positional, keywords);
+    if (method->backward) root_label_ = root_label_of(e.a->a.get());
+    return call_entry(*method->entry, method->spelling, &receiver, positional, keywords);
   }
 
   if (callee.kind == Value::Kind::Method) {

@@ -24,27 +24,18 @@ InternedString current_op_interned() {
 }
 
 InternedString saved_value_name(const std::string& node, const std::string& attr) {
-  struct Entry {
-    std::string node, attr;
-    InternedString name;
-  };
-  static std::vector<Entry> cache;  // a program saves under a handful of (node, attribute) pairs
-  for (const Entry& e : cache)
-    if (e.attr == attr && e.node == node) return e.name;
-  InternedString name(node + "._saved_" + attr);
-  if (cache.size() < 64) cache.push_back({node, attr, name});
-  return name;
+  return saved_value_name(InternedString::recent(node), InternedString::recent(attr));
 }
 InternedString saved_value_name(InternedString node, InternedString attr) {
   struct Entry {
     InternedString node, attr, name;
   };
-  // Interned texts are equal when their pointers are (issue #6: the string comparisons of
-  // the overload above were ~90 instructions per save).
+  // A program saves under a handful of (node, attribute) pairs. Interned texts are equal
+  // when their pointers are (issue #6: comparing the strings was ~90 instructions per save).
   static std::vector<Entry> cache;
   for (const Entry& e : cache)
     if (e.attr == attr && e.node == node) return e.name;
-  const InternedString name = saved_value_name(node.str(), attr.str());
+  const InternedString name(node.str() + "._saved_" + attr.str());
   if (cache.size() < 64) cache.push_back({node, attr, name});
   return name;
 }
