@@ -52,7 +52,9 @@ struct InputBuffer {
 // checks: a nested pass would overwrite the outer pass's stamps.
 class PassSlots {
  public:
+  // Pass numbers are 32-bit (Node::engine_pass); 0 is never one (a new node's stamp).
   PassSlots() : pass_(++next_pass_) {
+    if (pass_ == 0) pass_ = ++next_pass_;
     if (active_) throw std::logic_error("run_backward called while another backward pass runs");
     active_ = true;
   }
@@ -64,7 +66,7 @@ class PassSlots {
   bool discover(Node* n) {
     if (n->engine_pass == pass_) return false;
     n->engine_pass = pass_;
-    n->engine_slot = states_.size();
+    n->engine_slot = static_cast<uint32_t>(states_.size());
     states_.emplace_back();
     return true;
   }
@@ -93,14 +95,14 @@ class PassSlots {
     discover(n);
     return states_[n->engine_slot];
   }
-  static inline std::atomic<uint64_t> next_pass_{0};
+  static inline std::atomic<uint32_t> next_pass_{0};
   static inline thread_local bool active_ = false;
-  uint64_t pass_;
+  uint32_t pass_;
   std::vector<State> states_;
 };
 
 struct ReadyOrder {
-  bool operator()(const Node* a, const Node* b) const { return a->sequence_nr < b->sequence_nr; }
+  bool operator()(const Node* a, const Node* b) const { return a->sequence_nr() < b->sequence_nr(); }
 };
 
 // AccumulateGrad::apply: the first gradient becomes .grad (PyTorch steals it when nothing
@@ -311,8 +313,8 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
       // torch.autograd.grad they all run and compute: a leaf behind the in-place op gets its
       // .grad accumulated, captured or not (measured: grad(loss, [x]) through
       // h[:, 1].mul_(w) sets w.grad).
-      if (req.capture && n->wrapped)
-        for (const Edge& e : n->wrapped->next)
+      if (req.capture && n->wrapped())
+        for (const Edge& e : n->wrapped()->next)
           if (e.fn) needed.insert(e.fn.get());
       pos.op = n->name;
       pos.backward_node = n->id;  // events: the node where a backward allocation happened

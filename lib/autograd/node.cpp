@@ -70,7 +70,6 @@ std::string attr_repr(const AttrValue& a) {
 
 Node::Node() {
   id = id_counters().node++;
-  sequence_nr = id_counters().sequence_nr++;
   created_at = run_position().statement;
   registry().add(this);
   if (ObjectObserver* o = object_observer()) o->node_created(*this);
@@ -486,7 +485,7 @@ void Node::release_saved_values(int statement) {
   // (fn = nullptr): the node's saved values die with it, unless a create_graph=True gradient
   // still holds it (its saved result unpacked, e.g. ThresholdBackwardBackward0 -> ReluBackward0
   // after h[:, 1].relu_(); measured: a second autograd.grad through both succeeds).
-  if (wrapped && wrapped.use_count() == 1) wrapped->release_saved_values(statement);
+  if (const auto& w = wrapped(); w && w.use_count() == 1) w->release_saved_values(statement);
   for (auto& e : saved) {
     if (!e.is_tensor || !e.var.defined || e.var.released) continue;
     e.var.released = true;
@@ -514,7 +513,7 @@ void Node::release_saved_values(int statement) {
 }
 
 int64_t Node::saved_bytes() const {
-  int64_t n = wrapped ? wrapped->saved_bytes() : 0;
+  int64_t n = wrapped() ? wrapped()->saved_bytes() : 0;
   for (auto& e : saved)
     if (e.is_tensor && e.var.defined && !e.var.released) n += e.var.nbytes();
   return n;
@@ -527,7 +526,7 @@ std::shared_ptr<Node> grad_accumulator(const Tensor& leaf) {
   acc->name = "AccumulateGrad";
   acc->cpp_name_prefix = true;
   // AccumulateGrad runs as soon as it is ready (PyTorch gives it sequence_nr UINT64_MAX).
-  acc->sequence_nr = std::numeric_limits<uint64_t>::max();
+  acc->runs_first = true;
   acc->variable = leaf;
   acc->outputs.push_back({leaf->sizes, leaf->dtype(), leaf->is_meta(), leaf->storage->on_device()});
   leaf->grad_accumulator = acc;
@@ -595,7 +594,7 @@ std::vector<Tensor> copy_slices_backward(Node& n, const std::vector<Tensor>& g) 
   Tensor result = kernels::copy(g[0]);
   Tensor slice = make_alias(result, geo.sizes, geo.strides, geo.offset - geo.base_offset);
   Tensor slice_grad = kernels::copy(slice);
-  Node& fn = *n.wrapped;
+  Node& fn = *n.wrapped();
   std::vector<Tensor> res = fn.backward(fn, {slice_grad});
   if (kernels::device::on_device(slice)) {  // the copy kernel writes the slice on cuda
     if (!res.empty() && res[0]) kernels::device::copy_into(slice, res[0]);
@@ -679,7 +678,7 @@ void copy_in_place(const Tensor& dst, const Tensor& src) {
 // CopySlices this records (it wraps CopyBackwards) is not measured yet, so it raises.
 std::vector<Tensor> copy_slices_dbackward(Node& n, const std::vector<Tensor>& g) {
   const Node::Geometry& geo = *n.geometry;
-  Node& fn = *n.wrapped;
+  Node& fn = *n.wrapped();
   if (!fn.differentiable_backward || fn.name == "CopyBackwards")
     unsupported_through("CopySlices (wrapping " + fn.name + ")");
   if (!geo.base_strides.empty() && geo.base_strides != contiguous_strides(geo.base_sizes))
@@ -743,8 +742,8 @@ void rebase_view_history(const Tensor& view, const std::shared_ptr<Node>& fn) {
   cs->cpp_name_prefix = true;
   cs->backward = copy_slices_backward;
   cs->differentiable_backward = copy_slices_dbackward;
-  cs->wrapped = fn;
-  cs->geometry.reset(new Node::Geometry{view->sizes, view->strides, view->offset, base->sizes, base->strides, base->offset});
+  cs->geometry.reset(
+      new Node::Geometry{view->sizes, view->strides, view->offset, base->sizes, base->strides, base->offset, fn});
   cs->next.push_back(gradient_edge(base));
   cs->input_meta.push_back({base->sizes, base->dtype(), base->is_meta()});
   for (size_t i = 1; i < fn->next.size(); ++i) {

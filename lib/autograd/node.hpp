@@ -235,10 +235,20 @@ struct Node : std::enable_shared_from_this<Node> {
   // with engine_pass at the end of the object it was a second line per node.
   // The engine's per-pass slot of this node (lib/autograd/engine.cpp PassSlots): valid while
   // engine_pass is the running pass's number.
-  uint64_t engine_pass = 0;
-  size_t engine_slot = 0;
-  uint64_t sequence_nr = 0;     // PyTorch's ordering key in the ready queue
+  //
+  // The node is laid out to fit 240 bytes (issue #6): with its shared_ptr block that is the
+  // pool's 256-byte class, not 320, and a long chain keeps one node per op until backward,
+  // reads each again there and at the teardown (a node grown by 64 bytes made the
+  // 10,000-op chain 4 % slower). So the per-pass fields and registry slot are 32-bit, the
+  // sequence number is derived from the id, and CopySlices' wrapped node lives with its
+  // geometry.
+  uint32_t engine_pass = 0;
+  uint32_t engine_slot = 0;
   int64_t id = 0;               // creation order
+  // PyTorch's ordering key in the ready queue: nodes are numbered in creation order as
+  // sequence numbers are (one counter each, advanced together), except AccumulateGrad,
+  // which runs as soon as it is ready (PyTorch gives it sequence_nr UINT64_MAX).
+  uint64_t sequence_nr() const { return runs_first ? UINT64_MAX : static_cast<uint64_t>(id); }
   EdgeList next;
   std::vector<OutputMeta> outputs;
   BackwardFn backward = nullptr;
@@ -247,9 +257,11 @@ struct Node : std::enable_shared_from_this<Node> {
   InternedString name;
   std::vector<SavedEntry> saved;
   int created_at = -1;
+  int released_at = -1;
+  uint32_t registry_slot = 0;   // position in the live-node registry (O(1) removal)
   bool released = false;        // saved values released by a backward without retain_graph
   bool cpp_name_prefix = false; // name() of nodes written in C++ carries "torch::autograd::"
-  int released_at = -1;
+  bool runs_first = false;      // AccumulateGrad: sequence_nr() is UINT64_MAX
   // Shape and dtype of each forward input (PyTorch keeps them as the edges' input
   // metadata), so backward formulas can reduce a broadcast gradient without saving data.
   std::vector<OutputMeta> input_meta;
@@ -265,10 +277,6 @@ struct Node : std::enable_shared_from_this<Node> {
     return i < next.size() && next[i].fn && (!task_outputs || (i < task_outputs->size() && (*task_outputs)[i]));
   }
   Tensor variable;              // AccumulateGrad: the leaf
-  // CopySlices: the node of the in-place op applied to the view, run on the view's slice
-  // of the gradient (torch/csrc/autograd/functions/tensor.h). Its saved values belong
-  // to this graph, but it is not reachable through next_functions.
-  std::shared_ptr<Node> wrapped;
   // CopySlices / AsStridedBackward0: where the view sits in its base's storage, and the
   // base's own geometry (hidden state, not a `_saved_` attribute in PyTorch).
   // Only those two kinds have one, so it lives outside the node (issue #6: inline it was a
@@ -278,10 +286,17 @@ struct Node : std::enable_shared_from_this<Node> {
     int64_t offset = 0;
     Shape base_sizes, base_strides;
     int64_t base_offset = 0;
+    // CopySlices: the node of the in-place op applied to the view, run on the view's slice
+    // of the gradient (torch/csrc/autograd/functions/tensor.h). Its saved values belong
+    // to this graph, but it is not reachable through next_functions.
+    std::shared_ptr<Node> wrapped;
   };
   std::unique_ptr<Geometry> geometry;
-
-  size_t registry_slot = 0;     // position in the live-node registry (O(1) removal)
+  // CopySlices' wrapped node (null for every other node).
+  const std::shared_ptr<Node>& wrapped() const {
+    static const std::shared_ptr<Node> none;
+    return geometry ? geometry->wrapped : none;
+  }
 
   Node();
   ~Node();

@@ -1752,11 +1752,11 @@ void Interpreter::snapshot_into(const autograd::Node& n, NodeSnapshot& s) const 
   s.released = n.released;
   s.released_at = n.released_at;
   // CopySlices shows the saved values of the node it wraps (they are part of this graph).
-  const size_t own = n.saved.size(), count = own + (n.wrapped ? n.wrapped->saved.size() : 0);
-  if (n.wrapped) s.wraps = n.wrapped->name;
+  const size_t own = n.saved.size(), count = own + (n.wrapped() ? n.wrapped()->saved.size() : 0);
+  if (n.wrapped()) s.wraps = n.wrapped()->name;
   s.saved.reserve(count);
   for (size_t i = 0; i < count; ++i) {
-    const autograd::SavedEntry& e = i < own ? n.saved[i] : n.wrapped->saved[i - own];
+    const autograd::SavedEntry& e = i < own ? n.saved[i] : n.wrapped()->saved[i - own];
     SavedSnapshot& ss = s.saved.emplace_back();  // filled in place (reserved above)
     ss.attr = e.name;
     ss.is_tensor = e.is_tensor;
@@ -1785,7 +1785,7 @@ void Interpreter::snapshot_into(const autograd::Node& n, NodeSnapshot& s) const 
       ss.saved_at = v.saved_at;
       ss.released = v.released;
       ss.released_at = v.released_at;
-      ss.why = why_saved_cached(n.wrapped ? *n.wrapped : n, e);
+      ss.why = why_saved_cached(n.wrapped() ? *n.wrapped() : n, e);
       s.saved_bytes += ss.bytes;
     }
   }
@@ -1808,11 +1808,11 @@ bool Interpreter::snapshot_current(const NodeSnapshot& s, const autograd::Node& 
   } else if (s.variable_tensor_id != -1 || !s.variable.empty()) {
     return false;
   }
-  if (n.wrapped ? s.wraps != n.wrapped->name : !s.wraps.empty()) return false;
-  const size_t count = n.saved.size() + (n.wrapped ? n.wrapped->saved.size() : 0);
+  if (n.wrapped() ? s.wraps != n.wrapped()->name : !s.wraps.empty()) return false;
+  const size_t count = n.saved.size() + (n.wrapped() ? n.wrapped()->saved.size() : 0);
   if (s.saved.size() != count) return false;
   for (size_t i = 0; i < count; ++i) {
-    const autograd::SavedEntry& e = i < n.saved.size() ? n.saved[i] : n.wrapped->saved[i - n.saved.size()];
+    const autograd::SavedEntry& e = i < n.saved.size() ? n.saved[i] : n.wrapped()->saved[i - n.saved.size()];
     const SavedSnapshot& ss = s.saved[i];
     if (ss.attr != e.name || ss.is_tensor != e.is_tensor) return false;
     if (!e.is_tensor) {

@@ -68,7 +68,7 @@ Tensor move_to(const Tensor& x, DType dtype, const std::string& device, bool cop
     // program on meta or not at all.
     throw ScenarioError("unsupported", "to('" + device + "'): moving a tensor between the meta device and " +
                                            (from == "meta" ? device : from) + " is not supported");
-  return to_device(x, dtype, device == "meta" ? x->storage->device : device, copy);
+  return to_device(x, dtype, device == "meta" ? x->storage->device.str() : device, copy);
 }
 
 // x.to(dtype), x.to(other), x.to('cuda'), x.to('cpu', dtype), x.to(device=..., dtype=...),

@@ -100,7 +100,6 @@ RunLimits& run_limits();
 // Creation-order ids: deterministic, never pointers (design note "Deterministic output").
 struct IdCounters {
   int64_t storage = 0, tensor = 0, node = 0, saved = 0;
-  uint64_t sequence_nr = 0;
 };
 IdCounters& id_counters();
 void reset_run_state();

@@ -688,7 +688,7 @@ Tensor view_backward(const Tensor& g, const Shape& base_sizes, const Shape& view
                      const Shape& view_strides, int64_t view_offset) {
   Tensor r;
   {
-    DeviceScope on_grads_device(g->is_meta() ? std::string("cpu") : g->storage->device);
+    DeviceScope on_grads_device(g->is_meta() ? std::string("cpu") : g->storage->device.str());
     r = full(base_sizes, 0.0, g->dtype(), g->is_meta());
   }
   if (r->is_meta()) return r;

@@ -30,7 +30,12 @@ ObjectObserver*& observer_slot() {
 ObjectObserver* object_observer() { return observer_slot(); }
 void set_object_observer(ObjectObserver* observer) { observer_slot() = observer; }
 
-Storage::Storage(DType d, int64_t n, bool is_meta, bool zero_fill) : dtype(d), numel(n), meta(is_meta) {
+const InternedString& interned_cpu_device() {
+  static const InternedString cpu("cpu");
+  return cpu;
+}
+
+Storage::Storage(DType d, int64_t n, bool is_meta, bool zero_fill) : numel(n), dtype(d), meta(is_meta) {
   rep_ = holds_float() ? Rep::Float : Rep::Double;
   if (!meta && !allocating_on_cpu()) {
     // A cuda storage: its bytes come from the device backend (which counts them), none
@@ -60,20 +65,14 @@ Storage::Storage(DType d, int64_t n, bool is_meta, bool zero_fill) : dtype(d), n
       e.facts = {{"elements", n}, {"max_memory", lim.max_memory}, {"held", lim.held}};
       throw e;
     }
-    const size_t count = static_cast<size_t>(n);
     if (static_cast<size_t>(need) <= kInlineBytes) {
-      if (zero_fill) std::memset(inline_data_, 0, static_cast<size_t>(need));
-      if (holds_float())
-        f32_ = reinterpret_cast<float*>(inline_data_);
-      else
-        f64_ = reinterpret_cast<double*>(inline_data_);
-    } else if (holds_float()) {
-      heap_f32_.reset(zero_fill ? new float[count]() : new float[count]);
-      f32_ = heap_f32_.get();
+      data_ = inline_data_;
     } else {
-      heap_f64_.reset(zero_fill ? new double[count]() : new double[count]);
-      f64_ = heap_f64_.get();
+      // operator new's alignment (16) suits float and double alike.
+      heap_.reset(new unsigned char[static_cast<size_t>(need)]);
+      data_ = heap_.get();
     }
+    if (zero_fill) std::memset(data_, 0, static_cast<size_t>(need));
     lim.held += need;
   }
   id = id_counters().storage++;

@@ -28,12 +28,18 @@ struct Node;
 
 using Shape = std::vector<int64_t>;
 
+// "cpu", interned once: every storage starts there.
+const InternedString& interned_cpu_device();
+
+// Laid out small (issue #6): a storage is made per tensor and kept while anything holds it,
+// so its bytes are graph memory on a long chain (a saved value's storage is read again in
+// backward): 192 -> 128 bytes, with its shared_ptr block the pool's 160-byte class, not 224.
 struct Storage {
   int64_t id = 0;
-  DType dtype = DType::Float32;
   int64_t numel = 0;
+  InternedString device = interned_cpu_device();  // "cpu" or "cuda" (allocation_device() when made)
+  DType dtype = DType::Float32;
   bool meta = false;          // meta device: no element data
-  std::string device = "cpu";  // "cpu" or "cuda" (allocation_device() when made)
 
   // zero_fill false: the elements start undefined and the caller writes every one before
   // anything reads them (op results: the zero-fill cost ~5% of mlp_step, issue #6).
@@ -52,10 +58,10 @@ struct Storage {
   // (null pointers).
   bool holds_float() const { return dtype == DType::Float32; }
   bool on_device() const { return rep_ == Rep::Device; }
-  float* f32() { check(Rep::Float); return f32_; }
-  const float* f32() const { check(Rep::Float); return f32_; }
-  double* f64() { check(Rep::Double); return f64_; }
-  const double* f64() const { check(Rep::Double); return f64_; }
+  float* f32() { check(Rep::Float); return static_cast<float*>(data_); }
+  const float* f32() const { check(Rep::Float); return static_cast<const float*>(data_); }
+  double* f64() { check(Rep::Double); return static_cast<double*>(data_); }
+  const double* f64() const { check(Rep::Double); return static_cast<const double*>(data_); }
   // The device buffer of a cuda storage (null for an empty one); null on the host.
   void* device_data() const { return device_data_; }
   // Elements held (numel unless meta) and bytes they take in this process's memory (a
@@ -64,17 +70,17 @@ struct Storage {
   int64_t held_bytes() const;
   // Element i as double / set to v rounded to the dtype (per-element; loops use f32()/f64()).
   double get(int64_t i) const {
-    if (rep_ == Rep::Float) return static_cast<double>(f32_[static_cast<size_t>(i)]);
+    if (rep_ == Rep::Float) return static_cast<double>(static_cast<const float*>(data_)[static_cast<size_t>(i)]);
     if (rep_ != Rep::Double) not_on_host();
-    return f64_[static_cast<size_t>(i)];
+    return static_cast<const double*>(data_)[static_cast<size_t>(i)];
   }
   void set(int64_t i, double v) {
     if (rep_ == Rep::Float) {
-      f32_[static_cast<size_t>(i)] = static_cast<float>(v);
+      static_cast<float*>(data_)[static_cast<size_t>(i)] = static_cast<float>(v);
       return;
     }
     if (rep_ != Rep::Double) not_on_host();
-    f64_[static_cast<size_t>(i)] = round_to_dtype(v, dtype);
+    static_cast<double*>(data_)[static_cast<size_t>(i)] = round_to_dtype(v, dtype);
   }
 
  private:
@@ -85,17 +91,17 @@ struct Storage {
   [[noreturn]] void wrong_representation(Rep want) const;
   [[noreturn]] void not_on_host() const;
   Rep rep_ = Rep::Float;
-  float* f32_ = nullptr;     // float32 on the host: numel values unless meta
-  double* f64_ = nullptr;    // other dtypes on the host: numel values unless meta
+  // The host elements (null when meta): float32 as float, other dtypes as double (rep_
+  // says which).
+  void* data_ = nullptr;
+  void* device_data_ = nullptr;     // cuda: the backend's buffer
   // Elements of up to kInlineBytes live in the storage object itself (issue #6): a small
   // tensor's values are read right after its storage (backward reads a saved value's storage,
   // then its data), and in their own heap block that was a second cache miss waiting on the
-  // first, and one more allocation per tensor. Larger ones are in heap_f32_ / heap_f64_.
+  // first, and one more allocation per tensor. Larger ones are in heap_.
+  std::unique_ptr<unsigned char[]> heap_;
   static constexpr size_t kInlineBytes = 64;
   alignas(16) unsigned char inline_data_[kInlineBytes];
-  std::unique_ptr<float[]> heap_f32_;
-  std::unique_ptr<double[]> heap_f64_;
-  void* device_data_ = nullptr;     // cuda: the backend's buffer
 };
 
 // PyTorch keeps one version counter per view family: views and detach() share it, and

@@ -16,7 +16,7 @@ class SlotRegistry {
  public:
   // Appends `obj` and stores its slot in obj->registry_slot.
   void add(T* obj) {
-    obj->registry_slot = items_.size();
+    obj->registry_slot = static_cast<decltype(obj->registry_slot)>(items_.size());
     items_.push_back(obj);
   }
   void remove(T* obj) {
@@ -36,7 +36,7 @@ class SlotRegistry {
     size_t w = 0;
     for (T* p : items_) {
       if (!p) continue;
-      p->registry_slot = w;
+      p->registry_slot = static_cast<decltype(p->registry_slot)>(w);
       items_[w++] = p;
     }
     items_.resize(w);

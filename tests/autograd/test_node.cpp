@@ -112,7 +112,7 @@ TEST_CASE("node: gradient edges point to grad_fn or to one AccumulateGrad per le
   CHECK(ex.fn->name == "AccumulateGrad");
   CHECK(ex.fn->qualified_name() == "torch::autograd::AccumulateGrad");
   CHECK(ex.fn->variable == x);
-  CHECK(ex.fn->sequence_nr == std::numeric_limits<uint64_t>::max());
+  CHECK(ex.fn->sequence_nr() == std::numeric_limits<uint64_t>::max());
   // While the accumulator is alive, every edge to x reaches the same one.
   CHECK(autograd::gradient_edge(x).fn == ex.fn);
   CHECK(autograd::gradient_edge(c).fn == nullptr);
@@ -124,7 +124,7 @@ TEST_CASE("node: gradient edges point to grad_fn or to one AccumulateGrad per le
   // Nodes are numbered in creation order.
   Tensor w = ops::exp(z);
   CHECK(w->grad_fn->id > z->grad_fn->id);
-  CHECK(w->grad_fn->sequence_nr > z->grad_fn->sequence_nr);
+  CHECK(w->grad_fn->sequence_nr() > z->grad_fn->sequence_nr());
   // input metadata is kept for backward formulas
   REQUIRE(z->grad_fn->input_meta.size() == 2);
   CHECK(z->grad_fn->input_meta[1].sizes == (Shape{2, 3}));

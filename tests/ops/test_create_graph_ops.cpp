@@ -550,8 +550,8 @@ TEST_CASE("create_graph ops: in-place edits of views record CopySlices and AsStr
   CHECK(cg_walk(g) == Names{"MulBackward0", "CopySlices", "CopyBackwards", "MulBackward0", "MulBackward1",
                             "PowBackward0", "CopySlices", "MulBackward0", "AccumulateGrad", "AccumulateGrad",
                             "MulBackward0", "CloneBackward0", "AsStridedBackward0"});
-  REQUIRE(g->grad_fn->next[0].fn->wrapped);
-  CHECK(g->grad_fn->next[0].fn->wrapped->name == "CopyBackwards");
+  REQUIRE(g->grad_fn->next[0].fn->wrapped());
+  CHECK(g->grad_fn->next[0].fn->wrapped()->name == "CopyBackwards");
   // torch 1.13: CopySlices puts the wrapped node's edges into the graph task, so w's
   // AccumulateGrad runs under autograd.grad(loss, x) (measured: w.grad [12.6, -9.6, 20.0]).
   REQUIRE(e[1]->grad);
