@@ -293,10 +293,8 @@ struct Node : std::enable_shared_from_this<Node> {
   };
   std::unique_ptr<Geometry> geometry;
   // CopySlices' wrapped node (null for every other node).
-  const std::shared_ptr<Node>& wrapped() const {
-    static const std::shared_ptr<Node> none;
-    return geometry ? geometry->wrapped : none;
-  }
+  const std::shared_ptr<Node>& wrapped() const { return geometry ? geometry->wrapped : kNoWrapped; }
+  static inline const std::shared_ptr<Node> kNoWrapped{};  // constant-initialized: no guard per call
 
   Node();
   ~Node();

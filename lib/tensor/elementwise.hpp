@@ -199,8 +199,13 @@ Tensor binary_in_place_f32(const Tensor& a, const Storage& b, const Shape& b_siz
 
 template <typename F>
 Tensor binary(const Tensor& a, const Tensor& b, DType out, F&& f, const std::string& op) {
-  const bool same = a->sizes == b->sizes;
-  Shape shape = same ? a->sizes : broadcast_shapes(a->sizes, b->sizes, op);
+  // The result's shape is an operand's when the shapes are equal or the other operand is 0-d
+  // (a Python number, grad * saved scalar): read in place rather than built per call (issue
+  // #6: a vector made and freed per op of a chain); otherwise broadcast.
+  Shape broadcast;
+  const Shape& shape = a->sizes == b->sizes || b->sizes.empty() ? a->sizes
+                       : a->sizes.empty()                       ? b->sizes
+                                                                : (broadcast = broadcast_shapes(a->sizes, b->sizes, op));
   Tensor r = detail::host_result(shape, out, detail::any_meta({&a, &b}));
   if (r->is_meta()) return r;
   const int64_t n = r->numel();
