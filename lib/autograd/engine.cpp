@@ -355,7 +355,6 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
         }
       }
       if (!req.retain_graph) n->release_saved(pos.statement);
-      if (req.node_done) req.node_done(*n);
     }
     buf.grads.clear();
     // PyTorch never queues a node it need not execute (exec_info), so such a node's children

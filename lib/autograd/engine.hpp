@@ -19,9 +19,6 @@ struct BackwardRequest {
   // create_graph=True: formulas run in grad mode through Node::differentiable_backward,
   // so the gradients have a graph of their own.
   bool create_graph = false;
-  // Called for each node right after it ran (and released its saved values): what a report
-  // shows of the node after this pass, read while the node is still in the cache (issue #6).
-  std::function<void(Node&)> node_done;
 };
 
 // Runs backward. For `capture`, returns one gradient per input (null where unused and
