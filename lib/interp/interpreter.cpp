@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <optional>
@@ -336,6 +337,18 @@ class Interpreter : public ops::Runtime {
   std::vector<uint64_t> snapshot_stamp_;   // node id -> snapshot_epoch() + 1 when last current
   uint64_t snapshot_epoch() const { return labels_changed_ + autograd::saved_state_changes(); }
   InternedString why_saved_cached(const autograd::Node& n, const autograd::SavedEntry& e) const;
+  // A non-tensor saved value's Python repr, interned; numbers and booleans remembered by
+  // value (issue #6: `_saved_alpha` of every AddBackward0 was printed and looked up per
+  // snapshot).
+  InternedString attr_text(const autograd::AttrValue& a) const;
+  struct AttrText {
+    autograd::AttrValue::Kind kind;
+    int64_t i;
+    double d;
+    bool b, as_uint64;
+    InternedString text;
+  };
+  mutable std::vector<AttrText> attr_texts_;
   std::vector<Tensor> leaves_;                                  // the scenario's leaves, in file order
   // What holds each storage, kept from changes; it forwards every event to acc_.
   HolderTracker tracker_{[this](int64_t id) { return label_of(id); }, &acc_};
@@ -1714,6 +1727,20 @@ InternedString Interpreter::why_saved_cached(const autograd::Node& n, const auto
   return why_cache_.back().why;
 }
 
+InternedString Interpreter::attr_text(const autograd::AttrValue& a) const {
+  using Kind = autograd::AttrValue::Kind;
+  const bool scalar = a.kind == Kind::Int || a.kind == Kind::Double || a.kind == Kind::Bool || a.kind == Kind::None;
+  if (!scalar) return InternedString(autograd::attr_repr(a));
+  for (const AttrText& t : attr_texts_)
+    // Doubles compared by their bits: -0.0 and 0.0 print differently, and a NaN is itself.
+    if (t.kind == a.kind && t.i == a.i && std::memcmp(&t.d, &a.d, sizeof(double)) == 0 && t.b == a.b &&
+        t.as_uint64 == a.as_uint64)
+      return t.text;
+  if (attr_texts_.size() >= 64) attr_texts_.clear();  // a bound; programs use a handful
+  attr_texts_.push_back({a.kind, a.i, a.d, a.b, a.as_uint64, InternedString(autograd::attr_repr(a))});
+  return attr_texts_.back().text;
+}
+
 void Interpreter::snapshot_into(const autograd::Node& n, NodeSnapshot& s) const {
   s.id = n.id;
   s.name = n.name;
@@ -1736,14 +1763,14 @@ void Interpreter::snapshot_into(const autograd::Node& n, NodeSnapshot& s) const 
     ss.attr = e.name;
     ss.is_tensor = e.is_tensor;
     if (!e.is_tensor) {
-      ss.value = autograd::attr_repr(e.attr ? *e.attr : autograd::AttrValue{});
+      ss.value = attr_text(e.attr ? *e.attr : autograd::AttrValue{});
     } else if (e.var.defined) {
       const auto& v = e.var;
       ss.defined = true;
       ss.is_output = v.is_output;
       ss.tensor_id = v.tensor_id;
       ss.from_python_number = v.from_python_number;
-      ss.hooks = v.hooks ? v.hooks->kind() : "";
+      if (v.hooks) ss.hooks = InternedString(v.hooks->kind());
       ss.packed_bytes = v.packed_bytes();
       ss.packed_storage_id = v.packed() ? v.packed()->storage->id : -1;
       // Under hooks unpack builds a new object (measured: `_saved_self is x` is False).
@@ -1791,7 +1818,7 @@ bool Interpreter::snapshot_current(const NodeSnapshot& s, const autograd::Node& 
     const SavedSnapshot& ss = s.saved[i];
     if (ss.attr != e.name || ss.is_tensor != e.is_tensor) return false;
     if (!e.is_tensor) {
-      if (ss.value != autograd::attr_repr(e.attr ? *e.attr : autograd::AttrValue{})) return false;
+      if (ss.value != attr_text(e.attr ? *e.attr : autograd::AttrValue{})) return false;
       continue;
     }
     if (ss.defined != e.var.defined) return false;
