@@ -350,3 +350,26 @@ TEST_CASE("each statement reports the blocks around it, however often it runs", 
                                            "repeat", ""});
   CHECK(r.statements[4].runs == 6);
 }
+
+// Snapshots intern a scalar saved value's repr once per distinct value (issue #6): 0.0 and
+// -0.0 print differently, and an int alpha prints without a decimal point (measured on
+// torch 1.13: `torch.add(x, y, alpha=a).grad_fn._saved_alpha` is 2, 0.0, -0.0, 2, 2.0).
+TEST_CASE("saved scalars in snapshots keep each value's own repr", "[interp]") {
+  auto r = run_text(scenario(R"JSON([
+    "a = torch.add(x, x, alpha=2)",
+    "b = torch.add(x, x, alpha=0.0)",
+    "c = torch.add(x, x, alpha=-0.0)",
+    "d = torch.add(x, x, alpha=2)",
+    "e = torch.add(x, x, alpha=2.0)",
+    "(a + b + c + d + e).sum().backward()"
+  ])JSON"));
+  std::vector<std::string> alphas;
+  for (const auto& [id, n] : r.nodes)
+    if (n.name == "AddBackward0")
+      for (const auto& s : n.saved)
+        if (s.attr == "alpha") alphas.push_back(s.value.str());
+  // Node ids follow creation order; the four `+` nodes come after the five adds.
+  REQUIRE(alphas.size() >= 5);
+  CHECK(std::vector<std::string>(alphas.begin(), alphas.begin() + 5) ==
+        std::vector<std::string>{"2", "0.0", "-0.0", "2", "2.0"});
+}
