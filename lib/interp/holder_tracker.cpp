@@ -178,26 +178,32 @@ void HolderTracker::node_contribution(const autograd::Node& n, Contribution& c) 
 
 // What the name at `position` (bound to `v`) holds: its tensor's storage, or those of the
 // tensors inside a tuple or list.
-void HolderTracker::name_contribution(Contribution& out, int64_t position, const std::string& name, const Value& v) {
+void HolderTracker::name_contribution(Contribution& out, int64_t position, InternedString label, const Value& v) {
   if (v.kind == Value::Kind::Tensor) {
     const Tensor& t = v.t;
     if (!t->storage) return;
-    out.push_back({t->storage->id, Entry{kNamePhase, position, 0, name_label(name), name_category(*t)}});
+    out.push_back({t->storage->id, Entry{kNamePhase, position, 0, label, name_category(*t)}});
   } else if (v.kind == Value::Kind::Tuple || v.kind == Value::Kind::List) {
-    for (const Value& item : v.items) name_contribution(out, position, name, item);
+    for (const Value& item : v.items) name_contribution(out, position, label, item);
   }
 }
 
-void HolderTracker::commit(const std::map<std::string, Value>& names, std::vector<HolderChange>& changes) {
+void HolderTracker::commit(const std::map<std::string, Value>& names, std::vector<HolderChange>& changes,
+                           uint64_t keys_version) {
   changes.clear();
+  if (keys_version == 0 || keys_version != labels_keys_version_ || names.size() != labels_by_position_.size()) {
+    labels_by_position_.clear();
+    for (const auto& entry : names) labels_by_position_.push_back(name_label(entry.first));
+    labels_keys_version_ = keys_version;
+  }
   // Names: a scope holds few, so they are looked at every time (a name's category also
   // follows its tensor's autograd state, which requires_grad_ or an in-place op can change).
   // Scratch vectors kept between statements (their capacity is reused; issue #6).
   Contribution& now = names_scratch_;
   now.clear();
   int64_t position = 0;
-  for (const auto& [name, v] : names) {
-    name_contribution(now, position, name, v);
+  for (const auto& entry : names) {
+    name_contribution(now, position, labels_by_position_[static_cast<size_t>(position)], entry.second);
     ++position;
   }
   if (now != names_) {

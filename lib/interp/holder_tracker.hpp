@@ -73,8 +73,12 @@ class HolderTracker : public ObjectObserver, public EventSink {
     commit(names, changes);
     return changes;
   }
-  // The same, into `changes` (cleared first), whose capacity a caller reuses.
-  void commit(const std::map<std::string, Value>& names, std::vector<HolderChange>& changes);
+  // The same, into `changes` (cleared first), whose capacity a caller reuses. `keys_version`
+  // (not 0) is a number the caller changes whenever a name may have left `names` (the
+  // scope's epoch): while it and the count of names stay the same, the names are the same,
+  // in the same order, and their labels are not looked up again (issue #6).
+  void commit(const std::map<std::string, Value>& names, std::vector<HolderChange>& changes,
+              uint64_t keys_version = 0);
   // Every storage held now, as the full scan reports it.
   HolderScan state() const;
 
@@ -125,7 +129,7 @@ class HolderTracker : public ObjectObserver, public EventSink {
   void remove_one(int64_t storage_id, const Entry& entry);
   void dirty(int64_t storage_id) { dirty_storages_.push_back(storage_id); }
   void node_contribution(const autograd::Node& n, Contribution& out);  // replaces out's contents
-  void name_contribution(Contribution& out, int64_t position, const std::string& name, const Value& v);
+  void name_contribution(Contribution& out, int64_t position, InternedString label, const Value& v);
   // Holder labels are interned (issue #6): entries, holder lists and the accountant's
   // records hold pointers, so they are compared and copied without touching the strings.
   static InternedString intern(const std::string& label) { return InternedString(label); }
@@ -139,6 +143,8 @@ class HolderTracker : public ObjectObserver, public EventSink {
   // "name <name>", looked up at every statement end for every name in scope.
   InternedString name_label(const std::string& name);
   std::vector<std::pair<std::string, InternedString>> name_labels_;
+  std::vector<InternedString> labels_by_position_;  // "name <name>" of each name at the last commit
+  uint64_t labels_keys_version_ = 0;
   const InternedString leaf_label_ = intern("leaf of AccumulateGrad");
   const InternedString unnamed_label_ = intern("unnamed tensor");
   StorageState& storage(int64_t id);

@@ -228,6 +228,9 @@ class Scope {
  public:
   using Map = std::map<std::string, Value>;
   const Map& map() const { return map_; }
+  // Changes whenever a name may have left the scope (erase, clear, replace); with the count
+  // of names it tells that the names are the same (HolderTracker::commit).
+  uint64_t keys_version() const { return epoch_; }
   void set_slot_count(size_t n) {
     slots_.assign(n, Slot{});
     names_.assign(n, InternedString());
@@ -962,7 +965,7 @@ void Interpreter::end_statement(int index, bool raised) {
 }
 
 void Interpreter::commit_holders() {
-  tracker_.commit(env_.map(), holder_changes_);
+  tracker_.commit(env_.map(), holder_changes_, env_.keys_version());
   if (verify_holders_) {
     const HolderScan full = scan_holders();
     const HolderScan tracked = tracker_.state();

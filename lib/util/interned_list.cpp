@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <deque>
 #include <unordered_map>
+#include <utility>
 
 #include "util/spin_guard.hpp"
 
@@ -62,11 +63,15 @@ thread_local RecentLists t_recent;
 InternedList::InternedList(const std::vector<InternedString>& items) {
   if (items.empty()) return;
   RecentLists& recent = t_recent;
-  for (const std::vector<InternedString>* l : recent.lists)
-    if (l && *l == items) {  // InternedString compares by pointer
+  for (size_t k = 0; k < RecentLists::kSize; ++k) {
+    const std::vector<InternedString>* l = recent.lists[k];
+    if (l && l->size() == items.size() && (*l)[0] == items[0] && *l == items) {  // by pointer
       list_ = l;
+      // A hit moves one place up: the lists a long program keeps using end up looked at first.
+      if (k > 0) std::swap(recent.lists[k], recent.lists[k - 1]);
       return;
     }
+  }
   Table& t = table();
   SpinGuard guard(t.lock);
   t.scratch.texts.clear();

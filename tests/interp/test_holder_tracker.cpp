@@ -102,3 +102,24 @@ TEST_CASE("the holder tracker reports only storages whose holders changed", "[in
   CHECK(tracker.state().category.count(a_storage) == 0);
   tracker.detach();
 }
+
+TEST_CASE("the holder index looks names up again after one leaves the scope", "[interp][holders]") {
+  // `del a` then `b = ...` leaves as many names as before, in another order: the labels kept
+  // from the last statement end (issue #6) must not be reused for them. The checkpoint's
+  // body ends with {c, w, x} and the scope after it is {b, c, x} again: as many names,
+  // others, with no name bound by the statement that follows (`print`).
+  auto sc = load_scenario_text(R"JSON({"name": "t",
+      "tensors": {"x": {"shape": [3], "requires_grad": true}},
+      "program": ["a = x * 2", "del a", "b = x * 3", "c = b * 1",
+                  {"checkpoint": ["w = x * 2", "del b", "c = w * 1"], "inputs": ["x"], "outputs": ["c"]},
+                  "print(c)"]})JSON",
+                               "<test>");
+  RunOptions o;
+  o.verify_holders = true;
+  RunResult r;
+  REQUIRE_NOTHROW(r = run_scenario(*sc, o));
+  bool b_named = false;
+  for (const auto& s : r.storages)
+    for (const auto& h : s.holders) b_named = b_named || h == "name b";
+  CHECK(b_named);
+}
