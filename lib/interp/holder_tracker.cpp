@@ -165,7 +165,10 @@ InternedString HolderTracker::name_label(const std::string& name) {
 
 void HolderTracker::node_contribution(const autograd::Node& n, Contribution& c) {
   c.clear();
-  for (size_t i = 0; i < n.saved.size(); ++i) {
+  // A released node (Node::release_saved_values released every saved value) holds none:
+  // its saved entries are not read again (issue #6: after a long chain's backward every
+  // node is looked at here, and its entries were no longer in the cache).
+  for (size_t i = 0; !n.released && i < n.saved.size(); ++i) {
     const autograd::SavedEntry& e = n.saved[i];
     if (!e.is_tensor || !e.var.defined || e.var.released) continue;
     if (std::shared_ptr<Storage> st = e.var.held_storage())
