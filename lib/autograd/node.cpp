@@ -615,7 +615,8 @@ std::shared_ptr<Node> make_as_strided(const Tensor& view) {
   const Tensor& base = view->base;
   auto node = make_node("AsStridedBackward0", as_strided_backward, {base});
   node->differentiable_backward = as_strided_dbackward;
-  node->geometry.reset(new Node::Geometry{view->sizes, view->strides, view->offset, base->sizes, base->strides, base->offset});
+  node->geometry.reset(
+      new Node::Geometry{view->sizes, view->strides, view->offset, base->sizes, base->strides, base->offset, nullptr});
   node->save_attr("size", AttrValue::ints(view->sizes));
   node->save_attr("storage_offset", AttrValue::integer(view->offset));
   node->save_attr("stride", AttrValue::ints(view->strides));
