@@ -1,6 +1,5 @@
 // The backward engine (torch/csrc/autograd/engine.cpp, single-threaded).
 #pragma once
-#include <functional>
 #include <vector>
 
 #include "autograd/node.hpp"

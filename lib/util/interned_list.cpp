@@ -65,7 +65,7 @@ InternedList::InternedList(const std::vector<InternedString>& items) {
   RecentLists& recent = t_recent;
   for (size_t k = 0; k < RecentLists::kSize; ++k) {
     const std::vector<InternedString>* l = recent.lists[k];
-    if (l && l->size() == items.size() && (*l)[0] == items[0] && *l == items) {  // by pointer
+    if (l && *l == items) {  // InternedString compares by pointer
       list_ = l;
       // A hit moves one place up: the lists a long program keeps using end up looked at first.
       if (k > 0) std::swap(recent.lists[k], recent.lists[k - 1]);
