@@ -118,13 +118,15 @@ void Accountant::end_statement_with(int index, bool raised, std::vector<HolderCh
   if (raised) raised_statements_.insert(index);
   apply_holder_changes(changes);
   changes.clear();
-  StatementMemory m;
+  StatementMemory& m = by_statement_.emplace_back();  // filled in place
   m.index = index;
   m.live_after = live_;
   m.peak_inside = statement_peak_;
   m.temporary_bytes = statement_temp_;
-  for (HolderCategory c : kCategoriesByName)
-    if (category_totals_[c].storages > 0) m.categories.append(kHolderCategories[c], category_totals_[c].bytes);
+  for (size_t i = 0; i < CategoryBytes::kMax; ++i) {
+    const CategoryTotal& t = category_totals_[kCategoriesByName[i]];
+    if (t.storages > 0) m.categories.set_at(i, t.bytes);
+  }
   const CategoryTotal& go = category_totals_[kGraphOnly];
   const int64_t graph_only = go.storages > 0 ? go.bytes : 0;
   if (graph_only > graph_only_peak_) {
@@ -132,7 +134,6 @@ void Accountant::end_statement_with(int index, bool raised, std::vector<HolderCh
     graph_only_statement_ = index;
   }
   model_graph_only_peak_ = std::max(model_graph_only_peak_, go.block_bytes);
-  by_statement_.push_back(std::move(m));
 }
 
 void Accountant::finish(RunResult& out) {
@@ -311,6 +312,24 @@ void Accountant::model_free(Storage& s) {
   s.model_block = -1;
 }
 
+// `seen` (every holder seen so far, first-seen order) with the holders of `now` added.
+// Interned lists compare as pointers: a storage still held as it was, or seen for the first
+// time, costs no merge.
+void Accountant::note_holders(InternedList& seen, const InternedList& now) {
+  if (now.empty() || seen == now) return;
+  if (seen.empty()) {
+    seen = now;
+    return;
+  }
+  std::vector<InternedString>& merged = holders_scratch_;
+  merged.clear();
+  for (const InternedString& h : seen) merged.push_back(h);
+  const size_t before = merged.size();
+  for (const InternedString& h : now)
+    if (std::find(merged.begin(), merged.end(), h) == merged.end()) merged.push_back(h);
+  if (merged.size() != before) seen = InternedList(merged);
+}
+
 // A saved value's storage is categorised at every statement end while the value is held,
 // so the last category seen says what kept those bytes alive besides the graph: a saved
 // value whose storage was last seen as graph_only (or other) is "new" to its node. Only
@@ -326,14 +345,7 @@ void Accountant::apply_holder_changes(std::vector<HolderChange>& changes) {
     if (c.storage_id < 0) continue;  // the tracker names real storages only
     Storage& st = storage_slot(c.storage_id);
     Storage* known = st.allocated ? &st : nullptr;
-    if (known)
-      for (const InternedString& h : c.holders)
-        if (std::find(st.life.holders.begin(), st.life.holders.end(), h) == st.life.holders.end()) {
-          // Room for two at the first: a storage is typically held by a name, then by a
-          // saved value (one allocation instead of two).
-          if (st.life.holders.empty()) st.life.holders.reserve(2);
-          st.life.holders.push_back(h);
-        }
+    if (known) note_holders(st.life.holders, c.holders);
     const int64_t bytes = known ? st.life.bytes : 0;
     if (st.category_now >= 0) {
       CategoryTotal& t = category_totals_[st.category_now];

@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "interp/result.hpp"
@@ -35,6 +36,11 @@ inline constexpr const char* kHolderCategories[] = {"grad", "leaf_param", "leaf_
 inline constexpr int kCategoryCount = 6;
 // The categories in their names' alphabetical order (the order CategoryBytes keeps).
 inline constexpr HolderCategory kCategoriesByName[] = {kGrad, kGraphOnly, kLeafInput, kLeafParam, kNamed, kOther};
+static_assert([] {
+  for (size_t i = 0; i < CategoryBytes::kMax; ++i)
+    if (std::string_view(kHolderCategories[kCategoriesByName[i]]) != CategoryBytes::kNames[i]) return false;
+  return sizeof(kCategoriesByName) / sizeof(kCategoriesByName[0]) == CategoryBytes::kMax;
+}(), "CategoryBytes::kNames lists the holder categories in kCategoriesByName's order");
 // A storage whose holders or category changed since the previous statement end
 // (HolderTracker::commit, lib/interp/holder_tracker.hpp).
 struct HolderChange {
@@ -107,7 +113,7 @@ class Accountant final : public EventSink {
   int64_t statement_peak_ = 0;
   int64_t statement_temp_ = 0;
   uint64_t statement_serial_ = 0;  // begin_statement calls so far
-  std::vector<StatementMemory> by_statement_;
+  ChunkedVector<StatementMemory> by_statement_;
   int64_t graph_only_peak_ = 0;
   int graph_only_statement_ = -1;
 
@@ -115,6 +121,8 @@ class Accountant final : public EventSink {
   void model_alloc(Storage& s, int64_t bytes);
   void model_free(Storage& s);
   void apply_holder_changes(std::vector<HolderChange>& changes);
+  void note_holders(InternedList& seen, const InternedList& now);
+  std::vector<InternedString> holders_scratch_;  // note_holders', reused
   void finish_extras(RunResult& out) const;
   int64_t model_live_ = 0;
   AllocatorModel model_;

@@ -85,7 +85,7 @@ ojson storage_json(const StorageLifetime& s) {
           {"allocated_by", s.allocated_by},
           {"in_backward", s.in_backward},
           {"freed_at", s.freed ? ojson(s.freed_at) : ojson(nullptr)},
-          {"holders", s.holders}};
+          {"holders", s.holders.items()}};
 }
 ojson saved_lifetime_json(const SavedLifetime& s) {
   return {{"id", s.id},

@@ -7,6 +7,7 @@
 #include <iterator>
 #include <memory>
 #include <new>
+#include <stdexcept>
 #include <vector>
 
 namespace agtrace {
@@ -63,6 +64,12 @@ class ChunkedVector {
   bool empty() const { return size_ == 0; }
   T& operator[](size_t i) { return *std::launder(reinterpret_cast<T*>(slot(i))); }
   const T& operator[](size_t i) const { return *std::launder(reinterpret_cast<const T*>(slot(i))); }
+  // Like std::vector::at: std::out_of_range past the end.
+  T& at(size_t i) {
+    if (i >= size_) throw std::out_of_range("ChunkedVector::at");
+    return (*this)[i];
+  }
+  const T& at(size_t i) const { return const_cast<ChunkedVector*>(this)->at(i); }
   T& back() { return (*this)[size_ - 1]; }
   const T& back() const { return (*this)[size_ - 1]; }
 

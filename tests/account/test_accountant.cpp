@@ -189,3 +189,44 @@ TEST_CASE("the categories' alphabetical order lists each category once, ascendin
   CHECK(std::is_sorted(names.begin(), names.end()));
   CHECK(std::adjacent_find(names.begin(), names.end()) == names.end());
 }
+
+TEST_CASE("a storage's holders are every holder seen at statement ends, in first-seen order", "[account]") {
+  // The record keeps the current holder list while it is the only one seen, and merges
+  // when another appears (interned lists: a merge that forgot the earlier holders, or
+  // repeated one, fails here).
+  Accountant acc;
+  run_position().statement = 0;
+  acc.begin_statement(0);
+  acc.on_event(alloc(0, 64));
+  acc.end_statement(0, false, {{0, {"name a"}, "named"}});
+  acc.begin_statement(1);
+  acc.end_statement(1, false, {{0, {"name b", "name a"}, "named"}});
+  acc.begin_statement(2);
+  acc.end_statement(2, false, {{0, {"saved N._saved_self"}, "graph_only"}});
+  acc.begin_statement(3);
+  acc.end_statement(3, false, {{0, {"name a"}, "named"}});
+  RunResult r;
+  acc.finish(r);
+  REQUIRE(r.storages.size() == 1);
+  CHECK(r.storages[0].holders ==
+        std::vector<InternedString>{"name a", "name b", "saved N._saved_self"});
+  CHECK(r.account.holders_at_end.at(0) == std::vector<InternedString>{"name a"});
+  // One record per statement end, each with that statement's category.
+  REQUIRE(r.memory_by_statement.size() == 4);
+  CHECK(r.memory_by_statement.at(2).categories.at("graph_only") == 64);
+  CHECK(r.memory_by_statement.at(2).categories.count("named") == 0);
+  CHECK_THROWS_AS(r.memory_by_statement.at(4), std::out_of_range);
+}
+
+TEST_CASE("category bytes refuse a name that is not a holder category", "[account]") {
+  CategoryBytes c;
+  CHECK_THROWS_AS(c.add("activations", 1), std::logic_error);
+  c.add("other", 3);
+  c.add("grad", 1);
+  std::vector<std::string> listed;
+  for (const auto& [name, bytes] : c) listed.push_back(std::string(name) + "=" + std::to_string(bytes));
+  CHECK(listed == std::vector<std::string>{"grad=1", "other=3"});
+  CHECK(c.size() == 2);
+  CHECK(c.count("named") == 0);
+  CHECK_THROWS_AS(c.at("named"), std::out_of_range);
+}
