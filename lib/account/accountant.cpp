@@ -67,17 +67,17 @@ void Accountant::on_event(const Event& e) {
         peak_op_ = events_.last_op();  // interned by record_event (a string copy per new peak was 3%)
       }
       s.modelled = !model_device_only_ || e.on_device;
-      if (s.modelled) model_alloc(s, e.bytes);
+      if (s.modelled) model_alloc(e.bytes);
       break;
     }
     case Event::Kind::Free: {
       Storage* s = find_storage(e.storage_id);
       if (!s) break;
+      if (!s->life.freed) model_free(*s);  // before `freed` is set: the model counts it once
       s->life.freed = true;
       s->life.freed_at = pos.statement;
       live_ -= e.bytes;
       if (s->alloc_serial == statement_serial_) statement_temp_ += e.bytes;
-      model_free(*s);
       break;
     }
     case Event::Kind::Save: {
@@ -296,20 +296,16 @@ void Accountant::finish_events(RunResult& out) {
 
 // ---- Allocator model, peak location, saved categories (issue #4, accountant) ---------
 
-void Accountant::model_alloc(Storage& s, int64_t bytes) {
-  const int64_t block = allocator_block_bytes(bytes);
-  s.model_block = block;
-  model_live_ += block;
+void Accountant::model_alloc(int64_t bytes) {
+  model_live_ += allocator_block_bytes(bytes);
   if (model_live_ > model_.peak_bytes) {
     model_.peak_bytes = model_live_;
     model_.peak_statement = run_position().statement;
   }
 }
 
-void Accountant::model_free(Storage& s) {
-  if (s.model_block < 0) return;
-  model_live_ -= s.model_block;
-  s.model_block = -1;
+void Accountant::model_free(const Storage& s) {
+  if (s.modelled) model_live_ -= allocator_block_bytes(s.life.bytes);
 }
 
 // `seen` (every holder seen so far, first-seen order) with the holders of `now` added.

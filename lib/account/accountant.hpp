@@ -80,15 +80,19 @@ class Accountant final : public EventSink {
   // records live in vectors indexed by id rather than in ordered maps (issue #6: a map
   // node per storage and per saved value, and their lookups, were a large part of a long
   // chain's per-op cost). Iterating a vector in index order is the ordered map's order.
+  // A record per storage ever allocated, written when the storage is made: 96 bytes, the
+  // fields ordered without padding (issue #6: 136 before, and on a long chain writing each
+  // new record was a cache miss of its own).
   struct Storage {
     StorageLifetime life;       // life.holders: every holder seen, first-seen order
-    bool allocated = false;     // an Alloc was seen (the map this replaced held only those)
     uint64_t alloc_serial = 0;  // statement serial of the Alloc (temporaries: freed in the same one)
-    int64_t model_block = -1;   // allocator model: rounded block while live; -1: none
-    bool modelled = false;      // counted by the allocator model (set_model_device_only)
-    int category_now = -1;      // category at the last statement end (a HolderCategory); -1: none
     InternedList holders_now;  // holders at the last statement end (with category_now)
     std::vector<int64_t> unreleased;       // saved values not yet released that hold it
+    int category_now = -1;      // category at the last statement end (a HolderCategory); -1: none
+    bool allocated = false;     // an Alloc was seen (the map this replaced held only those)
+    // Counted by the allocator model (set_model_device_only): its rounded block is live from
+    // the Alloc until life.freed.
+    bool modelled = false;
   };
   struct Saved {
     SavedLifetime life;
@@ -118,8 +122,8 @@ class Accountant final : public EventSink {
   int graph_only_statement_ = -1;
 
   // ---- Allocator model, peak location, saved categories (issue #4, accountant) -------
-  void model_alloc(Storage& s, int64_t bytes);
-  void model_free(Storage& s);
+  void model_alloc(int64_t bytes);
+  void model_free(const Storage& s);
   void apply_holder_changes(std::vector<HolderChange>& changes);
   void note_holders(InternedList& seen, const InternedList& now);
   std::vector<InternedString> holders_scratch_;  // note_holders', reused

@@ -103,17 +103,15 @@ struct StatementResult {
 struct StorageLifetime {
   int64_t id = 0;
   int64_t bytes = 0;
-  int64_t numel = 0;
-  DType dtype = DType::Float32;
-  int allocated_at = -1;
   InternedString allocated_by;     // op, or backward node
-  bool in_backward = false;
-  bool freed = false;
-  int freed_at = -1;               // statement that freed it (-1: setup); see `freed`
   // Every holder seen at statement ends, in first-seen order. Interned (issue #6): most
   // storages are held by one list for their whole life (a name, then a saved value), so the
   // record takes the current list's pointer instead of a vector allocated per storage.
   InternedList holders;
+  int allocated_at = -1;
+  int freed_at = -1;               // statement that freed it (-1: setup); see `freed`
+  bool in_backward = false;
+  bool freed = false;
 };
 
 struct SavedLifetime {
