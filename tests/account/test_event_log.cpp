@@ -3,6 +3,8 @@
 // on the records that have them, kinds beyond the accountant's eight.
 #include <catch2/catch.hpp>
 
+#include <climits>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -115,10 +117,11 @@ TEST_CASE("records pushed in packed form read back as the full records pushed wh
     e.recompute_statement = i % 5 == 0 ? i / 5 : -1;
     e.in_backward = i % 2 == 1;
     e.op = InternedString(i % 4 == 0 ? "mul" : "TanhBackward0");
-    e.storage_id = 10 * i;
+    // Ids beyond 32 bits (kept in the side table) on some plain records too.
+    e.storage_id = i % 13 == 0 ? (int64_t{1} << 33) + i : 10 * i;
     e.bytes = 4 * i + 1;
-    e.saved_id = i % 3 == 0 ? i : -1;
-    e.node_id = i % 7;
+    e.saved_id = i % 3 == 0 ? i : i % 17 == 0 ? int64_t{INT32_MAX} + 1 : -1;
+    e.node_id = i % 19 == 0 ? int64_t{INT32_MIN} - 1 : i % 7;
     e.what = InternedString(i % 3 == 0 ? "MulBackward0._saved_other" : "");
     if (i % 10 == 0) {
       e.version = i;  // a detail field: pushed whole
