@@ -365,7 +365,7 @@ SavedVariable* Node::checked_saved(const std::string& attr) {
   if (v.hooks) return &v;
   const int64_t current = v.version->version;
   if (current != v.saved_version) {
-    const Shape& sz = v.original ? v.original->sizes : v.sizes;
+    const InternedShape sz = v.original ? v.original->sizes : v.sizes;
     std::string which;
     // For a saved input PyTorch names the tensor's *current* grad_fn (a stale view's is
     // regenerated first, as reading grad_fn does).

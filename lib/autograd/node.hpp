@@ -97,7 +97,7 @@ struct SavedVariable {
   Tensor original;             // saved input: the object itself
   // Saved output: the data without the object.
   std::shared_ptr<Storage> storage;
-  Shape sizes, strides;
+  InternedShape sizes, strides;  // interned: no heap blocks per saved value (issue #6)
   int64_t offset = 0;
   std::shared_ptr<VersionCounter> version;
 
@@ -105,7 +105,7 @@ struct SavedVariable {
   int64_t saved_version = 0;
   int64_t tensor_id = -1;      // object id of the tensor that was saved
   // Kept after release, for reports: what was saved, where it lived.
-  Shape shape;
+  InternedShape shape;
   int64_t storage_id = -1;
   int64_t storage_bytes = 0;
 
@@ -221,7 +221,7 @@ class EdgeList {
 
 // Shape and dtype of each forward output, so the engine can fill a missing gradient.
 struct OutputMeta {
-  Shape sizes;
+  InternedShape sizes;  // one pointer (a node keeps one per input and output; issue #6)
   DType dtype = DType::Float32;
   bool meta = false;
   bool cuda = false;  // on the cuda device (PyTorch's InputMetadata keeps the device)

@@ -303,10 +303,10 @@ Tensor mm(const Tensor& a, const Tensor& b) {
     // each operand's strides are kept only when that operand requires grad (measured).
     node->save_input("mat2", b, rg(a));
     node->save_attr("mat2_sym_sizes", AttrValue::ints(b->sizes));
-    node->save_attr("mat2_sym_strides", AttrValue::ints(rg(b) ? b->strides : Shape{}));
+    node->save_attr("mat2_sym_strides", AttrValue::ints(rg(b) ? b->strides.vec() : Shape{}));
     node->save_input("self", a, rg(b));
     node->save_attr("self_sym_sizes", AttrValue::ints(a->sizes));
-    node->save_attr("self_sym_strides", AttrValue::ints(rg(a) ? a->strides : Shape{}));
+    node->save_attr("self_sym_strides", AttrValue::ints(rg(a) ? a->strides.vec() : Shape{}));
     set_history(r, node);
   }
   return r;
@@ -458,10 +458,10 @@ Tensor addmm(const Tensor& bias, const Tensor& m1, const Tensor& m2, const Value
     node->save_attr("beta", number_attr(beta));
     node->save_input("mat1", m1, rg(m2));
     node->save_attr("mat1_sym_sizes", AttrValue::ints(m1->sizes));
-    node->save_attr("mat1_sym_strides", AttrValue::ints(rg(m1) ? m1->strides : Shape{}));
+    node->save_attr("mat1_sym_strides", AttrValue::ints(rg(m1) ? m1->strides.vec() : Shape{}));
     node->save_input("mat2", m2, rg(m1));
     node->save_attr("mat2_sym_sizes", AttrValue::ints(m2->sizes));
-    node->save_attr("mat2_sym_strides", AttrValue::ints(rg(m2) ? m2->strides : Shape{}));
+    node->save_attr("mat2_sym_strides", AttrValue::ints(rg(m2) ? m2->strides.vec() : Shape{}));
     set_history(r, node);
   }
   return r;

@@ -243,7 +243,7 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, int64_t reduction) {
   if (!is_floating(out) || (out == DType::BFloat16 && !input->is_meta() && !on_device)) not_implemented("mse_cpu", out);
   const bool meta = input->is_meta() || target->is_meta();
   std::vector<double> vals;
-  Shape shape = reduction == kNone ? input->sizes : Shape{};
+  Shape shape = reduction == kNone ? input->sizes.vec() : Shape{};
   if (!meta && !on_device) {
     std::vector<double> x = to_values(input), y = to_values(target);
     std::vector<double> sq(x.size());

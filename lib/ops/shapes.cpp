@@ -751,8 +751,11 @@ void squeeze_(const Tensor& a, int64_t dim) {
     node->save_attr("self_sizes", AttrValue::ints(a->sizes));
   }
   if (a->dim() > 0 && a->sizes[static_cast<size_t>(d)] == 1) {
-    a->sizes.erase(a->sizes.begin() + d);
-    a->strides.erase(a->strides.begin() + d);
+    Shape sizes = a->sizes, strides = a->strides;
+    sizes.erase(sizes.begin() + d);
+    strides.erase(strides.begin() + d);
+    a->sizes = sizes;
+    a->strides = strides;
   }
   bump_version(a);
   if (node) set_history(a, node);
@@ -1121,7 +1124,7 @@ Tensor to_device(const Tensor& a, DType dtype, const std::string& device, bool c
   OpScope scope("to");
   // _to_copy keeps the input's layout (MemoryFormat::Preserve): its strides when it is
   // non-overlapping and dense, else dense strides in the same order; across devices too.
-  Shape strides = non_overlapping_and_dense(a) ? a->strides : infer_dense_strides(a->sizes, a->strides);
+  Shape strides = non_overlapping_and_dense(a) ? a->strides.vec() : infer_dense_strides(a->sizes, a->strides);
   Tensor r = copy_to(a, dtype, device, &strides);
   // Only a floating result is differentiable (measured: x.to(torch.int64) and x.long()
   // have no grad_fn and do not require grad); ToCopyBackward0 exposes no _saved_ values,

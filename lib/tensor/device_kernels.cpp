@@ -107,7 +107,7 @@ Tensor binary(cuda::pw::BinaryOp op, const Tensor& a, const Tensor& b, DType out
   }
   if (cpu_scalar(a) && on_device(b) && b->dtype() == out && s0 == 1 && (op == BinaryOp::Add || op == BinaryOp::Mul))
     return binary(op, b, a, out, name, s0);  // commutative: s + x, s * x
-  Shape shape = a->sizes == b->sizes ? a->sizes : broadcast_shapes(a->sizes, b->sizes, name);
+  Shape shape = a->sizes == b->sizes ? a->sizes.vec() : broadcast_shapes(a->sizes, b->sizes, name);
   Tensor r = device_result(shape, out);
   Operand x(a, operands.value_or(out)), y(b, operands.value_or(out));
   device_launch([&](DeviceBackend& be) { be.binary(op, device_ref(r), x.ref(), y.ref(), s0); });
@@ -524,7 +524,7 @@ Tensor nll_loss_backward(const Tensor& grad, const Shape& input_sizes, DType dty
 Tensor mse_loss(const Tensor& input, const Tensor& target, int64_t reduction, DType out) {
   require_on_device({&input, &target});
   using cuda::pw::BinaryOp;
-  Tensor r = device_result(reduction == 0 ? input->sizes : Shape{}, out);
+  Tensor r = device_result(reduction == 0 ? input->sizes.vec() : Shape{}, out);
   std::unique_ptr<Scratch> sq;
   if (reduction != 0) sq = std::make_unique<Scratch>(input->sizes, out);
   const cuda::DeviceTensorRef d = sq ? sq->ref() : device_ref(r);

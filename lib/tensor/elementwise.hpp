@@ -40,7 +40,7 @@ struct Operand {
   int64_t numel = 0;
 };
 inline Operand<float> float_operand(const Tensor& t) {
-  return {t->storage->f32(), t->offset, &t->sizes, &t->strides, t->is_contiguous(), t->numel()};
+  return {t->storage->f32(), t->offset, &t->sizes.vec(), &t->strides.vec(), t->is_contiguous(), t->numel()};
 }
 // In place when the storage holds double; else the tensor's values copied into `copy`
 // (contiguous: their strides in `copy_strides`).
@@ -203,8 +203,8 @@ Tensor binary(const Tensor& a, const Tensor& b, DType out, F&& f, const std::str
   // (a Python number, grad * saved scalar): read in place rather than built per call (issue
   // #6: a vector made and freed per op of a chain); otherwise broadcast.
   Shape broadcast;
-  const Shape& shape = a->sizes == b->sizes || b->sizes.empty() ? a->sizes
-                       : a->sizes.empty()                       ? b->sizes
+  const Shape& shape = a->sizes == b->sizes || b->sizes.empty() ? a->sizes.vec()
+                       : a->sizes.empty()                       ? b->sizes.vec()
                                                                 : (broadcast = broadcast_shapes(a->sizes, b->sizes, op));
   Tensor r = detail::host_result(shape, out, detail::any_meta({&a, &b}));
   if (r->is_meta()) return r;

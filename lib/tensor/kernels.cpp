@@ -44,10 +44,10 @@ Shape broadcast_strides(const Shape& sizes, const Shape& strides, const Shape& o
 
 Operand<double> double_operand(const Tensor& t, std::vector<double>& copy, Shape& copy_strides) {
   const Storage& s = *t->storage;
-  if (!s.holds_float()) return {s.f64(), t->offset, &t->sizes, &t->strides, t->is_contiguous(), t->numel()};
+  if (!s.holds_float()) return {s.f64(), t->offset, &t->sizes.vec(), &t->strides.vec(), t->is_contiguous(), t->numel()};
   copy = to_values(t);
   copy_strides = contiguous_strides(t->sizes);
-  return {copy.data(), 0, &t->sizes, &copy_strides, true, t->numel()};
+  return {copy.data(), 0, &t->sizes.vec(), &copy_strides, true, t->numel()};
 }
 
 DoubleResult::DoubleResult(Storage& s) : s_(s) {

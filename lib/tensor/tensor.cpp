@@ -181,7 +181,7 @@ Tensor new_tensor(const Shape& sizes, DType dtype, bool meta, bool zero_fill) {
   auto t = std::make_shared<TensorImpl>();
   t->storage = std::make_shared<Storage>(dtype, shape_numel(sizes), meta, zero_fill);
   t->sizes = sizes;
-  t->strides = contiguous_strides(sizes);
+  t->strides = t->sizes.contiguous_strides();
   t->version = std::make_shared<VersionCounter>();
   return t;
 }

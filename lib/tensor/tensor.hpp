@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "tensor/dtype.hpp"
+#include "tensor/interned_shape.hpp"
 #include "util/interned_string.hpp"
 
 namespace agtrace {
@@ -25,8 +26,6 @@ namespace agtrace {
 namespace autograd {
 struct Node;
 }
-
-using Shape = std::vector<int64_t>;
 
 // "cpu", interned once: every storage starts there.
 const InternedString& interned_cpu_device();
@@ -118,7 +117,7 @@ using Tensor = std::shared_ptr<TensorImpl>;
 struct TensorImpl {
   int64_t id = 0;
   std::shared_ptr<Storage> storage;
-  Shape sizes, strides;
+  InternedShape sizes, strides;  // one pointer each (tensor/interned_shape.hpp)
   int64_t offset = 0;
   std::shared_ptr<VersionCounter> version;
 
