@@ -314,13 +314,16 @@ class Interpreter : public ops::Runtime {
   // Indexed by the dense creation-order ids (an empty label: never bound); interned names,
   // copied into every snapshot of a saved value (issue #6).
   std::vector<InternedString> tensor_label_;                 // object id -> latest name bound
-  std::vector<std::vector<InternedString>> storage_labels_;  // storage id -> names bound to tensors on it
+  // Storage id -> names bound to tensors on it: an interned list, not a vector per storage
+  // (issue #6: a heap block per bound storage, one per op of a chain).
+  std::vector<InternedList> storage_labels_;
+  std::vector<InternedString> labels_scratch_;  // bind's, reused
   const InternedString* tensor_label(int64_t id) const {
     return id >= 0 && static_cast<size_t>(id) < tensor_label_.size() && !tensor_label_[static_cast<size_t>(id)].empty()
                ? &tensor_label_[static_cast<size_t>(id)]
                : nullptr;
   }
-  const std::vector<InternedString>* storage_labels(int64_t id) const {
+  const InternedList* storage_labels(int64_t id) const {
     return id >= 0 && static_cast<size_t>(id) < storage_labels_.size() && !storage_labels_[static_cast<size_t>(id)].empty()
                ? &storage_labels_[static_cast<size_t>(id)]
                : nullptr;
@@ -555,8 +558,12 @@ void Interpreter::bind(const std::string& name, const Value& v, int slot) {
     tensor_label_[tid] = label;
     tracker_.tensor_relabelled(*v.t);
     if (sid >= storage_labels_.size()) storage_labels_.resize(sid + 1);
-    auto& names = storage_labels_[sid];
-    if (std::find(names.begin(), names.end(), label) == names.end()) names.push_back(label);
+    InternedList& names = storage_labels_[sid];
+    if (std::find(names.begin(), names.end(), label) == names.end()) {
+      labels_scratch_.assign(names.begin(), names.end());
+      labels_scratch_.push_back(label);
+      names = InternedList(labels_scratch_);
+    }
   }
   env_.set(name, v, slot);
 }

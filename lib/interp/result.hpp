@@ -40,7 +40,7 @@ struct SavedSnapshot {
   // Tensors:
   int64_t tensor_id = -1;
   InternedString same_object_as;            // name bound to the very object saved (saved inputs)
-  std::vector<InternedString> shares_with;  // names bound to tensors on the same storage
+  InternedList shares_with;  // names bound to tensors on the same storage
   InternedShape shape;
   int64_t bytes = 0;
   int64_t storage_id = -1;

@@ -44,7 +44,7 @@ ojson saved_json(const SavedSnapshot& s, bool) {
   if (s.from_python_number) j["from_python_number"] = true;
   j["tensor"] = s.tensor_id;
   if (!s.same_object_as.empty()) j["same_object_as"] = s.same_object_as;
-  j["shares_storage_with"] = s.shares_with;
+  j["shares_storage_with"] = s.shares_with.items();
   j["saved_version"] = s.saved_version;
   j["saved_at"] = s.saved_at;
   j["released_at"] = s.released ? ojson(s.released_at) : ojson(nullptr);
