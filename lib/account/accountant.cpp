@@ -365,11 +365,10 @@ void Accountant::apply_holder_changes(std::vector<HolderChange>& changes) {
       t.bytes += bytes;
     }
     t.block_bytes += st.modelled ? allocator_block_bytes(bytes) : 0;
-    std::vector<int64_t>& ids = st.unreleased;
+    InlineVector<int64_t, 1>& ids = st.unreleased;
     if (ids.empty()) continue;
-    ids.erase(std::remove_if(ids.begin(), ids.end(), [&](int64_t id) { return !note_saved(id, category); }),
-              ids.end());
-    if (ids.empty()) ids.shrink_to_fit();
+    int64_t* kept = std::remove_if(ids.begin(), ids.end(), [&](int64_t id) { return !note_saved(id, category); });
+    ids.truncate(static_cast<size_t>(kept - ids.begin()));
   }
   for (int64_t saved_id : saved_in_statement_) {
     Saved* s = find_saved(saved_id);

@@ -14,6 +14,7 @@
 #include "interp/result.hpp"
 #include "tensor/events.hpp"
 #include "util/chunked_vector.hpp"
+#include "util/inline_vector.hpp"
 #include "util/interned_list.hpp"
 
 namespace agtrace {
@@ -87,7 +88,9 @@ class Accountant final : public EventSink {
     StorageLifetime life;       // life.holders: every holder seen, first-seen order
     uint64_t alloc_serial = 0;  // statement serial of the Alloc (temporaries: freed in the same one)
     InternedList holders_now;  // holders at the last statement end (with category_now)
-    std::vector<int64_t> unreleased;       // saved values not yet released that hold it
+    // Saved values not yet released that hold it: usually none or one, kept inside (a heap
+    // block per saved storage otherwise; issue #6).
+    InlineVector<int64_t, 1> unreleased;
     int category_now = -1;      // category at the last statement end (a HolderCategory); -1: none
     bool allocated = false;     // an Alloc was seen (the map this replaced held only those)
     // Counted by the allocator model (set_model_device_only): its rounded block is live from

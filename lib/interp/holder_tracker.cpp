@@ -112,15 +112,15 @@ HolderTracker::StorageState& HolderTracker::storage(int64_t id) {
 }
 
 HolderTracker::Entry HolderTracker::grad_entry(int64_t tensor_id, InternedString label) {
-  return Entry{kGradPhase, tensor_id, 0, label, kGrad};
+  return entry(kGradPhase, tensor_id, 0, label, kGrad);
 }
 
 void HolderTracker::add_one(int64_t storage_id, const Entry& entry) {
   auto& entries = storage(storage_id).entries;
   auto it = std::lower_bound(entries.begin(), entries.end(), entry,
-                             [](const std::pair<Entry, int>& a, const Entry& b) { return a.first < b; });
-  if (it != entries.end() && it->first == entry)
-    ++it->second;
+                             [](const StorageState::Counted& a, const Entry& b) { return a.entry < b; });
+  if (it != entries.end() && it->entry == entry)
+    ++it->count;
   else
     entries.insert(it, {entry, 1});
   dirty(storage_id);
@@ -131,8 +131,8 @@ void HolderTracker::remove_one(int64_t storage_id, const Entry& entry) {
   if (!st || !st->present) return;
   auto& entries = st->entries;
   auto it = std::lower_bound(entries.begin(), entries.end(), entry,
-                             [](const std::pair<Entry, int>& a, const Entry& b) { return a.first < b; });
-  if (it != entries.end() && it->first == entry && --it->second == 0) entries.erase(it);
+                             [](const StorageState::Counted& a, const Entry& b) { return a.entry < b; });
+  if (it != entries.end() && it->entry == entry && --it->count == 0) entries.erase(it);
   dirty(storage_id);
 }
 
@@ -172,11 +172,10 @@ void HolderTracker::node_contribution(const autograd::Node& n, Contribution& c) 
     const autograd::SavedEntry& e = n.saved[i];
     if (!e.is_tensor || !e.var.defined || e.var.released) continue;
     if (std::shared_ptr<Storage> st = e.var.held_storage())
-      c.push_back({st->id, Entry{kGraphPhase, n.id, static_cast<int64_t>(i), saved_label(n, e), kGraphOnly}});
+      c.push_back({st->id, entry(kGraphPhase, n.id, i, saved_label(n, e), kGraphOnly)});
   }
   if (n.variable && n.variable->storage)
-    c.push_back({n.variable->storage->id, Entry{kGraphPhase, n.id, static_cast<int64_t>(n.saved.size()),
-                                                leaf_label_, kGraphOnly}});
+    c.push_back({n.variable->storage->id, entry(kGraphPhase, n.id, n.saved.size(), leaf_label_, kGraphOnly)});
 }
 
 // What the name at `position` (bound to `v`) holds: its tensor's storage, or those of the
@@ -185,7 +184,7 @@ void HolderTracker::name_contribution(Contribution& out, int64_t position, Inter
   if (v.kind == Value::Kind::Tensor) {
     const Tensor& t = v.t;
     if (!t->storage) return;
-    out.push_back({t->storage->id, Entry{kNamePhase, position, 0, label, name_category(*t)}});
+    out.push_back({t->storage->id, entry(kNamePhase, position, 0, label, name_category(*t))});
   } else if (v.kind == Value::Kind::Tuple || v.kind == Value::Kind::List) {
     for (const Value& item : v.items) name_contribution(out, position, label, item);
   }
@@ -285,6 +284,7 @@ void HolderTracker::commit(const std::map<std::string, Value>& names, std::vecto
     holders.clear();
     int category = -1;
     for (const auto& [entry, count] : st.entries) {
+      (void)count;
       if (std::find(holders.begin(), holders.end(), entry.label) == holders.end()) holders.push_back(entry.label);
       if (category < 0 || entry.category < category) category = entry.category;
     }

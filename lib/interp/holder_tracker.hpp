@@ -30,6 +30,7 @@
 #include "tensor/events.hpp"
 #include "tensor/tensor.hpp"
 #include "util/chunked_vector.hpp"
+#include "util/inline_vector.hpp"
 
 namespace agtrace {
 
@@ -84,21 +85,30 @@ class HolderTracker : public ObjectObserver, public EventSink {
 
  private:
   // One holder of one storage. Ordered as the full scan lists holders.
+  // 24 bytes (issue #6: 40 with int fields and their padding).
   struct Entry {
-    int phase = 0;      // 0 a name, 1 a .grad, 2 a saved value or AccumulateGrad's leaf
     int64_t order = 0;  // name: position in name order; .grad: tensor id; graph: node id
-    int64_t sub = 0;    // graph: index of the saved value (the leaf comes after them)
     InternedString label;  // equal labels, equal pointers
-    int category = 0;   // a HolderCategory (lower wins)
+    int32_t sub = 0;    // graph: index of the saved value (the leaf comes after them)
+    uint8_t phase = 0;  // 0 a name, 1 a .grad, 2 a saved value or AccumulateGrad's leaf
+    uint8_t category = 0;  // a HolderCategory (lower wins)
     bool operator<(const Entry& o) const;
     bool operator==(const Entry& o) const;
   };
+  static Entry entry(int phase, int64_t order, size_t sub, InternedString label, int category) {
+    return Entry{order, label, static_cast<int32_t>(sub), static_cast<uint8_t>(phase), static_cast<uint8_t>(category)};
+  }
   using Contribution = std::vector<std::pair<int64_t, Entry>>;  // (storage id, holder)
   struct StorageState {
     bool present = false;  // something contributes to it, or it had holders at the last commit
     // holder -> how many contributions name it, sorted as the full scan lists holders
-    // (a storage has few holders: a sorted vector, not a map node each).
-    std::vector<std::pair<Entry, int>> entries;
+    // (a storage has few holders, almost always one: a sorted vector with room for one
+    // inside, not a map node or a heap block each).
+    struct Counted {
+      Entry entry;
+      int count;
+    };
+    InlineVector<Counted, 1> entries;
     int64_t tensor_refs = 0;       // live tensor objects over this storage
     InternedList holders;              // as of the last commit
     int category = -1;                 // as of the last commit; -1: nothing held it
