@@ -136,14 +136,6 @@ void HolderTracker::remove_one(int64_t storage_id, const Entry& entry) {
   dirty(storage_id);
 }
 
-void HolderTracker::add(const Contribution& c) {
-  for (const auto& [storage_id, entry] : c) add_one(storage_id, entry);
-}
-
-void HolderTracker::remove(const Contribution& c) {
-  for (const auto& [storage_id, entry] : c) remove_one(storage_id, entry);
-}
-
 // A node holds the storages of its saved values that are still there (defined, not
 // released; under hooks, what the hooks kept) and, for AccumulateGrad, its leaf's.
 InternedString HolderTracker::saved_label(const autograd::Node& n, const autograd::SavedEntry& e) {
@@ -163,7 +155,7 @@ InternedString HolderTracker::name_label(const std::string& name) {
   return label;
 }
 
-void HolderTracker::node_contribution(const autograd::Node& n, Contribution& c) {
+void HolderTracker::node_contribution(const autograd::Node& n, InlineVector<Contributed, 1>& c) {
   c.clear();
   // A released node (Node::release_saved_values released every saved value) holds none:
   // its saved entries are not read again (issue #6: after a long chain's backward every
@@ -269,7 +261,7 @@ void HolderTracker::commit(const std::map<std::string, Value>& names, std::vecto
     remove(ns->contribution);
     ns->contribution.clear();
     if (!ns->live) continue;
-    node_contribution(*ns->live, ns->contribution);  // into the vector it had: no allocation once sized
+    node_contribution(*ns->live, ns->contribution);
     add(ns->contribution);
   }
   dirty_nodes_.clear();

@@ -98,7 +98,13 @@ class HolderTracker : public ObjectObserver, public EventSink {
   static Entry entry(int phase, int64_t order, size_t sub, InternedString label, int category) {
     return Entry{order, label, static_cast<int32_t>(sub), static_cast<uint8_t>(phase), static_cast<uint8_t>(category)};
   }
-  using Contribution = std::vector<std::pair<int64_t, Entry>>;  // (storage id, holder)
+  struct Contributed {  // a holder of a storage
+    int64_t storage_id;
+    Entry entry;
+    bool operator==(const Contributed& o) const { return storage_id == o.storage_id && entry == o.entry; }
+    bool operator!=(const Contributed& o) const { return !(*this == o); }
+  };
+  using Contribution = std::vector<Contributed>;
   struct StorageState {
     bool present = false;  // something contributes to it, or it had holders at the last commit
     // holder -> how many contributions name it, sorted as the full scan lists holders
@@ -130,15 +136,23 @@ class HolderTracker : public ObjectObserver, public EventSink {
   struct NodeState {
     autograd::Node* live = nullptr;
     bool queued = false;           // in dirty_nodes_
-    Contribution contribution;     // what it contributed at the last commit
+    // What it contributed at the last commit: a node saves one tensor or none, mostly, so
+    // the first is kept inside (issue #6: a heap block per saving node otherwise).
+    InlineVector<Contributed, 1> contribution;
   };
 
-  void add(const Contribution& c);
-  void remove(const Contribution& c);
+  template <typename Contributions>
+  void add(const Contributions& c) {
+    for (const auto& [storage_id, entry] : c) add_one(storage_id, entry);
+  }
+  template <typename Contributions>
+  void remove(const Contributions& c) {
+    for (const auto& [storage_id, entry] : c) remove_one(storage_id, entry);
+  }
   void add_one(int64_t storage_id, const Entry& entry);
   void remove_one(int64_t storage_id, const Entry& entry);
   void dirty(int64_t storage_id) { dirty_storages_.push_back(storage_id); }
-  void node_contribution(const autograd::Node& n, Contribution& out);  // replaces out's contents
+  void node_contribution(const autograd::Node& n, InlineVector<Contributed, 1>& out);  // replaces out's contents
   void name_contribution(Contribution& out, int64_t position, InternedString label, const Value& v);
   // Holder labels are interned (issue #6): entries, holder lists and the accountant's
   // records hold pointers, so they are compared and copied without touching the strings.
