@@ -17,6 +17,7 @@
 #include "account/extras.hpp"  // issue #4 accountant (helper C)
 #include "tensor/tensor.hpp"
 #include "util/chunked_vector.hpp"
+#include "util/inline_vector.hpp"
 #include "util/id_map.hpp"
 #include "util/interned_list.hpp"
 #include "util/interned_string.hpp"
@@ -63,10 +64,11 @@ struct NodeEdge {
 struct NodeSnapshot {
   int64_t id = 0;
   InternedString name;
-  // One vector, not one of ids and one of input numbers: a snapshot is made per backward
-  // node, and each vector was an allocation (issue #6).
-  std::vector<NodeEdge> next;
-  std::vector<SavedSnapshot> saved;
+  // The edges as one list, not one of ids and one of input numbers, and with the saved
+  // values inline for the first two edges and the first saved value (most nodes have no
+  // more): a snapshot is made per backward node, and each vector was a heap block (issue #6).
+  InlineVector<NodeEdge, 2> next;
+  InlineVector<SavedSnapshot, 1> saved;
   int created_at = -1;
   InternedString variable;         // AccumulateGrad: the leaf's name
   InternedString wraps;            // CopySlices: the in-place node it runs on the view's slice

@@ -2,7 +2,7 @@
 // storage, the holders that name it: almost always one (a name, or a saved value), and as
 // a std::vector that one was a heap block made and freed per storage, 1.7 per op of a long
 // chain. Elements are trivially copyable (moved with memmove). The operations its users
-// need: size, iteration, insert at a position, erase, truncate, clear.
+// need: size, iteration, insert at a position, erase, truncate, clear, reserve.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -63,6 +63,11 @@ class InlineVector {
     return d + index;
   }
   void push_back(const T& value) { insert(end(), value); }
+  // A new last element, value-initialized, to be filled in place.
+  T& emplace_back() { return *insert(end(), T{}); }
+  void reserve(size_t n) {
+    if (n > capacity_) grow(n);
+  }
   void erase(T* at) {
     T* d = data();
     const size_t index = static_cast<size_t>(at - d);
