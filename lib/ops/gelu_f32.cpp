@@ -3,14 +3,16 @@
 #include <cmath>
 #include <cstring>
 
+#include "util/gcc_pragma.hpp"
+
 // No contraction of a * b + c into an fma beyond the ones written: PyTorch's Vectorized
 // operators multiply and add separately, and both builds below must agree bit for bit
 // (fma is exact by definition, so the one with FMA instructions and the one calling fmaf
 // give the same results). O3: GCC 12's -O2 vectorizes only loops that need no epilogue; the
 // file is compiled with -fno-trapping-math (CMakeLists.txt), without which the selects of
 // exp_neg stay branches and the loops do not vectorize.
-#pragma GCC push_options
-#pragma GCC optimize("fp-contract=off", "O3")
+AGTRACE_GCC_PRAGMA(GCC push_options)
+AGTRACE_GCC_PRAGMA(GCC optimize("fp-contract=off", "O3"))
 
 namespace agtrace::ops::gelu_f32 {
 
@@ -19,12 +21,12 @@ namespace baseline {
 #include "ops/gelu_f32_body.inc"
 }  // namespace baseline
 
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
+AGTRACE_GCC_PRAGMA(GCC push_options)
+AGTRACE_GCC_PRAGMA(GCC target("avx2,fma"))
 namespace avx2 {
 #include "ops/gelu_f32_body.inc"
 }  // namespace avx2
-#pragma GCC pop_options
+AGTRACE_GCC_PRAGMA(GCC pop_options)
 
 bool has_avx2_fma() {
   static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
@@ -47,4 +49,4 @@ void backward_block(const float* dy, const float* x, float* o, int64_t n) {
 
 }  // namespace agtrace::ops::gelu_f32
 
-#pragma GCC pop_options
+AGTRACE_GCC_PRAGMA(GCC pop_options)

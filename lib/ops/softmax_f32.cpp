@@ -3,11 +3,13 @@
 #include <cstring>
 #include <limits>
 
+#include "util/gcc_pragma.hpp"
+
 // No contraction of a * b + c into an fma: the scalar build (the general path) and the
 // vector builds must agree bit for bit. O3 vectorizes the row loops; the file is compiled
 // with -fno-trapping-math (CMakeLists.txt) so that the selects become blends.
-#pragma GCC push_options
-#pragma GCC optimize("fp-contract=off", "O3")
+AGTRACE_GCC_PRAGMA(GCC push_options)
+AGTRACE_GCC_PRAGMA(GCC optimize("fp-contract=off", "O3"))
 
 namespace agtrace::ops::softmax_f32 {
 
@@ -53,19 +55,19 @@ namespace baseline {
 #include "ops/softmax_f32_body.inc"
 }  // namespace baseline
 
-#pragma GCC push_options
-#pragma GCC target("avx2")
+AGTRACE_GCC_PRAGMA(GCC push_options)
+AGTRACE_GCC_PRAGMA(GCC target("avx2"))
 namespace avx2 {
 #include "ops/softmax_f32_body.inc"
 }  // namespace avx2
-#pragma GCC pop_options
+AGTRACE_GCC_PRAGMA(GCC pop_options)
 
-#pragma GCC push_options
-#pragma GCC target("avx512f", "prefer-vector-width=512")
+AGTRACE_GCC_PRAGMA(GCC push_options)
+AGTRACE_GCC_PRAGMA(GCC target("avx512f", "prefer-vector-width=512"))
 namespace avx512 {
 #include "ops/softmax_f32_body.inc"
 }  // namespace avx512
-#pragma GCC pop_options
+AGTRACE_GCC_PRAGMA(GCC pop_options)
 
 enum class Isa { Baseline, Avx2, Avx512 };
 Isa isa() {
@@ -97,4 +99,4 @@ double exp_row(const float* x, double max, double* e, int64_t n) {
 
 }  // namespace agtrace::ops::softmax_f32
 
-#pragma GCC pop_options
+AGTRACE_GCC_PRAGMA(GCC pop_options)

@@ -55,6 +55,7 @@
 #include "scenario/random.hpp"
 #include "scenario/scenario.hpp"
 #include "tensor/fast_paths.hpp"
+#include "util/gcc_pragma.hpp"
 
 namespace agtrace {
 namespace {
@@ -166,13 +167,8 @@ constexpr uint64_t kGamma = 0x9e3779b97f4a7c15ULL;
     const double scaled = width * (static_cast<double>(z >> 11) * 0x1.0p-53);     \
     dst[i] = static_cast<float>(lo + scaled);                                      \
   }
-// GCC only: clang ignores these pragmas (with a -Wunknown-pragmas warning in the fuzz
-// build), and compiles both functions as the same plain loop, which gives the same bits.
-#if defined(__GNUC__) && !defined(__clang__)
-#define AGTRACE_GCC_PRAGMA(x) _Pragma(#x)
-#else
-#define AGTRACE_GCC_PRAGMA(x)
-#endif
+// GCC only (util/gcc_pragma.hpp): clang compiles both functions as the same plain loop,
+// which gives the same bits.
 AGTRACE_GCC_PRAGMA(GCC push_options)
 AGTRACE_GCC_PRAGMA(GCC optimize("fp-contract=off", "O3"))
 void uniform_block(uint64_t state0, double lo, double width, float* dst, int64_t begin, int64_t end) {
@@ -185,7 +181,6 @@ void uniform_block_avx512(uint64_t state0, double lo, double width, float* dst, 
 }
 AGTRACE_GCC_PRAGMA(GCC pop_options)
 AGTRACE_GCC_PRAGMA(GCC pop_options)
-#undef AGTRACE_GCC_PRAGMA
 #undef AGTRACE_UNIFORM_F32_LOOP
 
 void fill_uniform_f32(const LeafSpec& leaf, uint64_t scenario_seed, float* dst, int64_t numel) {
