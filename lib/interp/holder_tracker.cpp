@@ -90,13 +90,69 @@ State& queue(ChunkedVector<State>& states, std::vector<int64_t>& dirty, int64_t 
 }
 }  // namespace
 
-HolderTracker::TensorState& HolderTracker::queue_tensor(int64_t id) { return queue(tensors_, dirty_tensors_, id); }
+HolderTracker::TensorState* HolderTracker::state_of(const TensorImpl& t) {
+  const uint32_t slot = t.observer_slot;
+  if (slot >= tensor_slots_.size()) return nullptr;
+  TensorState& s = tensor_slots_[slot];
+  return s.live == &t ? &s : nullptr;  // a slot another tracker gave: not this tracker's
+}
+
+void HolderTracker::queue_slot(uint32_t slot) {
+  TensorState& s = tensor_slots_[slot];
+  if (!s.queued) {
+    s.queued = true;
+    dirty_tensors_.push_back(slot);
+  }
+}
+
+void HolderTracker::uncommit(TensorState& s) {
+  if (!s.committed) return;
+  if (s.storage_id >= 0) {
+    StorageState* st = at_id(storages_, s.storage_id);
+    if (st && st->present) --st->tensor_refs;
+    dirty(s.storage_id);
+  }
+  if (s.grad_storage_id >= 0) remove_one(s.grad_storage_id, grad_entry(s.tensor_id, s.grad_label));
+  s.grad_storage_id = -1;
+  s.storage_id = -1;
+  s.committed = false;
+}
 HolderTracker::NodeState& HolderTracker::queue_node(int64_t id) { return queue(nodes_, dirty_nodes_, id); }
 
-void HolderTracker::tensor_created(TensorImpl& t) { queue_tensor(t.id).live = &t; }
-void HolderTracker::tensor_destroyed(TensorImpl& t) { queue_tensor(t.id).live = nullptr; }
-void HolderTracker::tensor_grad_changed(TensorImpl& t) { queue_tensor(t.id); }
-void HolderTracker::tensor_relabelled(const TensorImpl& t) { queue_tensor(t.id); }
+void HolderTracker::tensor_created(TensorImpl& t) {
+  uint32_t slot;
+  if (!free_tensor_slots_.empty()) {  // a slot freed recently: still in the cache
+    slot = free_tensor_slots_.back();
+    free_tensor_slots_.pop_back();
+  } else {
+    slot = static_cast<uint32_t>(tensor_slots_.size());
+    tensor_slots_.emplace_back();
+  }
+  TensorState& s = tensor_slots_[slot];
+  s = TensorState{};
+  s.live = &t;
+  s.tensor_id = t.id;
+  t.observer_slot = slot;
+  queue_slot(slot);
+}
+
+// What a dying tensor contributed is taken back now rather than at the commit (the counts
+// end the same), so its slot can be reused as soon as no commit needs to look at it.
+void HolderTracker::tensor_destroyed(TensorImpl& t) {
+  TensorState* s = state_of(t);
+  if (!s) return;
+  const uint32_t slot = t.observer_slot;
+  uncommit(*s);
+  s->live = nullptr;
+  t.observer_slot = UINT32_MAX;
+  if (!s->queued) free_tensor_slots_.push_back(slot);
+}
+void HolderTracker::tensor_grad_changed(TensorImpl& t) {
+  if (state_of(t)) queue_slot(t.observer_slot);
+}
+void HolderTracker::tensor_relabelled(const TensorImpl& t) {
+  if (state_of(t)) queue_slot(t.observer_slot);
+}
 void HolderTracker::node_created(autograd::Node& n) { queue_node(n.id).live = &n; }
 void HolderTracker::node_destroyed(autograd::Node& n) { queue_node(n.id).live = nullptr; }
 
@@ -223,22 +279,14 @@ void HolderTracker::commit(const std::map<std::string, Value>& names, std::vecto
   }
 
   // (The order tensors and nodes are looked at does not matter: only counts change.)
-  for (int64_t id : dirty_tensors_) {
-    TensorState* ts = at_id(tensors_, id);
-    if (!ts) continue;
+  for (uint32_t slot : dirty_tensors_) {
+    TensorState* ts = &tensor_slots_[slot];
     ts->queued = false;
-    if (ts->committed) {
-      if (ts->storage_id >= 0) {
-        StorageState* st = at_id(storages_, ts->storage_id);
-        if (st && st->present) --st->tensor_refs;
-        dirty(ts->storage_id);
-      }
-      if (ts->grad_storage_id >= 0) remove_one(ts->grad_storage_id, grad_entry(id, ts->grad_label));
-      ts->grad_storage_id = -1;
-      ts->storage_id = -1;
-      ts->committed = false;
+    uncommit(*ts);
+    if (!ts->live) {  // died since it was queued: its slot is free now
+      free_tensor_slots_.push_back(slot);
+      continue;
     }
-    if (!ts->live) continue;
     const TensorImpl& t = *ts->live;
     if (t.storage) {
       ts->storage_id = t.storage->id;
@@ -248,7 +296,7 @@ void HolderTracker::commit(const std::map<std::string, Value>& names, std::vecto
     if (t.grad && t.grad->storage) {
       ts->grad_storage_id = t.grad->storage->id;
       ts->grad_label = intern("grad of " + label_of_(t.id));
-      add_one(ts->grad_storage_id, grad_entry(id, ts->grad_label));
+      add_one(ts->grad_storage_id, grad_entry(ts->tensor_id, ts->grad_label));
     }
     ts->committed = true;
   }

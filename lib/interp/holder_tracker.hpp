@@ -82,6 +82,8 @@ class HolderTracker : public ObjectObserver, public EventSink {
               uint64_t keys_version = 0);
   // Every storage held now, as the full scan reports it.
   HolderScan state() const;
+  // Tensor state slots in use or free (for tests: they are recycled, not one per tensor id).
+  size_t tensor_slots() const { return tensor_slots_.size(); }
 
  private:
   // One holder of one storage. Ordered as the full scan lists holders.
@@ -119,12 +121,14 @@ class HolderTracker : public ObjectObserver, public EventSink {
     InternedList holders;              // as of the last commit
     int category = -1;                 // as of the last commit; -1: nothing held it
   };
-  // Trivially destructible (no vector of its own): a state is kept per tensor ever made, and
-  // destroying them one by one at the end read every one again from memory (issue #6: the
-  // tracker's destructor was 8% of a 10,000-op chain's cache misses). A tensor holds at most
-  // one storage through its .grad, so that contribution is two fields, not a Contribution.
+  // A live tensor's state, in a slot recycled when the tensor dies (its index kept in
+  // TensorImpl::observer_slot). Kept by tensor id instead, a state was written for every
+  // tensor ever made, a new cache line each time, read back when the tensor died (issue
+  // #6). A tensor holds at most one storage through its .grad, so that contribution is two
+  // fields, not a Contribution.
   struct TensorState {
-    TensorImpl* live = nullptr;    // the live tensor of this id (null: none)
+    TensorImpl* live = nullptr;    // the tensor in this slot (null: dead, slot free once not queued)
+    int64_t tensor_id = -1;
     bool queued = false;           // in dirty_tensors_
     bool committed = false;        // what it contributed at the last commit is below
     int64_t storage_id = -1;
@@ -172,7 +176,12 @@ class HolderTracker : public ObjectObserver, public EventSink {
   const InternedString leaf_label_ = intern("leaf of AccumulateGrad");
   const InternedString unnamed_label_ = intern("unnamed tensor");
   StorageState& storage(int64_t id);
-  TensorState& queue_tensor(int64_t id);
+  // The slot of a tensor this tracker follows (null: none, e.g. made before attach()).
+  TensorState* state_of(const TensorImpl& t);
+  void queue_slot(uint32_t slot);
+  // Takes back what the state contributed at the last commit (its storage's count, its
+  // .grad's holder).
+  void uncommit(TensorState& s);
   NodeState& queue_node(int64_t id);
 
   std::function<std::string(int64_t)> label_of_;
@@ -182,11 +191,13 @@ class HolderTracker : public ObjectObserver, public EventSink {
 
   // Indexed by id: tensor, node and storage ids are dense creation-order counters
   // (events.hpp), so id-indexed chunks replace hash maps (issue #6).
-  ChunkedVector<TensorState> tensors_;
+  ChunkedVector<TensorState> tensor_slots_;
+  std::vector<uint32_t> free_tensor_slots_;  // slots of dead tensors, not queued
   ChunkedVector<NodeState> nodes_;
   Contribution names_;                                     // what the names contributed
   ChunkedVector<StorageState> storages_;
-  std::vector<int64_t> dirty_tensors_, dirty_nodes_, dirty_storages_;
+  std::vector<uint32_t> dirty_tensors_;  // tensor slots
+  std::vector<int64_t> dirty_nodes_, dirty_storages_;
   std::vector<InternedString> holders_scratch_;
   Contribution names_scratch_, gone_scratch_, came_scratch_;  // commit's, reused
 };

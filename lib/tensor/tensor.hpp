@@ -123,6 +123,10 @@ struct TensorImpl {
 
   // Autograd metadata (torch::autograd::AutogradMeta).
   bool requires_grad_flag = false;          // for leaves
+  // The object observer's index of this tensor (HolderTracker's recycled state slot), kept
+  // here so that its state is found without a table indexed by every tensor id ever made
+  // (issue #6). In the padding after the flag: the object does not grow.
+  uint32_t observer_slot = UINT32_MAX;
   std::shared_ptr<autograd::Node> grad_fn;  // null for leaves
   int output_nr = 0;
   std::weak_ptr<autograd::Node> grad_accumulator;  // AccumulateGrad of a leaf (weak, as PyTorch)

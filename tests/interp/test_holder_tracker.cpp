@@ -123,3 +123,38 @@ TEST_CASE("the holder index looks names up again after one leaves the scope", "[
     for (const auto& h : s.holders) b_named = b_named || h == "name b";
   CHECK(b_named);
 }
+
+TEST_CASE("the holder tracker recycles the states of dead tensors and keeps a dying .grad holder right", "[interp][holders]") {
+  // A tensor's state lives in a slot reused once the tensor is dead and committed: a long
+  // run of short-lived tensors needs a handful of slots, not one per tensor ever made. A
+  // tensor that dies before the commit that would have looked at it, with a .grad, takes
+  // its holders with it.
+  reset_run_state();
+  HolderTracker tracker([](int64_t id) { return "t" + std::to_string(id); }, nullptr);
+  tracker.attach();
+  Tensor kept = kernels::full({2}, 1.0, DType::Float32, false);
+  std::map<std::string, Value> names{{"k", Value::tensor(kept)}};
+  tracker.commit(names);
+  for (int i = 0; i < 500; ++i) {
+    Tensor temp = kernels::full({2}, static_cast<double>(i), DType::Float32, false);
+    if (i % 2) temp.reset();  // dies before the commit
+    tracker.commit(names);
+  }
+  CHECK(tracker.tensor_slots() <= 4);
+
+  Tensor with_grad = kernels::full({2}, 3.0, DType::Float32, false);
+  with_grad->grad = kernels::full({2}, 4.0, DType::Float32, false);
+  notify_grad_changed(*with_grad);
+  const int64_t grad_storage = with_grad->grad->storage->id;
+  tracker.commit(names);
+  CHECK(tracker.state().holders.at(grad_storage) ==
+        std::vector<std::string>{"grad of t" + std::to_string(with_grad->id)});
+  Tensor grad = with_grad->grad;  // the .grad tensor outlives its owner
+  with_grad.reset();
+  const auto changes = tracker.commit(names);
+  const HolderScan now = tracker.state();
+  CHECK(now.holders.at(grad_storage) == std::vector<std::string>{"unnamed tensor"});
+  CHECK(now.category.at(grad_storage) == "other");
+  CHECK(now.holders.at(kept->storage->id) == std::vector<std::string>{"name k"});
+  tracker.detach();
+}
