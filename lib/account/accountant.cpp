@@ -308,24 +308,6 @@ void Accountant::model_free(const Storage& s) {
   if (s.modelled) model_live_ -= allocator_block_bytes(s.life.bytes);
 }
 
-// `seen` (every holder seen so far, first-seen order) with the holders of `now` added.
-// Interned lists compare as pointers: a storage still held as it was, or seen for the first
-// time, costs no merge.
-void Accountant::note_holders(InternedList& seen, const InternedList& now) {
-  if (now.empty() || seen == now) return;
-  if (seen.empty()) {
-    seen = now;
-    return;
-  }
-  std::vector<InternedString>& merged = holders_scratch_;
-  merged.clear();
-  for (const InternedString& h : seen) merged.push_back(h);
-  const size_t before = merged.size();
-  for (const InternedString& h : now)
-    if (std::find(merged.begin(), merged.end(), h) == merged.end()) merged.push_back(h);
-  if (merged.size() != before) seen = InternedList(merged);
-}
-
 // A saved value's storage is categorised at every statement end while the value is held,
 // so the last category seen says what kept those bytes alive besides the graph: a saved
 // value whose storage was last seen as graph_only (or other) is "new" to its node. Only
@@ -341,7 +323,7 @@ void Accountant::apply_holder_changes(std::vector<HolderChange>& changes) {
     if (c.storage_id < 0) continue;  // the tracker names real storages only
     Storage& st = storage_slot(c.storage_id);
     Storage* known = st.allocated ? &st : nullptr;
-    if (known) note_holders(st.life.holders, c.holders);
+    if (known) st.life.holders = st.life.holders.merged(c.holders);
     const int64_t bytes = known ? st.life.bytes : 0;
     if (st.category_now >= 0) {
       CategoryTotal& t = category_totals_[st.category_now];

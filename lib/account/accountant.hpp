@@ -128,8 +128,6 @@ class Accountant final : public EventSink {
   void model_alloc(int64_t bytes);
   void model_free(const Storage& s);
   void apply_holder_changes(std::vector<HolderChange>& changes);
-  void note_holders(InternedList& seen, const InternedList& now);
-  std::vector<InternedString> holders_scratch_;  // note_holders', reused
   void finish_extras(RunResult& out) const;
   int64_t model_live_ = 0;
   AllocatorModel model_;

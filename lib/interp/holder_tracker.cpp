@@ -323,10 +323,10 @@ void HolderTracker::commit(const std::map<std::string, Value>& names, std::vecto
     std::vector<InternedString>& holders = holders_scratch_;  // reused: no allocation per storage
     holders.clear();
     int category = -1;
-    for (const auto& [entry, count] : st.entries) {
-      (void)count;
-      if (std::find(holders.begin(), holders.end(), entry.label) == holders.end()) holders.push_back(entry.label);
-      if (category < 0 || entry.category < category) category = entry.category;
+    for (const StorageState::Counted& held : st.entries) {
+      const Entry& e = held.entry;
+      if (std::find(holders.begin(), holders.end(), e.label) == holders.end()) holders.push_back(e.label);
+      if (category < 0 || e.category < category) category = e.category;
     }
     // "Unnamed tensor" only for a storage nothing else holds (e.g. inside a tuple).
     if (holders.empty() && st.tensor_refs > 0) {

@@ -317,7 +317,6 @@ class Interpreter : public ops::Runtime {
   // Storage id -> names bound to tensors on it: an interned list, not a vector per storage
   // (issue #6: a heap block per bound storage, one per op of a chain).
   std::vector<InternedList> storage_labels_;
-  std::vector<InternedString> labels_scratch_;  // bind's, reused
   const InternedString* tensor_label(int64_t id) const {
     return id >= 0 && static_cast<size_t>(id) < tensor_label_.size() && !tensor_label_[static_cast<size_t>(id)].empty()
                ? &tensor_label_[static_cast<size_t>(id)]
@@ -558,12 +557,7 @@ void Interpreter::bind(const std::string& name, const Value& v, int slot) {
     tensor_label_[tid] = label;
     tracker_.tensor_relabelled(*v.t);
     if (sid >= storage_labels_.size()) storage_labels_.resize(sid + 1);
-    InternedList& names = storage_labels_[sid];
-    if (std::find(names.begin(), names.end(), label) == names.end()) {
-      labels_scratch_.assign(names.begin(), names.end());
-      labels_scratch_.push_back(label);
-      names = InternedList(labels_scratch_);
-    }
+    storage_labels_[sid] = storage_labels_[sid].merged(label);
   }
   env_.set(name, v, slot);
 }

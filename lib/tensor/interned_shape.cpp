@@ -4,6 +4,7 @@
 #include <deque>
 #include <unordered_map>
 
+#include "tensor/tensor.hpp"
 #include "util/spin_guard.hpp"
 
 namespace agtrace {
@@ -85,14 +86,7 @@ const InternedShape::Entry* InternedShape::intern(const Shape& s) {
 InternedShape InternedShape::contiguous_strides() const {
   // Published once computed; two threads computing it at once store the same entry.
   if (const Entry* c = entry_->contiguous.load(std::memory_order_acquire)) return InternedShape(c);
-  const Shape& sizes = entry_->shape;
-  Shape strides(sizes.size(), 1);
-  int64_t acc = 1;
-  for (size_t d = sizes.size(); d-- > 0;) {
-    strides[d] = acc;
-    acc *= sizes[d] > 1 ? sizes[d] : 1;
-  }
-  const Entry* c = intern(strides);
+  const Entry* c = intern(agtrace::contiguous_strides(entry_->shape));  // tensor.hpp's
   entry_->contiguous.store(c, std::memory_order_release);
   return InternedShape(c);
 }

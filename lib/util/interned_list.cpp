@@ -1,5 +1,6 @@
 #include "util/interned_list.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -91,6 +92,28 @@ size_t InternedList::table_size() {
   Table& t = table();
   SpinGuard guard(t.lock);
   return t.lists.size();
+}
+
+namespace {
+thread_local std::vector<InternedString> t_merged;  // merged()'s, reused: no allocation per merge
+}  // namespace
+
+InternedList InternedList::merged(const InternedList& more) const {
+  if (more.empty() || more == *this) return *this;
+  if (empty()) return more;
+  std::vector<InternedString>& out = t_merged;
+  out.assign(begin(), end());
+  for (const InternedString& item : more)
+    if (std::find(out.begin(), out.end(), item) == out.end()) out.push_back(item);
+  return out.size() == size() ? *this : InternedList(out);
+}
+
+InternedList InternedList::merged(const InternedString& item) const {
+  if (std::find(begin(), end(), item) != end()) return *this;
+  std::vector<InternedString>& out = t_merged;
+  out.assign(begin(), end());
+  out.push_back(item);
+  return InternedList(out);
 }
 
 }  // namespace agtrace

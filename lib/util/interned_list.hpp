@@ -32,6 +32,12 @@ class InternedList {
   friend bool operator==(const InternedList& a, const std::vector<InternedString>& b) { return a.items() == b; }
   friend bool operator!=(const InternedList& a, const std::vector<InternedString>& b) { return a.items() != b; }
 
+  // This list with the items of `more` it lacks appended, in their order (first-seen order
+  // kept); itself when nothing is new. Equal lists compare as pointers, so a list merged
+  // with itself or with an empty one costs no lookup.
+  InternedList merged(const InternedList& more) const;
+  InternedList merged(const InternedString& item) const;
+
   // Distinct non-empty lists in the table (for tests).
   static size_t table_size();
 
