@@ -9,8 +9,9 @@ namespace agtrace {
 
 namespace {
 constexpr int kNamePhase = 0, kGradPhase = 1, kGraphPhase = 2;
+}  // namespace
 
-void sort_unique(std::vector<int64_t>& ids) {
+void sort_unique_ids(std::vector<int64_t>& ids) {
   if (ids.size() < 2) return;
   if (ids.size() <= 32) {
     // A statement dirties a handful of storages: an insertion sort that drops repeats as
@@ -28,10 +29,24 @@ void sort_unique(std::vector<int64_t>& ids) {
     ids.resize(kept);
     return;
   }
-  std::sort(ids.begin(), ids.end());
-  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  // A backward pass dirties the storages of every node it released (10,000 on a 10,000-op
+  // chain), ids dense between the smallest and the largest: a bit per id in that range
+  // orders and de-duplicates them in two linear passes, where std::sort took 0.6 % of the
+  // chain's instructions (issue #6).
+  const auto [lo, hi] = std::minmax_element(ids.begin(), ids.end());
+  const int64_t first = *lo, span = *hi - *lo + 1;
+  if (first < 0 || span / 16 > static_cast<int64_t>(ids.size())) {
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    return;
+  }
+  std::vector<uint64_t> bits(static_cast<size_t>((span + 63) / 64), 0);
+  for (int64_t id : ids) bits[static_cast<size_t>((id - first) >> 6)] |= uint64_t{1} << ((id - first) & 63);
+  ids.clear();
+  for (size_t w = 0; w < bits.size(); ++w)
+    for (uint64_t m = bits[w]; m; m &= m - 1)
+      ids.push_back(first + static_cast<int64_t>(w * 64 + static_cast<size_t>(__builtin_ctzll(m))));
 }
-}  // namespace
 
 bool HolderTracker::Entry::operator<(const Entry& o) const {
   // Field by field; the labels, interned, are compared as text only when they differ.
@@ -314,7 +329,7 @@ void HolderTracker::commit(const std::map<std::string, Value>& names, std::vecto
   }
   dirty_nodes_.clear();
 
-  sort_unique(dirty_storages_);
+  sort_unique_ids(dirty_storages_);
   changes.reserve(dirty_storages_.size());
   for (int64_t id : dirty_storages_) {
     StorageState* stp = at_id(storages_, id);

@@ -40,6 +40,9 @@ inline HolderCategory name_category(const TensorImpl& t) {
   return !t.is_leaf() ? kNamed : t.requires_grad() ? kLeafParam : kLeafInput;
 }
 
+// Sorts ids ascending and drops repeats (the commit's dirty storage ids; exposed for tests).
+void sort_unique_ids(std::vector<int64_t>& ids);
+
 class HolderTracker : public ObjectObserver, public EventSink {
  public:
   // label_of: the name reports use for a tensor object (its latest bound name).
