@@ -156,7 +156,7 @@ namespace detail {
 // The result of a host kernel is a CPU tensor, whatever device the scope in force names: an
 // op on CPU operands inside a cuda backward (log of the wrapped base of 2.0 ** x) gives a CPU
 // tensor in PyTorch too. A cuda operand still fails when the loop reads it (no host access).
-inline Tensor host_result(const Shape& sizes, DType out, bool meta) {
+inline Tensor host_result(const InternedShape& sizes, DType out, bool meta) {
   if (allocating_on_cpu()) return uninitialized_tensor(sizes, out, meta);
   DeviceScope on_cpu("cpu");
   return uninitialized_tensor(sizes, out, meta);

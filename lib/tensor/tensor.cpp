@@ -177,7 +177,7 @@ std::string shape_str(const Shape& s) {
 }
 
 namespace {
-Tensor new_tensor(const Shape& sizes, DType dtype, bool meta, bool zero_fill) {
+Tensor new_tensor(const InternedShape& sizes, DType dtype, bool meta, bool zero_fill) {
   auto t = std::make_shared<TensorImpl>();
   t->storage = std::make_shared<Storage>(dtype, shape_numel(sizes), meta, zero_fill);
   t->sizes = sizes;
@@ -187,8 +187,8 @@ Tensor new_tensor(const Shape& sizes, DType dtype, bool meta, bool zero_fill) {
 }
 }  // namespace
 
-Tensor empty_tensor(const Shape& sizes, DType dtype, bool meta) { return new_tensor(sizes, dtype, meta, true); }
-Tensor uninitialized_tensor(const Shape& sizes, DType dtype, bool meta) {
+Tensor empty_tensor(const InternedShape& sizes, DType dtype, bool meta) { return new_tensor(sizes, dtype, meta, true); }
+Tensor uninitialized_tensor(const InternedShape& sizes, DType dtype, bool meta) {
   return new_tensor(sizes, dtype, meta, false);
 }
 

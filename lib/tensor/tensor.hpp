@@ -185,10 +185,12 @@ bool is_contiguous_layout(const Shape& sizes, const Shape& strides);
 int64_t shape_numel(const Shape& s);
 std::string shape_str(const Shape& s);  // "[2, 3]"
 
-// A new contiguous tensor with its own storage (zero-filled).
-Tensor empty_tensor(const Shape& sizes, DType dtype, bool meta);
+// A new contiguous tensor with its own storage (zero-filled). Sizes taken as an interned
+// shape: a result shaped as an operand (`a->sizes`) copies its pointer instead of hashing
+// the dimensions again (issue #6: a lookup per tensor made); a Shape converts.
+Tensor empty_tensor(const InternedShape& sizes, DType dtype, bool meta);
 // The same with undefined elements, for a kernel that writes every element of its result.
-Tensor uninitialized_tensor(const Shape& sizes, DType dtype, bool meta);
+Tensor uninitialized_tensor(const InternedShape& sizes, DType dtype, bool meta);
 Tensor tensor_from_values(const Shape& sizes, DType dtype, const std::vector<double>& values);
 Tensor scalar_tensor(double v, DType dtype);
 // A new tensor on `device` ("cpu" or "cuda") with t's elements converted to `dtype`
