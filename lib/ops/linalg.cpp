@@ -46,10 +46,9 @@ Tensor bmm_kernel(const Tensor& a, const Tensor& b) {
   const int64_t B = a->sizes[0], n = a->sizes[1], k = a->sizes[2], m = b->sizes[2];
   Tensor r = uninitialized_tensor({B, n, m}, a->dtype(), a->is_meta() || b->is_meta());  // gemm writes all
   if (r->is_meta()) return r;
-  for (int64_t i = 0; i < B; ++i)
-    kernels::gemm_storage(a->dtype(), {a->storage.get(), a->offset + i * a->strides[0], a->strides[1], a->strides[2]},
-                          {b->storage.get(), b->offset + i * b->strides[0], b->strides[1], b->strides[2]}, n, k, m,
-                          *r->storage, i * n * m);
+  kernels::gemm_storage_batched(a->dtype(), {a->storage.get(), a->offset, a->strides[1], a->strides[2]}, a->strides[0],
+                                {b->storage.get(), b->offset, b->strides[1], b->strides[2]}, b->strides[0], B, n, k, m,
+                                *r->storage, 0);
   return r;
 }
 

@@ -423,6 +423,14 @@ void set_threads(int n) {
 
 int threads() { return g_threads; }
 
+int blas_threads() {
+#ifdef AGTRACE_HAVE_OPENBLAS
+  return openblas_get_num_threads();
+#else
+  return g_threads;
+#endif
+}
+
 namespace {
 
 // Worker threads for parallel_for, started on first use: one fewer than threads(), waiting
@@ -667,6 +675,32 @@ void gemm_storage(DType dtype, const StorageMatrix& a, const StorageMatrix& b, i
   gemm_block(dtype, ra, rb, n, k, m, tmp.data());
   float* o = out.f32() + out_offset;
   for (size_t i = 0; i < tmp.size(); ++i) o[i] = static_cast<float>(tmp[i]);
+}
+
+void gemm_storage_batched(DType dtype, const StorageMatrix& a, int64_t a_step, const StorageMatrix& b, int64_t b_step,
+                          int64_t batches, int64_t n, int64_t k, int64_t m, Storage& out, int64_t out_offset) {
+  auto products = [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i)
+      gemm_storage(dtype, {a.storage, a.offset + i * a_step, a.row_stride, a.col_stride},
+                   {b.storage, b.offset + i * b_step, b.row_stride, b.col_stride}, n, k, m, out, out_offset + i * n * m);
+  };
+  if (g_threads < 2 || batches < g_threads) {
+    products(0, batches);
+    return;
+  }
+  // A transformer's attention is 16 products of 128x64 by 64x128 (about 2 MFLOP each):
+  // split inside OpenBLAS over 2 threads, each one waited for its threads, and the batch
+  // took longer at 2 threads than at 1 (BmmBackward0: 1.21 ms at 1 thread, 1.62 ms at 2,
+  // warm runs of bench/scenarios/transformer_block.json; issue #6). Each product is
+  // computed on one thread (the results of a 1-thread run), the batch split between them.
+  configure_blas();
+#ifdef AGTRACE_HAVE_OPENBLAS
+  openblas_set_num_threads(1);
+  struct RestoreBlasThreads {
+    ~RestoreBlasThreads() { openblas_set_num_threads(g_threads); }
+  } restore;
+#endif
+  parallel_for(batches, 1, products);
 }
 
 Tensor mm(const Tensor& a, const Tensor& b) {

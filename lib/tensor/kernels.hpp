@@ -60,11 +60,21 @@ void gemm(DType dtype, const MatrixRef& a, const MatrixRef& b, int64_t n, int64_
 // results. Other dtypes go through gemm.
 void gemm_storage(DType dtype, const StorageMatrix& a, const StorageMatrix& b, int64_t n, int64_t k, int64_t m,
                   Storage& out, int64_t out_offset);
+// `batches` such products, the i-th at a.offset + i * a_step, b.offset + i * b_step and
+// out_offset + i * n * m (bmm). With several threads and at least as many products as
+// threads, the products are shared out between the threads, each one computed by BLAS on
+// one thread, as PyTorch 1.13's baddbmm_with_gemm_ runs a parallel_for over the batch;
+// otherwise one after the other, each on BLAS's threads.
+void gemm_storage_batched(DType dtype, const StorageMatrix& a, int64_t a_step, const StorageMatrix& b, int64_t b_step,
+                          int64_t batches, int64_t n, int64_t k, int64_t m, Storage& out, int64_t out_offset);
 
 // Threads for BLAS (--threads; default 1). A given count always gives the same results;
 // float32 products may round differently in the last place under another count, as
 // PyTorch's do under torch.set_num_threads.
 void set_threads(int n);
+// The threads BLAS itself splits a product between now (OpenBLAS's count; threads()
+// without OpenBLAS): for tests.
+int blas_threads();
 int threads();
 
 // Direct float32 loops (lib/tensor/fast_paths.hpp and the ops' fast paths, issue #6) are

@@ -125,3 +125,43 @@ TEST_CASE("gemm_storage: float32 storages read in place give the packed copies' 
     }
   }
 }
+
+TEST_CASE("gemm_storage_batched: a batch shared between threads gives the 1-thread products bit for bit",
+          "[tensor][gemm][threads]") {
+  // bmm at 2 threads computes each product on one thread (PyTorch's parallel_for over the
+  // batch) when there are at least 2: the products must be the ones a 1-thread run
+  // computes, and BLAS must be back on its threads afterwards.
+  using agtrace::Storage;
+  const int64_t n = 128, k = 64, m = 96;
+  for (int64_t batches : {int64_t{1}, int64_t{5}, int64_t{16}}) {
+    INFO("batches " << batches);
+    Storage sa(DType::Float32, batches * n * k + 2, false), sb(DType::Float32, batches * k * m + 3, false);
+    const std::vector<double> va = storage(static_cast<size_t>(sa.numel), 0.29), vb = storage(static_cast<size_t>(sb.numel), 0.13);
+    for (int64_t i = 0; i < sa.numel; ++i) sa.set(i, va[static_cast<size_t>(i)]);
+    for (int64_t i = 0; i < sb.numel; ++i) sb.set(i, vb[static_cast<size_t>(i)]);
+    // b read transposed (column stride k), as BmmBackward0 reads self.transpose(1, 2).
+    const agtrace::kernels::StorageMatrix a{&sa, 2, k, 1}, b{&sb, 3, 1, k};
+    Storage one(DType::Float32, batches * n * m, false), two(DType::Float32, batches * n * m, false);
+    // Fewer products than threads: each on BLAS's 2 threads, as mm at 2 threads (whose
+    // rounding differs from 1 thread's in a few percent of the elements at this size).
+    agtrace::kernels::set_threads(batches < 2 ? 2 : 1);
+    for (int64_t i = 0; i < batches; ++i)
+      agtrace::kernels::gemm_storage(DType::Float32, {&sa, 2 + i * n * k, k, 1}, {&sb, 3 + i * k * m, 1, k}, n, k, m,
+                                     one, i * n * m);
+    agtrace::kernels::set_threads(2);
+    agtrace::kernels::gemm_storage_batched(DType::Float32, a, n * k, b, k * m, batches, n, k, m, two, 0);
+    agtrace::kernels::set_threads(1);
+    int64_t differ = 0;
+    for (int64_t i = 0; i < batches * n * m; ++i) differ += one.get(i) != two.get(i);
+    CHECK(differ == 0);
+  }
+  // BLAS is on 2 threads again after a shared-out batch (and on 1 while it ran: a worker's
+  // product would otherwise wait for BLAS's own threads).
+  Storage s1(DType::Float32, 16 * 8 * 8, false), s2(DType::Float32, 16 * 8 * 8, false), so(DType::Float32, 16 * 8 * 8, false);
+  agtrace::kernels::set_threads(2);
+  REQUIRE(agtrace::kernels::blas_threads() == 2);
+  agtrace::kernels::gemm_storage_batched(DType::Float32, {&s1, 0, 8, 1}, 64, {&s2, 0, 8, 1}, 64, 16, 8, 8, 8, so, 0);
+  CHECK(agtrace::kernels::blas_threads() == 2);
+  agtrace::kernels::set_threads(1);
+  CHECK(agtrace::kernels::blas_threads() == 1);
+}
