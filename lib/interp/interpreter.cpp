@@ -553,10 +553,12 @@ void Interpreter::bind(const std::string& name, const Value& v, int slot) {
     ++labels_changed_;
     const InternedString label = env_.interned(name, slot);
     const size_t tid = static_cast<size_t>(v.t->id), sid = static_cast<size_t>(v.t->storage->id);
-    if (tid >= tensor_label_.size()) tensor_label_.resize(tid + 1);
+    // Grown by doubling (entries past the last bound id stay empty, which reads as unbound):
+    // grown by one, each bind called the vector's out-of-line append (issue #6).
+    if (tid >= tensor_label_.size()) tensor_label_.resize(std::max(tid + 1, 2 * tensor_label_.size()));
     tensor_label_[tid] = label;
     tracker_.tensor_relabelled(*v.t);
-    if (sid >= storage_labels_.size()) storage_labels_.resize(sid + 1);
+    if (sid >= storage_labels_.size()) storage_labels_.resize(std::max(sid + 1, 2 * storage_labels_.size()));
     storage_labels_[sid] = storage_labels_[sid].merged(label);
   }
   env_.set(name, v, slot);

@@ -13,34 +13,28 @@ DeviceBackend*& backend_slot() {
   static DeviceBackend* backend = nullptr;
   return backend;
 }
-const std::string kCpu = "cpu";
-const std::string kCuda = "cuda";
+}  // namespace
+
+namespace detail {
+const std::string g_cpu_device = "cpu";
+const std::string g_cuda_device = "cuda";
+const std::string* g_allocation_device = &g_cpu_device;  // an address: set before any initializer runs
 // The device names scopes name ("cpu", "cuda"), each kept once: a scope swaps pointers, not
 // strings (issue #6: every op and every backward node opens one).
 const std::string* device_name(const std::string& device) {
-  if (&device == &kCpu || device == kCpu) return &kCpu;
-  if (&device == &kCuda || device == kCuda) return &kCuda;
+  if (&device == &g_cpu_device || device == g_cpu_device) return &g_cpu_device;
+  if (&device == &g_cuda_device || device == g_cuda_device) return &g_cuda_device;
   static std::vector<std::unique_ptr<const std::string>> others;
   for (const auto& o : others)
     if (*o == device) return o.get();
   others.push_back(std::make_unique<const std::string>(device));
   return others.back().get();
 }
-const std::string*& device_slot() {
-  static const std::string* device = &kCpu;
-  return device;
-}
-}  // namespace
+}  // namespace detail
 
 DeviceBackend* device_backend() { return backend_slot(); }
 void set_device_backend(DeviceBackend* backend) { backend_slot() = backend; }
 
-const std::string& allocation_device() { return *device_slot(); }
-const std::string& cpu_device_name() { return kCpu; }
-const std::string& cuda_device_name() { return kCuda; }
-bool allocating_on_cpu() { return device_slot() == &kCpu; }
-DeviceScope::DeviceScope(const std::string& device) : previous_(device_slot()) { device_slot() = device_name(device); }
-DeviceScope::~DeviceScope() { device_slot() = previous_; }
 
 namespace {
 DeviceBackend& backend_or_throw() {

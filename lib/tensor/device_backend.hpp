@@ -130,15 +130,26 @@ void set_device_backend(DeviceBackend* backend);
 // The device new storages are made on while it is in scope: "cpu" (default) or "cuda".
 // Ops take their result's device from their inputs (PyTorch: a result lives where its
 // operands do); leaves of a cuda scenario and transfers name it explicitly.
-const std::string& allocation_device();
-bool allocating_on_cpu();  // allocation_device() == "cpu", without comparing text
+// Inline, as is DeviceScope: every op, wrapped number and backward node opens a scope, and
+// every storage asks where it is made (issue #6: out of line, 1 % of a long chain's
+// instructions).
+namespace detail {
+extern const std::string g_cpu_device, g_cuda_device;
+extern const std::string* g_allocation_device;  // one of the names kept once (device_name)
+const std::string* device_name(const std::string& device);  // the kept copy of `device`
+}  // namespace detail
+inline const std::string& allocation_device() { return *detail::g_allocation_device; }
+// allocation_device() == "cpu", without comparing text
+inline bool allocating_on_cpu() { return detail::g_allocation_device == &detail::g_cpu_device; }
 // "cpu" and "cuda", the very strings DeviceScope recognises without comparing text.
-const std::string& cpu_device_name();
-const std::string& cuda_device_name();
+inline const std::string& cpu_device_name() { return detail::g_cpu_device; }
+inline const std::string& cuda_device_name() { return detail::g_cuda_device; }
 class DeviceScope {
  public:
-  explicit DeviceScope(const std::string& device);
-  ~DeviceScope();
+  explicit DeviceScope(const std::string& device) : previous_(detail::g_allocation_device) {
+    detail::g_allocation_device = &device == &detail::g_cpu_device ? &detail::g_cpu_device : detail::device_name(device);
+  }
+  ~DeviceScope() { detail::g_allocation_device = previous_; }
   DeviceScope(const DeviceScope&) = delete;
   DeviceScope& operator=(const DeviceScope&) = delete;
 

@@ -4,24 +4,14 @@
 
 namespace agtrace {
 
-namespace {
-EventSink* g_sink = nullptr;
-RunPosition g_position;
-IdCounters g_ids;
-RunLimits g_limits;
-}  // namespace
+namespace detail {
+EventSink* g_event_sink = nullptr;
+RunPosition g_run_position;
+IdCounters g_id_counters;
+RunLimits g_run_limits;
+}  // namespace detail
 
-RunLimits& run_limits() { return g_limits; }
-
-EventSink* event_sink() { return g_sink; }
-void set_event_sink(EventSink* sink) { g_sink = sink; }
-RunPosition& run_position() { return g_position; }
-
-InternedString current_op_interned() {
-  // Events come from the run's thread (see event_sink); the op text changes once per op
-  // while every allocation of the op names it.
-  return g_position.op.interned();
-}
+void set_event_sink(EventSink* sink) { detail::g_event_sink = sink; }
 
 InternedString saved_value_name(const std::string& node, const std::string& attr) {
   return saved_value_name(InternedString::recent(node), InternedString::recent(attr));
@@ -39,11 +29,10 @@ InternedString saved_value_name(InternedString node, InternedString attr) {
   if (cache.size() < 64) cache.push_back({node, attr, name});
   return name;
 }
-IdCounters& id_counters() { return g_ids; }
 void reset_run_state() {
-  g_position = RunPosition{};
-  g_ids = IdCounters{};
-  g_limits.held = 0;
+  detail::g_run_position = RunPosition{};
+  detail::g_id_counters = IdCounters{};
+  detail::g_run_limits.held = 0;
 }
 
 }  // namespace agtrace

@@ -36,7 +36,12 @@ class EventSink {
 };
 
 // The sink of the run in progress (single-threaded, one run at a time); null = nobody listens.
-EventSink* event_sink();
+namespace detail {
+// The run's sink and position, read inline: every tensor, saved value and node of a run
+// emits events naming the op, and each accessor was a call (issue #6).
+extern EventSink* g_event_sink;
+}  // namespace detail
+inline EventSink* event_sink() { return detail::g_event_sink; }
 void set_event_sink(EventSink* sink);
 inline void emit(const Event& e) {
   if (EventSink* s = event_sink()) s->on_event(e);
@@ -79,9 +84,14 @@ struct RunPosition {
   int recompute_statement = -1;
   int64_t backward_node = -1;  // in backward: id of the node running (set by the engine)
 };
-RunPosition& run_position();
-// run_position().op, interned; looked up again only when the op changed (issue #6).
-InternedString current_op_interned();
+namespace detail {
+extern RunPosition g_run_position;
+}  // namespace detail
+inline RunPosition& run_position() { return detail::g_run_position; }
+// run_position().op, interned; looked up again only when the op changed (issue #6). Events
+// come from the run's thread (see event_sink); the op text changes once per op while every
+// allocation of the op names it.
+inline InternedString current_op_interned() { return detail::g_run_position.op.interned(); }
 // "<node>._saved_<attr>", interned, from a small cache of the pairs a program uses.
 InternedString saved_value_name(const std::string& node, const std::string& attr);
 // The same for interned names (a node's and a saved entry's): the cache compares pointers.
@@ -95,13 +105,19 @@ struct RunLimits {
   int64_t max_memory = int64_t{4} << 30;  // bytes of element data
   int64_t held = 0;                        // bytes of element data held now
 };
-RunLimits& run_limits();
+namespace detail {
+extern RunLimits g_run_limits;
+}  // namespace detail
+inline RunLimits& run_limits() { return detail::g_run_limits; }  // inline: every storage asks (issue #6)
 
 // Creation-order ids: deterministic, never pointers (design note "Deterministic output").
 struct IdCounters {
   int64_t storage = 0, tensor = 0, node = 0, saved = 0;
 };
-IdCounters& id_counters();
+namespace detail {
+extern IdCounters g_id_counters;
+}  // namespace detail
+inline IdCounters& id_counters() { return detail::g_id_counters; }  // inline: every object asks (issue #6)
 void reset_run_state();
 
 }  // namespace agtrace

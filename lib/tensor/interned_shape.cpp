@@ -27,20 +27,15 @@ struct InternedShape::Table {
   std::deque<Entry> entries;  // stable addresses
   std::unordered_map<Shape, const Entry*, ShapeHash> index;
   std::atomic_flag lock = ATOMIC_FLAG_INIT;  // one run per thread; this keeps two runs safe
-  const Entry* scalar = nullptr;             // [] (entries[0])
-  Table() {
-    entries.emplace_back();
-    scalar = &entries.back();
-    index.emplace(Shape{}, scalar);
-  }
+  Table() { index.emplace(Shape{}, &kScalarEntry); }  // [] is kScalarEntry, not in `entries`
 };
+
+InternedShape::Entry InternedShape::kScalarEntry;
 
 InternedShape::Table& InternedShape::table() {
   static Table* t = new Table;  // never destroyed: records of finished runs may point into it
   return *t;
 }
-
-InternedShape::InternedShape() : entry_(table().scalar) {}
 
 namespace {
 // The entries this thread used most recently, looked at before the shared table: an op's
@@ -94,7 +89,7 @@ InternedShape InternedShape::contiguous_strides() const {
 size_t InternedShape::table_size() {
   Table& t = table();
   SpinGuard guard(t.lock);
-  return t.entries.size();
+  return t.entries.size() + 1;  // and [], kScalarEntry
 }
 
 }  // namespace agtrace

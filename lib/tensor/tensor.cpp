@@ -21,14 +21,8 @@ SlotRegistry<TensorImpl>& registry() {
 
 const std::vector<TensorImpl*>& live_tensors() { return registry().live(); }
 
-namespace {
-ObjectObserver*& observer_slot() {
-  static ObjectObserver* observer = nullptr;
-  return observer;
-}
-}  // namespace
-ObjectObserver* object_observer() { return observer_slot(); }
-void set_object_observer(ObjectObserver* observer) { observer_slot() = observer; }
+ObjectObserver* detail::g_object_observer = nullptr;
+void set_object_observer(ObjectObserver* observer) { detail::g_object_observer = observer; }
 
 const InternedString& interned_cpu_device() {
   static const InternedString cpu("cpu");
@@ -235,8 +229,16 @@ Tensor tensor_from_values(const Shape& sizes, DType dtype, const std::vector<dou
   return tensor_from_doubles(sizes, dtype, values.data(), values.size());
 }
 
-// No vector per scalar: every wrapped Python number of a program comes through here (issue #6).
-Tensor scalar_tensor(double v, DType dtype) { return tensor_from_doubles({}, dtype, &v, 1); }
+// Every wrapped Python number of a program comes through here (issue #6): no vector, no
+// shape lookup (the default InternedShape is []), and its one element written once.
+Tensor scalar_tensor(double v, DType dtype) {
+  Tensor t = uninitialized_tensor(InternedShape(), dtype, false);
+  Storage& s = *t->storage;
+  if (s.on_device()) upload_values(t, std::vector<double>{v});
+  else if (s.holds_float()) *s.f32() = static_cast<float>(v);
+  else *s.f64() = round_to_dtype(v, dtype);
+  return t;
+}
 
 Tensor make_alias(const Tensor& src, const Shape& sizes, const Shape& strides, int64_t offset) {
   auto t = std::make_shared<TensorImpl>();

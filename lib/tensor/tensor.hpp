@@ -172,7 +172,10 @@ class ObjectObserver {
   virtual void node_destroyed(autograd::Node& n) = 0;
 };
 // The observer of the run in progress (single-threaded, one run at a time); null = none.
-ObjectObserver* object_observer();
+namespace detail {
+extern ObjectObserver* g_object_observer;  // read inline: every tensor and node asks (issue #6)
+}  // namespace detail
+inline ObjectObserver* object_observer() { return detail::g_object_observer; }
 void set_object_observer(ObjectObserver* observer);
 // Call after assigning or clearing t->grad.
 inline void notify_grad_changed(TensorImpl& t) {

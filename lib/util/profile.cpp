@@ -20,7 +20,6 @@ struct Frame {
 };
 
 struct State {
-  bool on = false;
   Clock::time_point started;
   std::vector<Frame> stack;
   std::map<std::tuple<int, int, std::string>, Row> rows;  // (section, statement, name)
@@ -35,11 +34,11 @@ bool is_backward(Section s) { return s == Section::OpBackward || s == Section::S
 
 }  // namespace
 
-bool enabled() { return state().on; }
+bool detail::g_enabled = false;
 
 void set_enabled(bool on) {
   State& s = state();
-  s.on = on;
+  detail::g_enabled = on;
   s.stack.clear();
   if (on) {
     s.rows.clear();

@@ -30,7 +30,11 @@ struct Row {
   double self_s = 0.0;
 };
 
-bool enabled();
+namespace detail {
+extern bool g_enabled;
+}  // namespace detail
+// Inline: every statement, op and backward node asks (issue #6).
+inline bool enabled() { return detail::g_enabled; }
 // Starts collecting (clears earlier rows) or stops.
 void set_enabled(bool on);
 // The rows collected so far: ops in order of total time (largest first, ties by name),
@@ -46,6 +50,10 @@ class Scope {
  public:
   Scope(Section section, const std::string& name, int statement = -1) {
     if (enabled()) begin(section, name, statement);
+  }
+  // A literal name ("" for statement rows): no string made unless profiling (issue #6).
+  Scope(Section section, const char* name, int statement = -1) {
+    if (enabled()) begin(section, std::string(name), statement);
   }
   Scope(const Scope&) = delete;
   Scope& operator=(const Scope&) = delete;
