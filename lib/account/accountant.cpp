@@ -43,70 +43,6 @@ const Accountant::Saved* Accountant::find_saved(int64_t id) const {
   return const_cast<Accountant*>(this)->find_saved(id);
 }
 
-void Accountant::on_event(const Event& e) {
-  record_event(e);
-  const RunPosition& pos = run_position();
-  switch (e.kind) {
-    case Event::Kind::Alloc: {
-      if (e.storage_id < 0) break;
-      Storage& s = storage_slot(e.storage_id);
-      s.allocated = true;
-      s.life.id = e.storage_id;
-      s.life.bytes = e.bytes;
-      s.life.allocated_at = pos.statement;
-      s.life.allocated_by = e.what;
-      s.life.in_backward = pos.in_backward;
-      live_ += e.bytes;
-      s.alloc_serial = statement_serial_;
-      if (live_ > statement_peak_) statement_peak_ = live_;
-      if (live_ > peak_) {
-        peak_ = live_;
-        peak_statement_ = pos.statement;
-        peak_at_.statement = pos.statement;
-        peak_at_.in_backward = pos.in_backward;
-        peak_op_ = events_.last_op();  // interned by record_event (a string copy per new peak was 3%)
-      }
-      s.modelled = !model_device_only_ || e.on_device;
-      if (s.modelled) model_alloc(e.bytes);
-      break;
-    }
-    case Event::Kind::Free: {
-      Storage* s = find_storage(e.storage_id);
-      if (!s) break;
-      if (!s->life.freed) model_free(*s);  // before `freed` is set: the model counts it once
-      s->life.freed = true;
-      s->life.freed_at = pos.statement;
-      live_ -= e.bytes;
-      if (s->alloc_serial == statement_serial_) statement_temp_ += e.bytes;
-      break;
-    }
-    case Event::Kind::Save: {
-      if (e.saved_id < 0) break;
-      Saved& rec = saved_slot(e.saved_id);
-      rec.known = true;
-      SavedLifetime& s = rec.life;
-      s.id = e.saved_id;
-      s.node_id = e.node_id;
-      s.what = e.what;
-      s.bytes = e.bytes;
-      s.storage_id = e.storage_id;
-      s.saved_at = pos.statement;
-      saved_in_statement_.push_back(e.saved_id);
-      break;
-    }
-    case Event::Kind::Release: {
-      Saved* s = find_saved(e.saved_id);
-      if (s && s->life.released_at < 0) s->life.released_at = pos.statement;
-      break;
-    }
-    case Event::Kind::VersionBump:
-    case Event::Kind::Pack:  // timeline and hooks figures only: record_event above
-    case Event::Kind::Unpack:
-    case Event::Kind::Recompute:
-      break;
-  }
-}
-
 void Accountant::begin_statement(int index) {
   current_ = index;
   statement_peak_ = live_;
@@ -216,7 +152,9 @@ std::string hidden_edit_message(const Event& e, int saved_at) {
 
 static_assert(static_cast<size_t>(Event::Kind::Recompute) + 1 == 8, "kind_slots_ has a slot per event kind");
 
-void Accountant::record_event(const Event& e) {
+// Inline in on_event, below: every event passes here first (issue #6); events with hooks
+// or versions go on to record_event_in_full.
+inline void Accountant::record_event(const Event& e) {
   const RunPosition& pos = run_position();
   // Save/release/pack/unpack: the node holding the value; other events in backward: the
   // node running.
@@ -232,6 +170,11 @@ void Accountant::record_event(const Event& e) {
                        pos.statement, pos.recompute_statement, pos.in_backward);
     return;
   }
+  record_event_in_full(e, node_id, expected_version);
+}
+
+void Accountant::record_event_in_full(const Event& e, int64_t node_id, int64_t expected_version) {
+  const RunPosition& pos = run_position();
   EventRecord r;
   r.kind = interned_kind_name(e.kind);
   r.statement = pos.statement;
@@ -273,6 +216,70 @@ void Accountant::record_event(const Event& e) {
     w.saved_at = saved ? saved->life.saved_at : -1;
     w.message = hidden_edit_message(e, w.saved_at);
     hook_warnings_.push_back(std::move(w));
+  }
+}
+
+void Accountant::on_event(const Event& e) {
+  record_event(e);
+  const RunPosition& pos = run_position();
+  switch (e.kind) {
+    case Event::Kind::Alloc: {
+      if (e.storage_id < 0) break;
+      Storage& s = storage_slot(e.storage_id);
+      s.allocated = true;
+      s.life.id = e.storage_id;
+      s.life.bytes = e.bytes;
+      s.life.allocated_at = pos.statement;
+      s.life.allocated_by = e.what;
+      s.life.in_backward = pos.in_backward;
+      live_ += e.bytes;
+      s.alloc_serial = statement_serial_;
+      if (live_ > statement_peak_) statement_peak_ = live_;
+      if (live_ > peak_) {
+        peak_ = live_;
+        peak_statement_ = pos.statement;
+        peak_at_.statement = pos.statement;
+        peak_at_.in_backward = pos.in_backward;
+        peak_op_ = events_.last_op();  // interned by record_event (a string copy per new peak was 3%)
+      }
+      s.modelled = !model_device_only_ || e.on_device;
+      if (s.modelled) model_alloc(e.bytes);
+      break;
+    }
+    case Event::Kind::Free: {
+      Storage* s = find_storage(e.storage_id);
+      if (!s) break;
+      if (!s->life.freed) model_free(*s);  // before `freed` is set: the model counts it once
+      s->life.freed = true;
+      s->life.freed_at = pos.statement;
+      live_ -= e.bytes;
+      if (s->alloc_serial == statement_serial_) statement_temp_ += e.bytes;
+      break;
+    }
+    case Event::Kind::Save: {
+      if (e.saved_id < 0) break;
+      Saved& rec = saved_slot(e.saved_id);
+      rec.known = true;
+      SavedLifetime& s = rec.life;
+      s.id = e.saved_id;
+      s.node_id = e.node_id;
+      s.what = e.what;
+      s.bytes = e.bytes;
+      s.storage_id = e.storage_id;
+      s.saved_at = pos.statement;
+      saved_in_statement_.push_back(e.saved_id);
+      break;
+    }
+    case Event::Kind::Release: {
+      Saved* s = find_saved(e.saved_id);
+      if (s && s->life.released_at < 0) s->life.released_at = pos.statement;
+      break;
+    }
+    case Event::Kind::VersionBump:
+    case Event::Kind::Pack:  // timeline and hooks figures only: record_event above
+    case Event::Kind::Unpack:
+    case Event::Kind::Recompute:
+      break;
   }
 }
 

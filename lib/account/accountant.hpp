@@ -146,6 +146,7 @@ class Accountant final : public EventSink {
   // ---- Events timeline, saved-tensor hooks, checkpoint packs (issue #4) -------------
   // Kept apart from the figures above: record_event() sees every event first.
   void record_event(const Event& e);
+  void record_event_in_full(const Event& e, int64_t node_id, int64_t expected_version);
   // Saves the saved_bytes total leaves out: values handed to a checkpoint block's hooks
   // (PyTorch's outer hooks see 0 packs) and those of its recomputation.
   bool excluded_from_saved_bytes(int64_t saved_id) const { return checkpoint_saves_.count(saved_id) > 0; }

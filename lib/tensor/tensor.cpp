@@ -13,10 +13,10 @@
 namespace agtrace {
 
 namespace {
-SlotRegistry<TensorImpl>& registry() {
-  static SlotRegistry<TensorImpl> r;
-  return r;
-}
+// At namespace scope, not a function's static: every tensor's construction and destruction
+// reached it through an initialisation guard (issue #6). No tensor exists before main.
+SlotRegistry<TensorImpl> g_live_tensors;
+SlotRegistry<TensorImpl>& registry() { return g_live_tensors; }
 }  // namespace
 
 const std::vector<TensorImpl*>& live_tensors() { return registry().live(); }
@@ -24,41 +24,49 @@ const std::vector<TensorImpl*>& live_tensors() { return registry().live(); }
 ObjectObserver* detail::g_object_observer = nullptr;
 void set_object_observer(ObjectObserver* observer) { detail::g_object_observer = observer; }
 
-const InternedString& interned_cpu_device() {
-  static const InternedString cpu("cpu");
-  return cpu;
+const InternedString detail::g_interned_cpu_device("cpu");
+
+namespace {
+[[noreturn]] __attribute__((noinline, cold)) void throw_over_budget(int64_t n, const RunLimits& lim) {
+  ScenarioError e("limit", "allocating " + std::to_string(n) + " elements would exceed the memory budget of " +
+                               std::to_string(lim.max_memory) + " bytes (--max-memory; the meta device is exempt)");
+  e.facts = {{"elements", n}, {"max_memory", lim.max_memory}, {"held", lim.held}};
+  throw e;
+}
+}  // namespace
+
+// A cuda storage: its bytes come from the device backend (which counts them), none from
+// this process's memory budget.
+__attribute__((noinline)) void Storage::make_on_device(bool zero_fill) {
+  device = allocation_device();
+  DeviceBackend* backend = device_backend();
+  if (!backend)
+    throw ScenarioError("unsupported", "no " + device + " device in this run to allocate " + std::to_string(numel) +
+                                           " elements on (agtrace run --device " + device + " loads one)");
+  rep_ = Rep::Device;
+  device_data_ = device_allocate(nbytes());
+  if (zero_fill && numel > 0) {
+    try {
+      device_zero(device_data_, nbytes());
+    } catch (...) {
+      backend->release(device_data_);
+      throw;
+    }
+  }
 }
 
 Storage::Storage(DType d, int64_t n, bool is_meta, bool zero_fill) : numel(n), dtype(d), meta(is_meta) {
   rep_ = holds_float() ? Rep::Float : Rep::Double;
   if (!meta && !allocating_on_cpu()) {
-    // A cuda storage: its bytes come from the device backend (which counts them), none
-    // from this process's memory budget.
-    device = allocation_device();
-    DeviceBackend* backend = device_backend();
-    if (!backend)
-      throw ScenarioError("unsupported", "no " + device + " device in this run to allocate " + std::to_string(n) +
-                                             " elements on (agtrace run --device " + device + " loads one)");
-    rep_ = Rep::Device;
-    device_data_ = device_allocate(nbytes());
-    if (zero_fill && numel > 0) {
-      try {
-        device_zero(device_data_, nbytes());
-      } catch (...) {
-        backend->release(device_data_);
-        throw;
-      }
-    }
+    make_on_device(zero_fill);
   } else if (!meta) {
     RunLimits& lim = run_limits();
-    const int64_t elem = holds_float() ? static_cast<int64_t>(sizeof(float)) : static_cast<int64_t>(sizeof(double));
-    const int64_t need = n * elem;
-    if (n > lim.max_memory / elem || lim.held + need > lim.max_memory) {
-      ScenarioError e("limit", "allocating " + std::to_string(n) + " elements would exceed the memory budget of " +
-                                   std::to_string(lim.max_memory) + " bytes (--max-memory; the meta device is exempt)");
-      e.facts = {{"elements", n}, {"max_memory", lim.max_memory}, {"held", lim.held}};
-      throw e;
-    }
+    // 4 bytes per element (float32) or 8: a shift, not a division, for the overflow check.
+    // The element count is checked before it is turned into bytes, which cannot overflow then.
+    const int elem_shift = holds_float() ? 2 : 3;
+    if (n > (lim.max_memory >> elem_shift)) throw_over_budget(n, lim);
+    const int64_t need = n * (int64_t{1} << elem_shift);
+    if (lim.held + need > lim.max_memory) throw_over_budget(n, lim);
     if (static_cast<size_t>(need) <= kInlineBytes) {
       data_ = inline_data_;
     } else {

@@ -27,8 +27,11 @@ namespace autograd {
 struct Node;
 }
 
-// "cpu", interned once: every storage starts there.
-const InternedString& interned_cpu_device();
+// "cpu", interned once: every storage starts there (read inline, no guard; issue #6).
+namespace detail {
+extern const InternedString g_interned_cpu_device;
+}  // namespace detail
+inline const InternedString& interned_cpu_device() { return detail::g_interned_cpu_device; }
 
 // Laid out small (issue #6): a storage is made per tensor and kept while anything holds it,
 // so its bytes are graph memory on a long chain (a saved value's storage is read again in
@@ -89,6 +92,9 @@ struct Storage {
   }
   [[noreturn]] void wrong_representation(Rep want) const;
   [[noreturn]] void not_on_host() const;
+  // The constructor's rare paths, out of line so that its common one (a host storage
+  // within budget) saves and restores fewer registers (issue #6).
+  void make_on_device(bool zero_fill);
   Rep rep_ = Rep::Float;
   // The host elements (null when meta): float32 as float, other dtypes as double (rep_
   // says which).

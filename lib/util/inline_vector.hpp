@@ -57,7 +57,7 @@ class InlineVector {
     const size_t index = static_cast<size_t>(at - data());
     if (size_ == capacity_) grow(2 * capacity_);
     T* d = data();
-    std::memmove(static_cast<void*>(d + index + 1), static_cast<const void*>(d + index), (size_ - index) * sizeof(T));
+    move_elements(d + index + 1, d + index, size_ - index);
     d[index] = value;
     ++size_;
     return d + index;
@@ -71,22 +71,31 @@ class InlineVector {
   void erase(T* at) {
     T* d = data();
     const size_t index = static_cast<size_t>(at - d);
-    std::memmove(static_cast<void*>(d + index), static_cast<const void*>(d + index + 1), (size_ - index - 1) * sizeof(T));
+    move_elements(d + index, d + index + 1, size_ - index - 1);
     --size_;
   }
 
  private:
+  // n elements from src to dst (the ranges may overlap). The usual counts, none or one (a
+  // storage's one holder), without a libc call: memmove for every insert, erase and copy
+  // was 1 % of a long chain's instructions (issue #6).
+  static void move_elements(T* dst, const T* src, size_t n) {
+    if (n == 1)
+      *dst = *src;
+    else if (n > 1)
+      std::memmove(static_cast<void*>(dst), static_cast<const void*>(src), n * sizeof(T));
+  }
   T* data() { return heap_ ? heap_.get() : reinterpret_cast<T*>(inline_); }
   const T* data() const { return heap_ ? heap_.get() : reinterpret_cast<const T*>(inline_); }
   void grow(size_t capacity) {
     auto bigger = std::make_unique<T[]>(capacity);
-    std::memcpy(static_cast<void*>(bigger.get()), static_cast<const void*>(data()), size_ * sizeof(T));
+    move_elements(bigger.get(), data(), size_);
     heap_ = std::move(bigger);
     capacity_ = static_cast<uint32_t>(capacity);
   }
   void assign(const InlineVector& o) {
     if (o.size_ > capacity_) grow(o.size_);
-    std::memcpy(static_cast<void*>(data()), static_cast<const void*>(o.data()), o.size_ * sizeof(T));
+    move_elements(data(), o.data(), o.size_);
     size_ = o.size_;
   }
   void take(InlineVector& o) {
@@ -94,7 +103,7 @@ class InlineVector {
       heap_ = std::move(o.heap_);
       capacity_ = o.capacity_;
     } else {
-      std::memcpy(static_cast<void*>(inline_), static_cast<const void*>(o.inline_), o.size_ * sizeof(T));
+      move_elements(reinterpret_cast<T*>(inline_), reinterpret_cast<const T*>(o.inline_), o.size_);
     }
     size_ = o.size_;
     o.size_ = 0;
