@@ -86,16 +86,16 @@ Node::~Node() {
   // destructor recurses once per node, and a chain of ~300,000 ops overflowed the stack.
   // The children this node alone owns are handed to the outermost ~Node, which destroys
   // them in the order the recursive destruction would (next[0]'s subtree first).
-  static std::vector<std::shared_ptr<Node>>* pending = nullptr;
+  static std::vector<Shared<Node>>* pending = nullptr;
   // Inside the outermost ~Node they go straight to its list (no vector per node, issue #6).
-  std::vector<std::shared_ptr<Node>> owned;
-  std::vector<std::shared_ptr<Node>>& out = pending ? *pending : owned;
+  std::vector<Shared<Node>> owned;
+  std::vector<Shared<Node>>& out = pending ? *pending : owned;
   for (auto e = next.rbegin(); e != next.rend(); ++e)
     if (e->fn && e->fn.use_count() == 1) out.push_back(std::move(e->fn));
   if (pending) return;
   pending = &owned;
   while (!owned.empty()) {
-    std::shared_ptr<Node> n = std::move(owned.back());
+    Shared<Node> n = std::move(owned.back());
     owned.pop_back();
     n.reset();  // may append n's own children to `owned`
   }
@@ -410,7 +410,7 @@ Tensor Node::unpack(const std::string& attr) {
   SavedVariable& v = *checked;
   if (v.hooks) return unpack_hooked(attr, v);
   if (!v.is_output) return v.original;
-  auto t = std::make_shared<TensorImpl>();
+  auto t = make_shared_object<TensorImpl>();
   t->storage = v.storage;
   t->sizes = v.sizes;
   t->strides = v.strides;
@@ -446,7 +446,7 @@ Tensor Node::unpack_hooked(const std::string& attr, SavedVariable& v) {
   ev.expected_version = v.saved_version;
   emit(ev);
   if (!data) return nullptr;
-  auto t = std::make_shared<TensorImpl>();
+  auto t = make_shared_object<TensorImpl>();
   t->storage = data->storage;
   t->sizes = data->sizes;
   t->strides = data->strides;
@@ -520,9 +520,9 @@ int64_t Node::saved_bytes() const {
 }
 
 namespace {
-std::shared_ptr<Node> grad_accumulator(const Tensor& leaf) {
+Shared<Node> grad_accumulator(const Tensor& leaf) {
   if (auto acc = leaf->grad_accumulator.lock()) return acc;
-  auto acc = std::make_shared<Node>();
+  auto acc = make_shared_object<Node>();
   acc->name = "AccumulateGrad";
   acc->cpp_name_prefix = true;
   // AccumulateGrad runs as soon as it is ready (PyTorch gives it sequence_nr UINT64_MAX).
@@ -542,9 +542,9 @@ Edge gradient_edge(const Tensor& t) {
 }
 
 namespace {
-std::shared_ptr<Node> node_with_inputs(std::string_view name, BackwardFn fn, const Tensor* inputs, size_t count,
+Shared<Node> node_with_inputs(std::string_view name, BackwardFn fn, const Tensor* inputs, size_t count,
                                        size_t saves) {
-  auto node = std::make_shared<Node>();
+  auto node = make_shared_object<Node>();
   node->name = InternedString::recent(name);  // ops name their nodes with a few texts, again and again
   node->backward = fn;
   if (saves > 1) node->saved.reserve(saves);
@@ -559,17 +559,17 @@ std::shared_ptr<Node> node_with_inputs(std::string_view name, BackwardFn fn, con
 }
 }  // namespace
 
-std::shared_ptr<Node> make_node(std::string_view name, BackwardFn fn, const std::vector<Tensor>& inputs,
+Shared<Node> make_node(std::string_view name, BackwardFn fn, const std::vector<Tensor>& inputs,
                                 size_t saves) {
   return node_with_inputs(name, fn, inputs.data(), inputs.size(), saves);
 }
 
-std::shared_ptr<Node> make_node(std::string_view name, BackwardFn fn, std::initializer_list<Tensor> inputs,
+Shared<Node> make_node(std::string_view name, BackwardFn fn, std::initializer_list<Tensor> inputs,
                                 size_t saves) {
   return node_with_inputs(name, fn, inputs.begin(), inputs.size(), saves);
 }
 
-void set_history(const Tensor& result, const std::shared_ptr<Node>& node, int output_nr) {
+void set_history(const Tensor& result, const Shared<Node>& node, int output_nr) {
   result->grad_fn = node;
   result->grad_fn_version = result->version->version;
   result->output_nr = output_nr;
@@ -611,7 +611,7 @@ std::vector<Tensor> copy_slices_backward(Node& n, const std::vector<Tensor>& g) 
 
 std::vector<Tensor> as_strided_dbackward(Node& n, const std::vector<Tensor>& g);
 
-std::shared_ptr<Node> make_as_strided(const Tensor& view) {
+Shared<Node> make_as_strided(const Tensor& view) {
   const Tensor& base = view->base;
   auto node = make_node("AsStridedBackward0", as_strided_backward, {base});
   node->differentiable_backward = as_strided_dbackward;
@@ -641,7 +641,7 @@ Tensor as_strided_view(const Tensor& base, const Shape& sizes, const Shape& stri
 // dst.copy_(src) in grad mode: CopyBackwards with edges (dst, src), rebased as any in-place
 // edit (a view's base gets CopySlices wrapping it).
 void copy_in_place(const Tensor& dst, const Tensor& src) {
-  std::shared_ptr<Node> node;
+  Shared<Node> node;
   if (grad_enabled() && (dst->requires_grad() || src->requires_grad())) {
     node = make_node("CopyBackwards", copy_backwards_self_zero, {dst, src});
     node->cpp_name_prefix = true;
@@ -734,11 +734,11 @@ std::vector<Tensor> as_strided_dbackward(Node& n, const std::vector<Tensor>& g) 
 
 }  // namespace
 
-void rebase_view_history(const Tensor& view, const std::shared_ptr<Node>& fn) {
+void rebase_view_history(const Tensor& view, const Shared<Node>& fn) {
   const Tensor& base = view->base;
   if (!base->is_contiguous())
     throw ScenarioError("unsupported", "in-place operation on a view of a non-contiguous base is not supported yet");
-  auto cs = std::make_shared<Node>();
+  auto cs = make_shared_object<Node>();
   cs->name = "CopySlices";
   cs->cpp_name_prefix = true;
   cs->backward = copy_slices_backward;

@@ -96,10 +96,10 @@ struct SavedVariable {
   int released_at = -1;        // statement of the backward that released it
   Tensor original;             // saved input: the object itself
   // Saved output: the data without the object.
-  std::shared_ptr<Storage> storage;
+  Shared<Storage> storage;
   InternedShape sizes, strides;  // interned: no heap blocks per saved value (issue #6)
   int64_t offset = 0;
-  std::shared_ptr<VersionCounter> version;
+  Shared<VersionCounter> version;
 
   int64_t id = -1;             // creation order of saved values
   int64_t saved_version = 0;
@@ -120,13 +120,13 @@ struct SavedVariable {
     Tensor packed;                 // what the pack function returned (null: nothing kept)
     bool was_leaf = false;         // metadata kept for unpack (save_metadata in PyTorch)
     bool leaf_requires_grad = false;
-    std::shared_ptr<Node> input_grad_fn;   // saved non-leaf input: its grad_fn at save time
-    std::weak_ptr<Node> grad_accumulator;  // saved leaf: its AccumulateGrad
+    Shared<Node> input_grad_fn;   // saved non-leaf input: its grad_fn at save time
+    Weak<Node> grad_accumulator;  // saved leaf: its AccumulateGrad
     std::string device;            // device of the saved tensor (save_on_cpu unpacks back to it)
     int64_t checkpoint_slot = -1;  // checkpoint: the order of this pack inside its block
     // A saved output of an in-place op on a view (SavedVariable's is_inplace_on_view, 1.13):
     // the view's grad_fn at save time, held weakly; unpack uses it while it lives, else the node.
-    std::weak_ptr<Node> inplace_view_grad_fn;
+    Weak<Node> inplace_view_grad_fn;
   };
   std::unique_ptr<Hooked> hooked;
   Hooked& hooked_state() {
@@ -138,12 +138,12 @@ struct SavedVariable {
     return hooked ? hooked->packed : none;
   }
   int64_t packed_bytes() const { return packed() && !released ? packed()->nbytes() : 0; }
-  std::shared_ptr<Node> inplace_view_grad_fn() const {
+  Shared<Node> inplace_view_grad_fn() const {
     return hooked ? hooked->inplace_view_grad_fn.lock() : nullptr;
   }
 
   int64_t nbytes() const { return defined ? shape_numel(shape) * dtype_size(dtype) : 0; }
-  std::shared_ptr<Storage> held_storage() const {
+  Shared<Storage> held_storage() const {
     if (hooks) return packed() ? packed()->storage : nullptr;
     return original ? original->storage : storage;
   }
@@ -168,7 +168,7 @@ struct SavedEntry {
 InternedString saved_name(const Node& n, const SavedEntry& e);
 
 struct Edge {
-  std::shared_ptr<Node> fn;  // null: the input does not require grad (None in next_functions)
+  Shared<Node> fn;  // null: the input does not require grad (None in next_functions)
   int input_nr = 0;
 };
 
@@ -229,7 +229,7 @@ struct OutputMeta {
 
 using BackwardFn = std::vector<Tensor> (*)(Node& node, const std::vector<Tensor>& grad_outputs);
 
-struct Node : std::enable_shared_from_this<Node> {
+struct Node : SharedFromThis<Node> {
   // The fields a backward pass reads first lead (issue #6): the engine's discovery stamps
   // every node it reaches, and on a long graph that first read of each node is a cache miss;
   // with engine_pass at the end of the object it was a second line per node.
@@ -289,12 +289,12 @@ struct Node : std::enable_shared_from_this<Node> {
     // CopySlices: the node of the in-place op applied to the view, run on the view's slice
     // of the gradient (torch/csrc/autograd/functions/tensor.h). Its saved values belong
     // to this graph, but it is not reachable through next_functions.
-    std::shared_ptr<Node> wrapped;
+    Shared<Node> wrapped;
   };
   std::unique_ptr<Geometry> geometry;
   // CopySlices' wrapped node (null for every other node).
-  const std::shared_ptr<Node>& wrapped() const { return geometry ? geometry->wrapped : kNoWrapped; }
-  static inline const std::shared_ptr<Node> kNoWrapped{};  // constant-initialized: no guard per call
+  const Shared<Node>& wrapped() const { return geometry ? geometry->wrapped : kNoWrapped; }
+  static inline const Shared<Node> kNoWrapped{};  // constant-initialized: no guard per call
 
   Node();
   ~Node();
@@ -345,22 +345,22 @@ uint64_t saved_state_changes();
 // New node for an op with the given inputs: edges to their grad_fn or AccumulateGrad.
 // `saves`: how many values the op will save, when it saves more than one (a saved entry is
 // large: growing the vector one by one moved them, issue #6).
-std::shared_ptr<Node> make_node(std::string_view name, BackwardFn fn, const std::vector<Tensor>& inputs,
+Shared<Node> make_node(std::string_view name, BackwardFn fn, const std::vector<Tensor>& inputs,
                                 size_t saves = 0);
 // The same for inputs written in place, `make_node("MulBackward0", fn, {a, b})`: no vector
 // made and freed per op (issue #6).
-std::shared_ptr<Node> make_node(std::string_view name, BackwardFn fn, std::initializer_list<Tensor> inputs,
+Shared<Node> make_node(std::string_view name, BackwardFn fn, std::initializer_list<Tensor> inputs,
                                 size_t saves = 0);
 // The gradient edge of a tensor (its grad_fn, or its leaf's AccumulateGrad; null edge
 // when it does not require grad).
 Edge gradient_edge(const Tensor& t);
 // Connects an op result to its node (result->grad_fn = node, output_nr).
-void set_history(const Tensor& result, const std::shared_ptr<Node>& node, int output_nr = 0);
+void set_history(const Tensor& result, const Shared<Node>& node, int output_nr = 0);
 
 // After an in-place op on a view: the base's grad_fn becomes CopySlices wrapping `fn`, and
 // the view's grad_fn becomes AsStridedBackward0 over it (PyTorch's rebase_history for
 // views; measured: `h[0].mul_(2)` gives h CopySlices and h[0] AsStridedBackward0).
-void rebase_view_history(const Tensor& view, const std::shared_ptr<Node>& fn);
+void rebase_view_history(const Tensor& view, const Shared<Node>& fn);
 
 // A view whose base was edited in place after the view's grad_fn was set gets a new
 // grad_fn, AsStridedBackward0 over the base's current one, as PyTorch regenerates it on

@@ -234,7 +234,7 @@ void HolderTracker::node_contribution(const autograd::Node& n, InlineVector<Cont
   for (size_t i = 0; !n.released && i < n.saved.size(); ++i) {
     const autograd::SavedEntry& e = n.saved[i];
     if (!e.is_tensor || !e.var.defined || e.var.released) continue;
-    if (std::shared_ptr<Storage> st = e.var.held_storage())
+    if (Shared<Storage> st = e.var.held_storage())
       c.push_back({st->id, entry(kGraphPhase, n.id, i, saved_label(n, e), kGraphOnly)});
   }
   if (n.variable && n.variable->storage)

@@ -431,7 +431,7 @@ class Interpreter : public ops::Runtime {
   Value index_tensor(const Tensor& t, const std::vector<Value>& indices);
 
   // Reports.
-  std::vector<int64_t> walk_from(const std::shared_ptr<autograd::Node>& root) const;
+  std::vector<int64_t> walk_from(const Shared<autograd::Node>& root) const;
   // The last walk computed, by node address and id. A node's edges never change after it
   // is made and a live root keeps everything it reaches alive, so the walk from that root,
   // or from any node of its leading single-edge chain (the rest of the walk, as the graph
@@ -440,7 +440,7 @@ class Interpreter : public ops::Runtime {
   mutable std::vector<const autograd::Node*> walk_nodes_;
   mutable std::vector<int64_t> walk_ids_;
   mutable size_t walk_chain_ = 0;  // walk_nodes_[i] for i < walk_chain_: one edge, to walk_nodes_[i + 1]
-  void record_walk(const std::string& key, const std::shared_ptr<autograd::Node>& root);
+  void record_walk(const std::string& key, const Shared<autograd::Node>& root);
   void snapshot_nodes(const std::vector<int64_t>& ids);
   // Fills `s`, a fresh (default) snapshot, in place: a snapshot is made per backward node,
   // and building it aside and moving it in cost a move of every member (issue #6).
@@ -991,7 +991,7 @@ void Interpreter::commit_holders() {
 HolderScan Interpreter::scan_holders() const {
   HolderScan scan;
   std::map<int64_t, HolderCategory> best;  // storage id -> highest-priority category so far
-  auto hold = [&](const std::shared_ptr<Storage>& st, const std::string& who, HolderCategory cat) {
+  auto hold = [&](const Shared<Storage>& st, const std::string& who, HolderCategory cat) {
     if (!st) return;
     auto& hs = scan.holders[st->id];
     if (std::find(hs.begin(), hs.end(), who) == hs.end()) hs.push_back(who);
@@ -1604,7 +1604,7 @@ Value Interpreter::backward(const std::vector<Tensor>& roots, const std::vector<
     record_walk(key, roots[i]->grad_fn);
     for (int64_t id : result_.walks.back().nodes) reached.push_back(id);
   }
-  std::vector<std::shared_ptr<autograd::Node>> keep;  // keep the graph alive for the snapshot
+  std::vector<Shared<autograd::Node>> keep;  // keep the graph alive for the snapshot
   for (const Tensor& r : roots)
     if (r->grad_fn) keep.push_back(r->grad_fn);
   autograd::BackwardRequest req;
@@ -1636,7 +1636,7 @@ Value Interpreter::backward(const std::vector<Tensor>& roots, const std::vector<
   return Value::tuple(std::move(out));
 }
 
-std::vector<int64_t> Interpreter::walk_from(const std::shared_ptr<autograd::Node>& root) const {
+std::vector<int64_t> Interpreter::walk_from(const Shared<autograd::Node>& root) const {
   // Depth-first, next_functions in order, each node once, None skipped (spec: walks);
   // an explicit stack, so a long chain cannot overflow the C++ stack.
   // Seen nodes are marked by id (dense creation-order ids) in a bitmap.
@@ -1682,7 +1682,7 @@ std::vector<int64_t> Interpreter::walk_from(const std::shared_ptr<autograd::Node
   return order;
 }
 
-void Interpreter::record_walk(const std::string& key, const std::shared_ptr<autograd::Node>& root) {
+void Interpreter::record_walk(const std::string& key, const Shared<autograd::Node>& root) {
   WalkRecord w;
   w.key = key;
   w.statement = statement_;

@@ -19,7 +19,7 @@ struct Value {
   double f = 0.0;
   std::string s;          // Str; Module: "torch", "F", "torch.autograd", "torch.mm"; Method: its name
   Tensor t;
-  std::shared_ptr<autograd::Node> node;
+  Shared<autograd::Node> node;
   std::vector<Value> items;  // Tuple / List; Slice: start, stop, step (None when omitted); Method: {receiver}
   DType dtype = DType::Float32;
   Shape size;             // torch.Size
@@ -59,7 +59,7 @@ struct Value {
   static Value real(double v) { Value x; x.kind = Kind::Float; x.f = v; return x; }
   static Value str(std::string v) { Value x; x.kind = Kind::Str; x.s = std::move(v); return x; }
   static Value tensor(Tensor v) { Value x; x.kind = Kind::Tensor; x.t = std::move(v); return x; }
-  static Value node_of(std::shared_ptr<autograd::Node> n) {
+  static Value node_of(Shared<autograd::Node> n) {
     if (!n) return none();
     Value x; x.kind = Kind::Node; x.node = std::move(n); return x;
   }

@@ -54,7 +54,7 @@ void check_inplace_allowed(const Tensor& self) {
 
 // Records the in-place op's node: on a view the base gets CopySlices and the view
 // AsStridedBackward0; otherwise the tensor's grad_fn is simply replaced.
-void record_history(const Tensor& self, const std::shared_ptr<autograd::Node>& node) {
+void record_history(const Tensor& self, const Shared<autograd::Node>& node) {
   if (self->is_view())
     autograd::rebase_view_history(self, node);
   else
@@ -80,7 +80,7 @@ void check_castable(const Tensor& self, const Tensor& other, const std::string& 
   }
 }
 
-using Recorder = std::function<std::shared_ptr<autograd::Node>()>;
+using Recorder = std::function<Shared<autograd::Node>()>;
 
 // `device_op`/`s0`: f as lib/cuda's op code, for a cuda self.
 template <typename F>
@@ -92,7 +92,7 @@ void binary_inplace_op(const Tensor& self, const Tensor& other, const std::strin
   check_castable(self, other, op);
   kernels::broadcast_shapes(self->sizes, other->sizes, op);
   // The node is built before the edit: mul_ must save the old value of self.
-  std::shared_ptr<autograd::Node> node = needs_grad({&self, &other}) ? record() : nullptr;
+  Shared<autograd::Node> node = needs_grad({&self, &other}) ? record() : nullptr;
   if (kernels::device::any_on_device({&self, &other}))
     kernels::device::binary_inplace(device_op, self, other, s0);
   else
@@ -151,7 +151,7 @@ static void pointwise_inplace(const Tensor& self, const std::string& name) {
   OpScope scope(std::string(op->op) + "_");
   check_no_internal_overlap(self);
   check_inplace_allowed(self);
-  std::shared_ptr<autograd::Node> node =
+  Shared<autograd::Node> node =
       needs_grad({&self}) ? make_node(op->node, op->backward, {self}) : nullptr;
   // torch 1.13 records the out-of-place node (h.exp_() -> ExpBackward0), whose double
   // backward is the same (measured: ThresholdBackwardBackward0 under relu_'s gradient).
@@ -188,7 +188,7 @@ std::vector<Tensor> zero_backward(autograd::Node& n, const std::vector<Tensor>&)
 void zero_(const Tensor& self) {
   OpScope scope("zero_");
   check_inplace_allowed(self);
-  std::shared_ptr<autograd::Node> node = needs_grad({&self}) ? make_node("ZeroBackward0", zero_backward, {self}) : nullptr;
+  Shared<autograd::Node> node = needs_grad({&self}) ? make_node("ZeroBackward0", zero_backward, {self}) : nullptr;
   // derivatives.yaml: `self: zeros_like(grad)`: under create_graph the zeros carry no graph
   // (torch 1.13 records no node for them), so the same formula serves both modes.
   if (node) node->differentiable_backward = zero_backward;

@@ -328,7 +328,7 @@ std::vector<Tensor> unbind_backward(Node& n, const std::vector<Tensor>& g) {
 
 // The views of one multi-output node: output i has output_nr i (measured: split outputs
 // share one SplitBackward0; their _base is x).
-void record_outputs(const std::vector<Tensor>& outs, const std::shared_ptr<Node>& node) {
+void record_outputs(const std::vector<Tensor>& outs, const Shared<Node>& node) {
   for (size_t i = 0; i < outs.size(); ++i) {
     set_history(outs[i], node, static_cast<int>(i));
     outs[i]->multi_output_node = node->name;
@@ -743,7 +743,7 @@ void squeeze_(const Tensor& a, int64_t dim) {
   // The node is built before the edit: its edge is the tensor's current history and it
   // keeps the sizes before the squeeze (measured for u @ W with 1-D u: SqueezeBackward3,
   // dim 0, self_sizes (1, 4), over MmBackward0; the result is at version 1).
-  std::shared_ptr<Node> node;
+  Shared<Node> node;
   if (needs_grad({&a})) {
     node = make_node("SqueezeBackward3", squeeze_backward, {a});
     node->differentiable_backward = squeeze_dbackward;

@@ -180,11 +180,11 @@ std::string shape_str(const Shape& s) {
 
 namespace {
 Tensor new_tensor(const InternedShape& sizes, DType dtype, bool meta, bool zero_fill) {
-  auto t = std::make_shared<TensorImpl>();
-  t->storage = std::make_shared<Storage>(dtype, shape_numel(sizes), meta, zero_fill);
+  auto t = make_shared_object<TensorImpl>();
+  t->storage = make_shared_object<Storage>(dtype, shape_numel(sizes), meta, zero_fill);
   t->sizes = sizes;
   t->strides = t->sizes.contiguous_strides();
-  t->version = std::make_shared<VersionCounter>();
+  t->version = make_shared_object<VersionCounter>();
   return t;
 }
 }  // namespace
@@ -249,7 +249,7 @@ Tensor scalar_tensor(double v, DType dtype) {
 }
 
 Tensor make_alias(const Tensor& src, const Shape& sizes, const Shape& strides, int64_t offset) {
-  auto t = std::make_shared<TensorImpl>();
+  auto t = make_shared_object<TensorImpl>();
   t->storage = src->storage;
   t->sizes = sizes;
   t->strides = strides;

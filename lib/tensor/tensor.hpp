@@ -2,7 +2,7 @@
 //
 // Mirrors PyTorch's split between a Storage (bytes; shared by every view of it) and a
 // TensorImpl (sizes, strides, offset, autograd metadata). A Python-level tensor object
-// is a std::shared_ptr<TensorImpl>: `a is b` compares the pointers, and the tensor's
+// is a Shared<TensorImpl>: `a is b` compares the pointers, and the tensor's
 // id (creation order) names it in reports.
 //
 // Element data is computed in double and rounded to the tensor's dtype after every write
@@ -19,6 +19,7 @@
 
 #include "tensor/dtype.hpp"
 #include "tensor/interned_shape.hpp"
+#include "util/shared.hpp"
 #include "util/interned_string.hpp"
 
 namespace agtrace {
@@ -118,14 +119,14 @@ struct VersionCounter {
 };
 
 struct TensorImpl;
-using Tensor = std::shared_ptr<TensorImpl>;
+using Tensor = Shared<TensorImpl>;
 
 struct TensorImpl {
   int64_t id = 0;
-  std::shared_ptr<Storage> storage;
+  Shared<Storage> storage;
   InternedShape sizes, strides;  // one pointer each (tensor/interned_shape.hpp)
   int64_t offset = 0;
-  std::shared_ptr<VersionCounter> version;
+  Shared<VersionCounter> version;
 
   // Autograd metadata (torch::autograd::AutogradMeta).
   bool requires_grad_flag = false;          // for leaves
@@ -133,9 +134,9 @@ struct TensorImpl {
   // here so that its state is found without a table indexed by every tensor id ever made
   // (issue #6). In the padding after the flag: the object does not grow.
   uint32_t observer_slot = UINT32_MAX;
-  std::shared_ptr<autograd::Node> grad_fn;  // null for leaves
+  Shared<autograd::Node> grad_fn;  // null for leaves
   int output_nr = 0;
-  std::weak_ptr<autograd::Node> grad_accumulator;  // AccumulateGrad of a leaf (weak, as PyTorch)
+  Weak<autograd::Node> grad_accumulator;  // AccumulateGrad of a leaf (weak, as PyTorch)
   Tensor grad;
   Tensor base;  // _base of a view (the tensor the view family started from)
   int64_t grad_fn_version = 0;  // version counter value when grad_fn was last set (views)

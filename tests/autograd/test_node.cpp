@@ -6,6 +6,8 @@
 
 #include <limits>
 #include <string>
+#include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "autograd/grad_mode.hpp"
@@ -346,8 +348,8 @@ TEST_CASE("node: a pack that raises leaves no saved entry and announces no save"
 
 TEST_CASE("EdgeList: two edges inside, more on the heap, in order either way", "[autograd][node]") {
   // Distinct nodes as edge targets, so that order and ownership can be told apart.
-  std::vector<std::shared_ptr<Node>> targets;
-  for (int i = 0; i < 7; ++i) targets.push_back(std::make_shared<Node>());
+  std::vector<agtrace::Shared<Node>> targets;
+  for (int i = 0; i < 7; ++i) targets.push_back(agtrace::make_shared_object<Node>());
   for (size_t count : {size_t{0}, size_t{1}, size_t{2}, size_t{3}, size_t{7}}) {
     for (bool reserve_first : {false, true}) {
       INFO("edges " << count << (reserve_first ? ", reserved" : ""));
@@ -373,4 +375,39 @@ TEST_CASE("EdgeList: two edges inside, more on the heap, in order either way", "
     }
     for (const auto& t : targets) CHECK(t.use_count() == 1);  // released with the list
   }
+}
+
+// ---------------------------------------------------------------- reference counts
+
+// Tensors, storages, version counters and nodes are counted without atomics
+// (lib/util/shared.hpp, issue #6). The counts must stay exact once the process has a second
+// thread, which is when std::shared_ptr switches to locked instructions (OpenBLAS starts
+// its workers at load).
+TEST_CASE("node: tensor, storage and node counts stay exact after another thread started", "[node][shared]") {
+  static_assert(std::is_same_v<Tensor, agtrace::Shared<agtrace::TensorImpl>>);
+  static_assert(std::is_same_v<decltype(agtrace::TensorImpl::storage), agtrace::Shared<agtrace::Storage>>);
+  static_assert(std::is_same_v<decltype(agtrace::TensorImpl::version), agtrace::Shared<agtrace::VersionCounter>>);
+  static_assert(std::is_same_v<decltype(agtrace::TensorImpl::grad_fn), agtrace::Shared<Node>>);
+  std::thread([] {}).join();
+  Tensor x = A({2, 3});
+  Tensor z = ops::mul(x, x);
+  agtrace::Shared<Node> fn = z->grad_fn;
+  CHECK(fn.use_count() == 2);
+  const long x_refs = x.use_count();  // x and MulBackward0's two saved inputs
+  CHECK(x_refs >= 2);
+  {
+    std::vector<Tensor> copies(1000, z);
+    std::vector<agtrace::Shared<Node>> nodes(1000, fn);
+    CHECK(z.use_count() == 1001);
+    CHECK(fn.use_count() == 1002);
+    CHECK(fn->shared_from_this() == fn);
+  }
+  CHECK(z.use_count() == 1);
+  CHECK(fn.use_count() == 2);
+  agtrace::Weak<Node> weak = fn;
+  CHECK(weak.lock() == fn);
+  z.reset();
+  fn.reset();
+  CHECK(weak.expired());  // the node went with its last owner, and its saved inputs with it
+  CHECK(x.use_count() < x_refs);
 }

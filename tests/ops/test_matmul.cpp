@@ -76,7 +76,7 @@ Tensor leaf(const Shape& shape, double lo = -1.0, double hi = 1.0, bool requires
 
 
 // The measured chain format: Name(child,child), AccumulateGrad as Acc, "Backward0" dropped.
-std::string chain(const std::shared_ptr<Node>& n) {
+std::string chain(const agtrace::Shared<Node>& n) {
   if (!n) return "None";
   if (n->name == "AccumulateGrad") return "Acc";
   std::string name = n->name;
