@@ -8,6 +8,7 @@
 // in address order; only taking a new slab takes a lock. This file must not use operator new
 // itself.
 #include "util/small_object_pool.hpp"
+#include "util/small_object_pool_fast.hpp"
 
 #include <sys/mman.h>
 
@@ -19,43 +20,29 @@
 namespace agtrace::pool {
 namespace {
 
-constexpr int kSlabShift = 16;
-constexpr size_t kSlabBytes = size_t{1} << kSlabShift;  // 64 KiB
+using namespace detail;
+
 constexpr size_t kCommitStep = 2 * 1024 * 1024;  // also the huge page size on x86-64
 // Beyond this much of the range, the kernel is asked for transparent huge pages
 // (MADV_HUGEPAGE): a 10,000-op chain touches about 70 MiB of small objects, and one page
 // fault per 4 KiB page was a third of its run time (`perf`, issue #6). Small programs stay
 // on 4 KiB pages, so that their resident size grows by what they use (cold start: 10 MiB).
 constexpr size_t kSmallPageBytes = 8 * 1024 * 1024;
-constexpr size_t kClassSizes[] = {16,  32,  48,  64,  80,  96,  112, 128, 160, 192,
-                                  224, 256, 320, 384, 448, 512, 640, 768, 896, 1024};
-constexpr int kClasses = sizeof(kClassSizes) / sizeof(kClassSizes[0]);
-static_assert(kClassSizes[kClasses - 1] == kMaxPooledBytes, "the last class serves the largest pooled request");
 // Reserved address range: the first size that the kernel grants.
-constexpr size_t kReserveTries[] = {size_t{32} << 30, size_t{4} << 30, size_t{512} << 20};
-constexpr size_t kMaxSlabs = kReserveTries[0] / kSlabBytes;
+constexpr size_t kReserveTries[] = {kMaxReserve, size_t{4} << 30, size_t{512} << 20};
 
-// Class of a request, indexed by its size in 16-byte units, rounded up.
-struct ClassTable {
-  uint8_t index[kMaxPooledBytes / kAlignment + 1];
-  constexpr ClassTable() : index{} {
-    int c = 0;
-    for (size_t units = 0; units <= kMaxPooledBytes / kAlignment; ++units) {
-      while (kClassSizes[c] < units * kAlignment) ++c;
-      index[units] = static_cast<uint8_t>(c);
-    }
-  }
-};
-constexpr ClassTable kClassTable;
+}  // namespace
 
 // A slab starts with this header and a bitmap of its free slots (bit set: free), then the
 // slots. Only the thread that took the slab (its owner) reads or writes the bitmap.
-struct SlabHeader {
+struct detail::SlabHeader {
   uint64_t owner;     // the owner's ThreadCache::id
   SlabHeader* next;   // the owner's next slab of the class, at a higher address (null: last)
   uint32_t free;      // bits set in the bitmap
   uint32_t words;     // bitmap words
 };
+
+namespace {
 static_assert(sizeof(SlabHeader) % 8 == 0, "the bitmap follows the header");
 inline uint64_t* bitmap(SlabHeader* h) { return reinterpret_cast<uint64_t*>(h + 1); }
 
@@ -82,24 +69,22 @@ struct SlabLayout {
 };
 constexpr SlabLayout kLayout;
 
-enum State : int { kUninitialized = 0, kInitializing = 1, kReady = 2, kDisabled = 3 };
+}  // namespace
+
 // Constant-initialized, so usable by allocations made before any constructor runs.
-std::atomic<int> g_state{kUninitialized};
-std::atomic<char*> g_base{nullptr};
-std::atomic<size_t> g_reserved{0};
+std::atomic<int> detail::g_state{kUninitialized};
+std::atomic<char*> detail::g_base{nullptr};
+std::atomic<size_t> detail::g_reserved{0};
+uint8_t detail::g_slab_class[kMaxSlabs];
+__thread detail::ThreadCache detail::t_cache;
+
+namespace {
 std::atomic_flag g_slab_lock = ATOMIC_FLAG_INIT;
 // Written under g_slab_lock; atomic only so that stats() can read them without it.
 std::atomic<size_t> g_committed{0};  // bytes of the range made writable
 std::atomic<size_t> g_next_slab{0};  // bytes of the range handed out as slabs
-uint8_t g_slab_class[kMaxSlabs];
 std::atomic<uint64_t> g_threads{0};  // ThreadCache ids given so far
 
-struct FreeObject {
-  FreeObject* next;
-};
-// Trivial, so thread_local needs no guard or destructor. A thread that exits leaves its
-// objects behind (our worker threads live as long as the process).
-//
 // Why bitmaps and not a free list threaded through the objects (issue #6): a list hands
 // objects back in the order they were freed, and a program's graph is freed in an order
 // unrelated to where its objects lie, so the next run's allocations jumped around memory,
@@ -110,24 +95,7 @@ struct FreeObject {
 // (10,000 ops, warm process, runs alternated with the old build on one core): sorting the
 // old free lists by address before each run took it from 27.6 to 22.9 ms; this pool from
 // 32.0 to 25.2 ms. A single run in a fresh process (slabs never used before) is unchanged.
-struct ThreadCache {
-  // This thread's number, given with its first slab (0: none yet). Not the cache's address:
-  // a thread started after another exited may get the same thread-local address.
-  uint64_t id;
-  void* hot[kClasses][kRecentFreesKept];  // frees kept aside (small_object_pool.hpp), last on top
-  uint32_t hot_count[kClasses];
-  uint64_t mask[kClasses];        // free slots taken from a bitmap word, not handed out yet
-  char* group[kClasses];          // slot of bit 0 of `mask`
-  SlabHeader* slab[kClasses];     // slab the cursor is in (null: none yet)
-  uint32_t word[kClasses];        // next bitmap word of `slab` to look at
-  // This thread's slabs of the class, linked through their headers in address order (kept
-  // in the pool's own memory: the thread-local cache owns nothing a thread's exit would leak).
-  SlabHeader* first[kClasses];
-  SlabHeader* last[kClasses];
-  uint32_t slab_count[kClasses];
-  FreeObject* foreign[kClasses];  // freed here when full of hot objects, from other threads' slabs
-};
-thread_local ThreadCache t_cache;
+// (ThreadCache: small_object_pool_fast.hpp.)
 
 bool initialize() noexcept {
   int expected = kUninitialized;
@@ -245,44 +213,27 @@ bool take_word(ThreadCache& tc, int c) noexcept {
 
 }  // namespace
 
-size_t class_bytes(size_t bytes) noexcept {
-  return bytes <= kMaxPooledBytes ? kClassSizes[kClassTable.index[(bytes + kAlignment - 1) / kAlignment]] : 0;
-}
+size_t class_bytes(size_t bytes) noexcept { return bytes <= kMaxPooledBytes ? kClassSizes[class_of(bytes)] : 0; }
 
-namespace {
-// Everything but the two common cases: the first request (reserving the range), a bitmap
-// word to take (or a new slab), objects freed here from other threads' slabs, requests
-// above the largest class, and a pool that is off. Kept out of line so that allocate's fast
-// path saves no registers. This thread has no hot object and an empty mask for the class
-// here: the fast path takes those first, and before the range exists there are none.
-__attribute__((noinline)) void* allocate_slow(size_t bytes) noexcept {
+// Everything but the two common cases (allocate_fast): the first request (reserving the
+// range), a bitmap word to take (or a new slab), objects freed here from other threads'
+// slabs, requests above the largest class, and a pool that is off. Kept out of line so
+// that the fast path saves no registers. This thread has no hot object and an empty mask
+// for the class here: the fast path takes those first, and before the range exists there
+// are none.
+__attribute__((noinline)) void* detail::allocate_slow(size_t bytes) noexcept {
   if (bytes > kMaxPooledBytes || !ready()) return std::malloc(bytes == 0 ? 1 : bytes);
-  const int c = kClassTable.index[(bytes + kAlignment - 1) / kAlignment];
+  const int c = class_of(bytes);
   ThreadCache& tc = t_cache;
   if (FreeObject* f = tc.foreign[c]) {
     tc.foreign[c] = f->next;
     return f;
   }
   if (!take_word(tc, c)) return std::malloc(bytes);
-  return allocate(bytes);  // the fast path, which now has a mask
+  return allocate_fast(bytes);  // which now has a mask
 }
-}  // namespace
 
-void* allocate(size_t bytes) noexcept {
-  if (bytes <= kMaxPooledBytes && g_state.load(std::memory_order_acquire) == kReady) {
-    const int c = kClassTable.index[(bytes + kAlignment - 1) / kAlignment];
-    ThreadCache& tc = t_cache;
-    if (const uint32_t n = tc.hot_count[c]) {
-      tc.hot_count[c] = n - 1;
-      return tc.hot[c][n - 1];
-    }
-    if (const uint64_t m = tc.mask[c]) {
-      tc.mask[c] = m & (m - 1);
-      return tc.group[c] + static_cast<size_t>(__builtin_ctzll(m)) * kClassSizes[c];
-    }
-  }
-  return allocate_slow(bytes);
-}
+void* allocate(size_t bytes) noexcept { return allocate_fast(bytes); }
 
 bool owns(const void* p) noexcept {
   const char* base = g_base.load(std::memory_order_relaxed);
@@ -290,7 +241,9 @@ bool owns(const void* p) noexcept {
          static_cast<size_t>(static_cast<const char*>(p) - base) < g_reserved.load(std::memory_order_relaxed);
 }
 
-void deallocate(void* p) noexcept {
+// Null, malloc's pointers, and pool objects when this thread keeps as many frees of the
+// class aside as it may (deallocate_fast keeps the others).
+__attribute__((noinline)) void detail::deallocate_slow(void* p) noexcept {
   if (!p) return;
   if (!owns(p)) {
     std::free(p);
@@ -300,11 +253,6 @@ void deallocate(void* p) noexcept {
   const size_t offset = static_cast<size_t>(static_cast<char*>(p) - base);
   const int c = g_slab_class[offset >> kSlabShift];
   ThreadCache& tc = t_cache;
-  if (const uint32_t n = tc.hot_count[c]; n < kRecentFreesKept) {
-    tc.hot[c][n] = p;
-    tc.hot_count[c] = n + 1;
-    return;
-  }
   auto* h = reinterpret_cast<SlabHeader*>(base + (offset & ~(kSlabBytes - 1)));
   if (h->owner == tc.id) {
     const uint64_t from_first = (offset & (kSlabBytes - 1)) - kLayout.first_slot[c];
@@ -318,6 +266,8 @@ void deallocate(void* p) noexcept {
   f->next = tc.foreign[c];
   tc.foreign[c] = f;
 }
+
+void deallocate(void* p) noexcept { deallocate_fast(p); }
 
 bool enabled() noexcept { return ready(); }
 
