@@ -22,7 +22,7 @@ __attribute__((noinline)) void* retry_with_new_handler(std::size_t n) {
   }
 }
 inline void* allocate_or_throw(std::size_t n) {
-  if (void* p = agtrace::pool::detail::allocate_fast(n)) [[likely]] return p;
+  if (void* p = agtrace::pool::detail::allocate_fast(n); __builtin_expect(p != nullptr, 1)) return p;
   return retry_with_new_handler(n);
 }
 void* allocate_or_null(std::size_t n) noexcept {

@@ -543,7 +543,7 @@ Edge gradient_edge(const Tensor& t) {
 
 namespace {
 Shared<Node> node_with_inputs(std::string_view name, BackwardFn fn, const Tensor* inputs, size_t count,
-                                       size_t saves) {
+                              size_t saves) {
   auto node = make_shared_object<Node>();
   node->name = InternedString::recent(name);  // ops name their nodes with a few texts, again and again
   node->backward = fn;
@@ -560,12 +560,12 @@ Shared<Node> node_with_inputs(std::string_view name, BackwardFn fn, const Tensor
 }  // namespace
 
 Shared<Node> make_node(std::string_view name, BackwardFn fn, const std::vector<Tensor>& inputs,
-                                size_t saves) {
+                       size_t saves) {
   return node_with_inputs(name, fn, inputs.data(), inputs.size(), saves);
 }
 
 Shared<Node> make_node(std::string_view name, BackwardFn fn, std::initializer_list<Tensor> inputs,
-                                size_t saves) {
+                       size_t saves) {
   return node_with_inputs(name, fn, inputs.begin(), inputs.size(), saves);
 }
 

@@ -346,11 +346,11 @@ uint64_t saved_state_changes();
 // `saves`: how many values the op will save, when it saves more than one (a saved entry is
 // large: growing the vector one by one moved them, issue #6).
 Shared<Node> make_node(std::string_view name, BackwardFn fn, const std::vector<Tensor>& inputs,
-                                size_t saves = 0);
+                       size_t saves = 0);
 // The same for inputs written in place, `make_node("MulBackward0", fn, {a, b})`: no vector
 // made and freed per op (issue #6).
 Shared<Node> make_node(std::string_view name, BackwardFn fn, std::initializer_list<Tensor> inputs,
-                                size_t saves = 0);
+                       size_t saves = 0);
 // The gradient edge of a tensor (its grad_fn, or its leaf's AccumulateGrad; null edge
 // when it does not require grad).
 Edge gradient_edge(const Tensor& t);

@@ -89,7 +89,9 @@ const float* contiguous_f32(const Tensor& t);
 // (the calling thread takes the first chunk). Only for loops whose every element (or row)
 // is computed by the same arithmetic whatever the split, so results never depend on the
 // thread count; PyTorch's at::parallel_for splits elementwise work the same way (grain
-// 32768 elements).
+// 32768 elements). A body reads tensors through references and raw element pointers; it
+// never copies or releases a Tensor, storage or node pointer, whose reference counts are
+// not atomic (lib/util/shared.hpp).
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& f);
 // The same for a callable of any type: work within one grain runs here without wrapping the
 // callable in a std::function (most elementwise calls of a program are that small: issue #6).

@@ -12,8 +12,8 @@
 //
 // These objects are only ever copied, released and locked (weak pointers) by the thread
 // that runs the scenario: the worker threads of kernels::parallel_for and OpenBLAS receive
-// raw element pointers and `Storage&`, never one of these pointers (see parallel_for in
-// lib/tensor/kernels.hpp). So the counts need no atomics, and libstdc++'s single-thread
+// raw element pointers and `Storage&`, never one of these pointers (the rule is stated at
+// parallel_for in lib/tensor/kernels.hpp). So the counts need no atomics, and libstdc++'s single-thread
 // lock policy (_S_single: plain increments) is used for them. Everything else keeps
 // std::shared_ptr.
 #pragma once

@@ -11,9 +11,10 @@
 // small_object_pool.cpp: why not a free list).
 //
 // The executables link app/operator_new.cpp, which routes the global operator new/delete
-// through pool_allocate/pool_free (CMake option AGTRACE_SMALL_OBJECT_POOL, ON by default,
-// OFF under sanitizers, which must see every allocation). AGTRACE_SMALL_OBJECT_POOL=0 in the
-// environment turns it off at start-up (e.g. for valgrind's memcheck).
+// through the pool's inline fast paths (small_object_pool_fast.hpp; CMake option
+// AGTRACE_SMALL_OBJECT_POOL, ON by default, OFF under sanitizers, which must see every
+// allocation). AGTRACE_SMALL_OBJECT_POOL=0 in the environment turns it off at start-up
+// (e.g. for valgrind's memcheck).
 //
 // Memory given back to the pool is reused for the same size class and never returned to
 // the system; requests above kMaxPooledBytes go to malloc.

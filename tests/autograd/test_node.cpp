@@ -393,7 +393,7 @@ TEST_CASE("node: tensor, storage and node counts stay exact after another thread
   Tensor z = ops::mul(x, x);
   agtrace::Shared<Node> fn = z->grad_fn;
   CHECK(fn.use_count() == 2);
-  const long x_refs = x.use_count();  // x and MulBackward0's two saved inputs
+  const long x_refs = x.use_count();  // x itself and the inputs MulBackward0 saved
   CHECK(x_refs >= 2);
   {
     std::vector<Tensor> copies(1000, z);
