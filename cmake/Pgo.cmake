@@ -39,82 +39,82 @@ endif()
 # Called once every target exists (the top-level CMakeLists.txt, at its end), with the
 # targets whose objects read the profile.
 function(agtrace_enable_pgo)
-if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
-  message(FATAL_ERROR "AGTRACE_PGO=ON needs GCC (its -fprofile-use profile format); compiler: ${CMAKE_CXX_COMPILER_ID}")
-endif()
-if(AGTRACE_FUZZ OR CMAKE_CXX_FLAGS MATCHES "-fsanitize")
-  message(FATAL_ERROR "AGTRACE_PGO=ON is for release builds, not sanitized or fuzzing ones")
-endif()
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+    message(FATAL_ERROR "AGTRACE_PGO=ON needs GCC (its -fprofile-use profile format); compiler: ${CMAKE_CXX_COMPILER_ID}")
+  endif()
+  if(AGTRACE_FUZZ OR CMAKE_CXX_FLAGS MATCHES "-fsanitize")
+    message(FATAL_ERROR "AGTRACE_PGO=ON is for release builds, not sanitized or fuzzing ones")
+  endif()
 
-include(ExternalProject)
-set(AGTRACE_PGO_DIR ${CMAKE_BINARY_DIR}/pgo)
-set(AGTRACE_PGO_PROFILE_DIR ${AGTRACE_PGO_DIR}/profile)
-set(AGTRACE_PGO_TRAIN_BUILD ${AGTRACE_PGO_DIR}/train-build)
-set(AGTRACE_PGO_STAMP ${AGTRACE_PGO_DIR}/trained.stamp)
-# Everything that decides what the compiler sees, passed on so that both stages compile the
-# same code (a profile only fits the objects it was made from).
-string(TOUPPER "${CMAKE_BUILD_TYPE}" build_type)
-set(AGTRACE_PGO_STAGE1_ARGS
-  -DCMAKE_BUILD_TYPE=${CMAKE_BUILD_TYPE}
-  -DCMAKE_CXX_COMPILER=${CMAKE_CXX_COMPILER}
-  "-DCMAKE_CXX_FLAGS=${CMAKE_CXX_FLAGS}"
-  "-DCMAKE_CXX_FLAGS_${build_type}=${CMAKE_CXX_FLAGS_${build_type}}"
-  -DAGTRACE_PGO=OFF
-  -DAGTRACE_PGO_GENERATE_DIR=${AGTRACE_PGO_PROFILE_DIR}
-  -DAGTRACE_TESTS=OFF
-  -DAGTRACE_CUDA=${AGTRACE_CUDA}
-  -DAGTRACE_SMALL_OBJECT_POOL=${AGTRACE_SMALL_OBJECT_POOL}
-  -DAGTRACE_BUNDLE_DIR=${AGTRACE_BUNDLE_DIR})
-if(CMAKE_CUDA_COMPILER)
-  list(APPEND AGTRACE_PGO_STAGE1_ARGS -DCMAKE_CUDA_COMPILER=${CMAKE_CUDA_COMPILER})
-endif()
-if(DEFINED CMAKE_CUDA_ARCHITECTURES)
-  list(APPEND AGTRACE_PGO_STAGE1_ARGS "-DCMAKE_CUDA_ARCHITECTURES=${CMAKE_CUDA_ARCHITECTURES}")
-endif()
-ExternalProject_Add(agtrace_pgo_instrumented
-  SOURCE_DIR ${CMAKE_SOURCE_DIR}
-  BINARY_DIR ${AGTRACE_PGO_TRAIN_BUILD}
-  CMAKE_ARGS ${AGTRACE_PGO_STAGE1_ARGS}
-  BUILD_COMMAND ${CMAKE_COMMAND} --build ${AGTRACE_PGO_TRAIN_BUILD} --target agtrace
-  BUILD_BYPRODUCTS ${AGTRACE_PGO_TRAIN_BUILD}/agtrace
-  INSTALL_COMMAND ""
-  BUILD_ALWAYS ON  # its own build decides what is out of date
-  USES_TERMINAL_BUILD ON)
-# The bundled scenarios only, not bench/scenarios: the benchmarks then time code trained on
-# other programs, as a user's own scenarios are (training on the benchmarks too gave 4 % fewer
-# instructions on tiny_chain, 218.6M against 227.6M, and the same time within noise).
-file(GLOB AGTRACE_PGO_SCENARIOS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/scenarios/*.json)
-string(REPLACE ";" "|" scenario_arg "${AGTRACE_PGO_SCENARIOS}")  # one shell word
-add_custom_command(OUTPUT ${AGTRACE_PGO_STAMP}
-  COMMAND ${CMAKE_COMMAND} -DAGTRACE=${AGTRACE_PGO_TRAIN_BUILD}/agtrace -DPROFILE_DIR=${AGTRACE_PGO_PROFILE_DIR}
-          -DSTAMP=${AGTRACE_PGO_STAMP} -DSCENARIOS=${scenario_arg} -P ${CMAKE_SOURCE_DIR}/cmake/PgoTrain.cmake
-  DEPENDS ${AGTRACE_PGO_TRAIN_BUILD}/agtrace ${AGTRACE_PGO_SCENARIOS} ${CMAKE_SOURCE_DIR}/cmake/PgoTrain.cmake
-  COMMENT "PGO: training the instrumented agtrace on the bundled scenarios"
-  USES_TERMINAL VERBATIM)
-add_custom_target(agtrace_pgo_profile DEPENDS ${AGTRACE_PGO_STAMP})
-add_dependencies(agtrace_pgo_profile agtrace_pgo_instrumented)
+  include(ExternalProject)
+  set(AGTRACE_PGO_DIR ${CMAKE_BINARY_DIR}/pgo)
+  set(AGTRACE_PGO_PROFILE_DIR ${AGTRACE_PGO_DIR}/profile)
+  set(AGTRACE_PGO_TRAIN_BUILD ${AGTRACE_PGO_DIR}/train-build)
+  set(AGTRACE_PGO_STAMP ${AGTRACE_PGO_DIR}/trained.stamp)
+  # Everything that decides what the compiler sees, passed on so that both stages compile the
+  # same code (a profile only fits the objects it was made from).
+  string(TOUPPER "${CMAKE_BUILD_TYPE}" build_type)
+  set(AGTRACE_PGO_STAGE1_ARGS
+    -DCMAKE_BUILD_TYPE=${CMAKE_BUILD_TYPE}
+    -DCMAKE_CXX_COMPILER=${CMAKE_CXX_COMPILER}
+    "-DCMAKE_CXX_FLAGS=${CMAKE_CXX_FLAGS}"
+    "-DCMAKE_CXX_FLAGS_${build_type}=${CMAKE_CXX_FLAGS_${build_type}}"
+    -DAGTRACE_PGO=OFF
+    -DAGTRACE_PGO_GENERATE_DIR=${AGTRACE_PGO_PROFILE_DIR}
+    -DAGTRACE_TESTS=OFF
+    -DAGTRACE_CUDA=${AGTRACE_CUDA}
+    -DAGTRACE_SMALL_OBJECT_POOL=${AGTRACE_SMALL_OBJECT_POOL}
+    -DAGTRACE_BUNDLE_DIR=${AGTRACE_BUNDLE_DIR})
+  if(CMAKE_CUDA_COMPILER)
+    list(APPEND AGTRACE_PGO_STAGE1_ARGS -DCMAKE_CUDA_COMPILER=${CMAKE_CUDA_COMPILER})
+  endif()
+  if(DEFINED CMAKE_CUDA_ARCHITECTURES)
+    list(APPEND AGTRACE_PGO_STAGE1_ARGS "-DCMAKE_CUDA_ARCHITECTURES=${CMAKE_CUDA_ARCHITECTURES}")
+  endif()
+  ExternalProject_Add(agtrace_pgo_instrumented
+    SOURCE_DIR ${CMAKE_SOURCE_DIR}
+    BINARY_DIR ${AGTRACE_PGO_TRAIN_BUILD}
+    CMAKE_ARGS ${AGTRACE_PGO_STAGE1_ARGS}
+    BUILD_COMMAND ${CMAKE_COMMAND} --build ${AGTRACE_PGO_TRAIN_BUILD} --target agtrace
+    BUILD_BYPRODUCTS ${AGTRACE_PGO_TRAIN_BUILD}/agtrace
+    INSTALL_COMMAND ""
+    BUILD_ALWAYS ON  # its own build decides what is out of date
+    USES_TERMINAL_BUILD ON)
+  # The bundled scenarios only, not bench/scenarios: the benchmarks then time code trained on
+  # other programs, as a user's own scenarios are (training on the benchmarks too gave 4 % fewer
+  # instructions on tiny_chain, 218.6M against 227.6M, and the same time within noise).
+  file(GLOB AGTRACE_PGO_SCENARIOS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/scenarios/*.json)
+  string(REPLACE ";" "|" scenario_arg "${AGTRACE_PGO_SCENARIOS}")  # one shell word
+  add_custom_command(OUTPUT ${AGTRACE_PGO_STAMP}
+    COMMAND ${CMAKE_COMMAND} -DAGTRACE=${AGTRACE_PGO_TRAIN_BUILD}/agtrace -DPROFILE_DIR=${AGTRACE_PGO_PROFILE_DIR}
+            -DSTAMP=${AGTRACE_PGO_STAMP} -DSCENARIOS=${scenario_arg} -P ${CMAKE_SOURCE_DIR}/cmake/PgoTrain.cmake
+    DEPENDS ${AGTRACE_PGO_TRAIN_BUILD}/agtrace ${AGTRACE_PGO_SCENARIOS} ${CMAKE_SOURCE_DIR}/cmake/PgoTrain.cmake
+    COMMENT "PGO: training the instrumented agtrace on the bundled scenarios"
+    USES_TERMINAL VERBATIM)
+  add_custom_target(agtrace_pgo_profile DEPENDS ${AGTRACE_PGO_STAMP})
+  add_dependencies(agtrace_pgo_profile agtrace_pgo_instrumented)
 
-# Stage 3: every C++ object of the targets reads the profile and is rebuilt when it changes.
-# GCC's -Wmissing-profile stays on: every object of agtrace has a profile (the training
-# binary writes one per object it links, run or not), so the warning means the two stages
-# no longer name their files alike (scripts/pgo-check fails on it). The benchmark harness's
-# own main, which the training never links, turns it off for itself (bench/CMakeLists.txt).
-set(use_flags -fprofile-use=${AGTRACE_PGO_PROFILE_DIR} -fprofile-partial-training
-    -fprofile-prefix-path=${CMAKE_BINARY_DIR})
-foreach(target IN LISTS ARGN)
-  target_compile_options(${target} PRIVATE "$<$<COMPILE_LANGUAGE:CXX>:${use_flags}>")
-  add_dependencies(${target} agtrace_pgo_profile)
-  get_target_property(sources ${target} SOURCES)
-  set_property(SOURCE ${sources} TARGET_DIRECTORY ${target} APPEND PROPERTY OBJECT_DEPENDS ${AGTRACE_PGO_STAMP})
-  # A source generated into the build tree has another absolute path in each stage, which
-  # GCC counts as a changed function (-Werror=coverage-mismatch): compiled without the
-  # profile (the one there, the embedded torch_runner.py, is never hot).
-  foreach(source IN LISTS sources)
-    string(FIND "${source}" "${CMAKE_BINARY_DIR}/" at)  # a prefix test (the path is no regex)
-    if(at EQUAL 0)
-      set_property(SOURCE ${source} TARGET_DIRECTORY ${target} APPEND PROPERTY COMPILE_OPTIONS -fno-profile-use)
-    endif()
+  # Stage 3: every C++ object of the targets reads the profile and is rebuilt when it changes.
+  # GCC's -Wmissing-profile stays on: every object of agtrace has a profile (the training
+  # binary writes one per object it links, run or not), so the warning means the two stages
+  # no longer name their files alike (scripts/pgo-check fails on it). The benchmark harness's
+  # own main, which the training never links, turns it off for itself (bench/CMakeLists.txt).
+  set(use_flags -fprofile-use=${AGTRACE_PGO_PROFILE_DIR} -fprofile-partial-training
+      -fprofile-prefix-path=${CMAKE_BINARY_DIR})
+  foreach(target IN LISTS ARGN)
+    target_compile_options(${target} PRIVATE "$<$<COMPILE_LANGUAGE:CXX>:${use_flags}>")
+    add_dependencies(${target} agtrace_pgo_profile)
+    get_target_property(sources ${target} SOURCES)
+    set_property(SOURCE ${sources} TARGET_DIRECTORY ${target} APPEND PROPERTY OBJECT_DEPENDS ${AGTRACE_PGO_STAMP})
+    # A source generated into the build tree has another absolute path in each stage, which
+    # GCC counts as a changed function (-Werror=coverage-mismatch): compiled without the
+    # profile (the one there, the embedded torch_runner.py, is never hot).
+    foreach(source IN LISTS sources)
+      string(FIND "${source}" "${CMAKE_BINARY_DIR}/" at)  # a prefix test (the path is no regex)
+      if(at EQUAL 0)
+        set_property(SOURCE ${source} TARGET_DIRECTORY ${target} APPEND PROPERTY COMPILE_OPTIONS -fno-profile-use)
+      endif()
+    endforeach()
   endforeach()
-endforeach()
-message(STATUS "agtrace: profile-guided build (training profile in ${AGTRACE_PGO_PROFILE_DIR})")
+  message(STATUS "agtrace: profile-guided build (training profile in ${AGTRACE_PGO_PROFILE_DIR})")
 endfunction()
