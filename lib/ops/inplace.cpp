@@ -7,6 +7,7 @@
 
 #include "ops/common.hpp"
 #include "ops/double_backward.hpp"
+#include "ops/inplace_util.hpp"
 #include "ops/ops.hpp"
 
 namespace agtrace::ops {
@@ -16,7 +17,7 @@ using autograd::make_node;
 using autograd::set_history;
 using cuda::pw::BinaryOp;
 
-namespace {
+namespace detail {
 
 // PyTorch's internal-overlap check for in-place arithmetic, grad or not (measured: add_,
 // mul_, relu_, exp_ on an expanded tensor raise; zero_ does not, every write being 0).
@@ -79,6 +80,10 @@ void check_castable(const Tensor& self, const Tensor& other, const std::string& 
     throw e;
   }
 }
+
+}  // namespace detail
+
+namespace {
 
 using Recorder = std::function<Shared<autograd::Node>()>;
 

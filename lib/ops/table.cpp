@@ -555,7 +555,7 @@ std::vector<OpEntry> core_ops() {
       {"print", {"print"}, "(*values)", "introspection", none, "records the printed line", impl_print, {}},
       {"shares_storage", {"shares_storage"}, "(a, b)", "introspection", none, "True when both use the same storage",
        impl_shares_storage, {}},
-      {"equal", {"torch.equal"}, "(input, other)", "introspection", none, "same shape and values", impl_equal, {}},
+      {"equal", {"torch.equal", "Tensor.equal"}, "(input, other)", "introspection", none, "same shape and values", impl_equal, {}},
       {"size", {"Tensor.size"}, "(self, dim=None)", "introspection", none, "-", impl_size, {}},
       {"dim", {"Tensor.dim"}, "(self)", "introspection", none, "-", impl_dim, {}},
       {"numel", {"Tensor.numel", "torch.numel"}, "(self)", "introspection", none, "-", impl_numel, {}},
