@@ -81,11 +81,11 @@ TEST_CASE("report_differences on hand-made reports", "[check]") {
 TEST_CASE("run --svg and --png render with Graphviz, and say so when dot is missing", "[cli][dot]") {
   const std::string dir = temp_dir();
   const std::string sc = source_dir() + "/scenarios/seed_walk.json";
-  auto r = run_agtrace("run " + sc + " -o /dev/null --svg " + dir + "/g.svg --png " + dir + "/g.png");
+  auto r = run_agtrace("run " + sc + " -o " + dir + "/report.txt --svg " + dir + "/g.svg --png " + dir + "/g.png");
   REQUIRE(r.status == 0);
   CHECK(slurp(dir + "/g.svg").find("<svg") != std::string::npos);
   CHECK(slurp(dir + "/g.png").substr(1, 3) == "PNG");
-  auto no_dot = run_shell(std::string("PATH=/nonexistent ") + AGTRACE_BINARY + " run " + sc + " -o /dev/null --svg " + dir + "/h.svg");
+  auto no_dot = run_shell(std::string("PATH=/nonexistent ") + AGTRACE_BINARY + " run " + sc + " -o " + dir + "/report2.txt --svg " + dir + "/h.svg");
   CHECK(no_dot.status == 2);
   CHECK(no_dot.err.find("Graphviz") != std::string::npos);
   CHECK_FALSE(fs::exists(dir + "/h.svg"));
