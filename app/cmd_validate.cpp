@@ -5,6 +5,7 @@
 #include "scenario/scenario.hpp"
 #include "syntax/ast.hpp"
 #include "errors.hpp"
+#include "interp/static_check.hpp"
 
 namespace agtrace::app {
 
@@ -15,9 +16,11 @@ Runner add_validate(CLI::App& root) {
   cmd->add_option("scenario", *path, "scenario file (JSON)")->required();
   return [path]() -> int {
     auto sc = load_scenario_file(*path);
+    int unknown = 0;
     for (const ProgramItem* item : sc->statements) {
+      syntax::Stmt stmt;
       try {
-        syntax::parse_statement(item->source);
+        stmt = syntax::parse_statement(item->source);
       } catch (InputError& e) {
         e.file = *path;
         e.statement = item->index;
@@ -25,7 +28,16 @@ Runner add_validate(CLI::App& root) {
         if (e.json_pointer.empty()) e.json_pointer = item->pointer;
         throw;
       }
+      // Every call names an operation agtrace has: a program that would stop at
+      // `unsupported` is not a valid scenario for it.
+      for (const interp::UnknownOperation& u : interp::unknown_operations(stmt)) {
+        ++unknown;
+        std::cerr << "agtrace: error: [unsupported] " << *path << ": " << item->pointer << ": statement " << item->index
+                  << ", column " << u.column << ": '" << u.spelling << "' is not an operation agtrace supports"
+                  << (u.hint.empty() ? "" : "; did you mean '" + u.hint + "'?") << "\n";
+      }
     }
+    if (unknown > 0) return kBadInput;
     std::cout << *path << ": valid scenario '" << sc->name << "' (" << sc->tensors.size() << " tensors, "
               << sc->statement_count << " statements)\n";
     return kOk;

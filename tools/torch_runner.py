@@ -18,7 +18,7 @@ PyTorch 1.13, run it with /usr/bin/python3), never on agtrace.  Public entry poi
       core of --format json"): format, scenario, device, statements (index, source,
       status, runs), printed, walks, errors (statement, phase, kind, expected_version /
       found_version when PyTorch's message has them, message, caught), grads (shape,
-      dtype, values; NaN and infinities as null, as agtrace writes them), memory
+      dtype, values; NaN and infinities as "nan", "inf", "-inf", as agtrace writes them), memory
       (saved_bytes only), plus raised, torch_version and harness_problems.
 
   main(scenario, leaf_values, argv=None) -> exit status
@@ -102,12 +102,15 @@ ERROR_PATTERNS = [
                         "The expanded size", "inconsistent tensor size", "must have the same shape",
                         "shape mismatch", "Expected input batch_size", "does not match the shape",
                         "Given groups=", "Given normalized_shape=", "should contain",
-                        "Kernel size can't be greater", "Output size is too small"]),
+                        "Kernel size can't be greater", "Output size is too small",
+                        "must be greater or equal to the number of dimensions",
+                        "only supports 0-dimension value tensor"]),
     ("dtype_mismatch", ["not implemented for", "expected scalar type", "can't be cast to the desired output type",
                         "could not infer output dtype", "to have same dtype", "Found dtype",
                         "expected both vectors to have same dtype", "must have the same dtype",
                         "result type Float can't be cast", "Expected object of scalar type",
-                        "Expected tensor for argument #1", "mixed dtype (CPU)"]),
+                        "Expected tensor for argument #1", "mixed dtype (CPU)",
+                        "Index put requires the source and destination dtypes match"]),
     ("index_out_of_range", ["out of bounds", "Dimension out of range", "invalid index of a 0-dim tensor",
                             "cannot be applied to a 0-dim tensor", "too many indices", "index out of range",
                             "single ellipsis", "out of range"]),
@@ -311,7 +314,7 @@ class TorchRun:
             values = spec.get("values")
             if values is None:
                 raise ValueError("leaf %s has no values in the report (run agtrace with --values)" % spec["name"])
-            values = [float("nan") if v is None else v for v in values]
+            values = [json_to_number(v) for v in values]
             if dtype == torch.bool:
                 values = [bool(v) for v in values]
             elif dtype == torch.int64:
@@ -594,8 +597,10 @@ class TorchRun:
             if isinstance(v, torch.Tensor) and v.grad_fn is not None:
                 self.walks[name] = walk_names(v.grad_fn)
 
-        # Gradients of every leaf that requires grad and has one, named by the latest
-        # name bound to that very tensor object.
+        # Gradients of every leaf that requires grad and has one, keyed by the name a leaf
+        # was declared with (the spec: never another name bound to the same object), else
+        # by the latest name bound to that very tensor object.
+        declared = {id(t): spec["name"] for t, spec in zip(self.leaf_tensors, self.leaf_specs)}
         candidates, seen = [], set()
         def add(t):
             if isinstance(t, torch.Tensor) and id(t) not in seen:
@@ -620,7 +625,10 @@ class TorchRun:
         for t in candidates:
             if t.is_leaf and t.requires_grad and t.grad is not None:
                 entry = self._labels.get(id(t))
-                name = entry[1] if entry and entry[0]() is t else "#unnamed%d" % len(self.grads)
+                if id(t) in declared:
+                    name = declared[id(t)]
+                else:
+                    name = entry[1] if entry and entry[0]() is t else "#unnamed%d" % len(self.grads)
                 g = t.grad
                 self.grads[name] = {
                     "shape": list(g.shape),
@@ -709,9 +717,23 @@ def run_twice(scenario, leaves, device):
     return run, counted.saved_bytes, problems
 
 
-def _finite_or_none(v):
-    if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
-        return None
+def number_to_json(v):
+    """JSON has no infinities or NaN: agtrace's reports write them as "inf", "-inf", "nan"."""
+    if isinstance(v, float) and math.isnan(v):
+        return "nan"
+    if isinstance(v, float) and math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    return v
+
+
+def json_to_number(v):
+    """The inverse of number_to_json (None, from older reports, reads as NaN)."""
+    if v is None or v == "nan":
+        return float("nan")
+    if v == "inf":
+        return float("inf")
+    if v == "-inf":
+        return float("-inf")
     return v
 
 
@@ -727,7 +749,7 @@ def report_of(scenario, device, run, saved_bytes, problems):
     for name, g in run.grads.items():
         entry = {"shape": list(g["shape"]), "dtype": g["dtype"]}
         if g["values"] is not None:
-            entry["values"] = [_finite_or_none(v) for v in g["values"]]
+            entry["values"] = [number_to_json(v) for v in g["values"]]
         grads[name] = entry
     errors = []
     for e in run.errors:

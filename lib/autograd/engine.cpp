@@ -329,6 +329,11 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
         else
           accumulate(*n, buf.grads.empty() ? nullptr : buf.grads[0]);
       } else {
+        // PyTorch's generated apply() unpacks every saved variable before its formula runs,
+        // so a released or modified one raises here whether or not the formula reads it
+        // (MeanBackward1 saves self for its sizes only, and a second backward still fails).
+        for (SavedEntry& e : n->saved)
+          if (e.is_tensor) n->checked_entry(e);
         if (req.create_graph && !n->differentiable_backward)
           throw ScenarioError("unsupported", "create_graph=True through " + n->name + " is not supported yet");
         for (size_t i = 0; i < n->outputs.size(); ++i)

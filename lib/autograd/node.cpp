@@ -347,8 +347,12 @@ const SavedEntry* Node::find(const std::string& attr) const {
 
 SavedVariable* Node::checked_saved(const std::string& attr) {
   SavedEntry* e = find(attr);
-  if (!e || !e->is_tensor || !e->var.defined) return nullptr;
-  SavedVariable& v = e->var;
+  return e ? checked_entry(*e) : nullptr;
+}
+
+SavedVariable* Node::checked_entry(SavedEntry& entry) {
+  if (!entry.is_tensor || !entry.var.defined) return nullptr;
+  SavedVariable& v = entry.var;
   if (v.released) {
     // PyTorch: "Trying to backward through the graph a second time ..." raised by
     // SavedVariable::unpack once release_variables() has run.
@@ -358,7 +362,7 @@ SavedVariable* Node::checked_saved(const std::string& attr) {
                       "graph are freed when you call .backward() or autograd.grad(). Specify "
                       "retain_graph=True if you need to backward through the graph a second time or "
                       "if you need to access saved tensors after calling backward.");
-    err.facts = {{"node", name}, {"node_id", id}, {"attribute", "_saved_" + attr},
+    err.facts = {{"node", name}, {"node_id", id}, {"attribute", "_saved_" + entry.name.str()},
                  {"released_at", v.released_at}, {"saved_at", v.saved_at}};
     throw err;
   }
@@ -385,7 +389,7 @@ SavedVariable* Node::checked_saved(const std::string& attr) {
                           "its gradient, with torch.autograd.set_detect_anomaly(True).");
     err.facts = {{"node", name},
                  {"node_id", id},
-                 {"attribute", "_saved_" + attr},
+                 {"attribute", "_saved_" + entry.name.str()},
                  {"expected_version", v.saved_version},
                  {"found_version", current},
                  {"saved_at", v.saved_at},
@@ -405,10 +409,15 @@ const SavedVariable* Node::saved_output(const std::string& attr) {
 void Node::skip_unpacked_object() { ++id_counters().tensor; }
 
 Tensor Node::unpack(const std::string& attr) {
-  SavedVariable* checked = checked_saved(attr);
+  SavedEntry* e = find(attr);
+  return e ? unpack_entry(*e) : nullptr;
+}
+
+Tensor Node::unpack_entry(SavedEntry& entry) {
+  SavedVariable* checked = checked_entry(entry);
   if (!checked) return nullptr;
   SavedVariable& v = *checked;
-  if (v.hooks) return unpack_hooked(attr, v);
+  if (v.hooks) return unpack_hooked(entry.name.str(), v);
   if (!v.is_output) return v.original;
   auto t = make_shared_object<TensorImpl>();
   t->storage = v.storage;

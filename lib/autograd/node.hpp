@@ -321,10 +321,14 @@ struct Node : SharedFromThis<Node> {
   // (issue #6: the object made and destroyed was ~700 instructions per TanhBackward0).
   const SavedVariable* saved_output(const std::string& attr);
   static void skip_unpacked_object();
+  // The same for one entry of `saved`: PyTorch saves some lists of tensors
+  // (IndexBackward0's `indices`), kept as several entries of one name.
+  Tensor unpack_entry(SavedEntry& entry);
   Tensor unpack_hooked(const std::string& attr, SavedVariable& v);  // saved under hooks
   // The defined saved tensor `attr`, checked as unpack() checks it before it unpacks (null:
   // no such tensor; under hooks the version is not checked, as PyTorch does not).
   SavedVariable* checked_saved(const std::string& attr);
+  SavedVariable* checked_entry(SavedEntry& entry);
   const AttrValue& attr(const std::string& attr) const;
   void release_saved(int statement);
   void release_saved_values(int statement);  // release_saved without counting a change (dying nodes)

@@ -20,6 +20,8 @@
 #include "cuda/device.hpp"
 #include "errors.hpp"
 #include "interp/holder_tracker.hpp"
+#include "interp/builtins.hpp"
+#include "interp/indexing.hpp"
 #include "interp/suggest.hpp"
 #include "ops/ops.hpp"
 #include "ops/shapes.hpp"
@@ -394,6 +396,7 @@ class Interpreter : public ops::Runtime {
   void mark_not_run(const std::vector<ProgramItem>& items);
   void exec(const Stmt& s);
   void assign(const Expr& target, const Value& v);
+  void exec_augmented(const Stmt& s);
   void bind(const std::string& name, const Value& v, int slot = -1);
   // The statement `index` (-1: the leaves' setup) ends: holder changes to the accountant.
   void end_statement(int index, bool raised);
@@ -1030,24 +1033,9 @@ void Interpreter::exec(const Stmt& s) {
       assign(*s.target, v);
       return;
     }
-    case StmtKind::AugAssign: {
-      if (s.target->kind != ExprKind::Name) fail("unsupported", "augmented assignment to this target is not supported");
-      Value current = eval_name(*s.target);
-      Value rhs = eval(*s.value);
-      if (current.kind == Value::Kind::Tensor) {
-        // Python's `x += y` on a tensor is the in-place x.add_(y) on the same object.
-        static const std::map<std::string, std::string> inplace = {{"+", "Tensor.add_"}, {"-", "Tensor.sub_"},
-                                                                   {"*", "Tensor.mul_"}, {"/", "Tensor.div_"}};
-        auto it = inplace.find(s.text);
-        if (it == inplace.end()) fail("unsupported", "augmented assignment '" + s.text + "=' on a tensor is not supported");
-        const ops::OpEntry* entry = ops::find_op(it->second);
-        call_entry(*entry, it->second, &current, {rhs}, {});
-        bind(s.target->text, current, s.target->name_slot);
-        return;
-      }
-      bind(s.target->text, eval_binary(s.text, current, rhs), s.target->name_slot);
+    case StmtKind::AugAssign:
+      exec_augmented(s);
       return;
-    }
     case StmtKind::Del:
       for (const auto& t : s.targets) {
         if (t->kind == ExprKind::Name) {
@@ -1063,6 +1051,44 @@ void Interpreter::exec(const Stmt& s) {
       }
       return;
   }
+}
+
+// Python's augmented assignment: `x op= y` calls the in-place method on a tensor (x += y is
+// x.add_(y) on the same object) and rebinds x to its result; `x[i] op= y` reads x[i], then
+// evaluates y, edits the item in place and writes it back with x[i] = item (CPython's
+// order), so PyTorch records the item's own edit and then a setitem of it (measured:
+// `y[0] += 1` bumps y's version twice, CopySlices over CopySlices).
+void Interpreter::exec_augmented(const Stmt& s) {
+  const Expr& target = *s.target;
+  Value obj;
+  std::vector<Value> idx;
+  Value current;
+  if (target.kind == ExprKind::Name) {
+    current = eval_name(target);
+  } else if (target.kind == ExprKind::Subscript) {
+    obj = eval(*target.a);
+    for (const auto& item : target.items) idx.push_back(eval(*item));
+    if (obj.kind != Value::Kind::Tensor) fail("unsupported", "augmented assignment to an item of " + type_name(obj));
+    current = index_tensor(obj.t, idx);
+  } else {
+    fail("unsupported", "augmented assignment to this target is not supported");
+  }
+  Value rhs = eval(*s.value);
+  Value result;
+  if (current.kind == Value::Kind::Tensor) {
+    static const std::map<std::string, std::string> inplace = {{"+", "Tensor.add_"}, {"-", "Tensor.sub_"},
+                                                               {"*", "Tensor.mul_"}, {"/", "Tensor.div_"}};
+    auto it = inplace.find(s.text);
+    if (it == inplace.end()) fail("unsupported", "augmented assignment '" + s.text + "=' on a tensor is not supported");
+    const ops::OpEntry* entry = ops::find_op(it->second);
+    result = call_entry(*entry, it->second, &current, {rhs}, {});
+  } else {
+    result = eval_binary(s.text, current, rhs);
+  }
+  if (target.kind == ExprKind::Name)
+    bind(target.text, result, target.name_slot);
+  else
+    interp::tensor_setitem(obj.t, idx, result);
 }
 
 void Interpreter::assign(const Expr& target, const Value& v) {
@@ -1108,8 +1134,14 @@ void Interpreter::assign(const Expr& target, const Value& v) {
       }
       fail("unsupported", "assignment to Tensor." + target.text + " is not supported");
     }
-    case ExprKind::Subscript:
-      fail("unsupported", "assignment into a tensor (x[...] = v, CopySlices) is not supported yet");
+    case ExprKind::Subscript: {
+      Value obj = eval(*target.a);
+      std::vector<Value> idx;
+      for (const auto& item : target.items) idx.push_back(eval(*item));
+      if (obj.kind != Value::Kind::Tensor) fail("type_error", "'" + type_name(obj) + "' object does not support item assignment");
+      interp::tensor_setitem(obj.t, idx, v);
+      return;
+    }
     default:
       fail("type_error", "cannot assign to this expression");
   }
@@ -1180,10 +1212,11 @@ Value Interpreter::eval(const Expr& e) {
 Value Interpreter::eval_name(const Expr& e) {
   if (const Value* v = env_.find(e.text, e.name_slot)) return *v;
   if (e.text == "torch" || e.text == "F") return Value::module(e.text);
-  if (e.text == "print" || e.text == "shares_storage" || e.text == "len") return Value::module(e.text);
+  if (e.text == "print" || e.text == "shares_storage" || e.text == "len" || interp::is_conversion_builtin(e.text))
+    return Value::module(e.text);
   std::vector<std::string> known;
   for (const auto& [n, v] : env_.map()) known.push_back(n);
-  for (const char* b : {"torch", "F", "print", "shares_storage", "len"}) known.push_back(b);
+  for (const char* b : {"torch", "F", "print", "shares_storage", "len", "float", "int", "bool"}) known.push_back(b);
   std::string hint = suggest(e.text, known);
   ScenarioError err("name_error", "name '" + e.text + "' is not defined" + (hint.empty() ? "" : "; did you mean '" + hint + "'?"));
   err.facts = {{"name", e.text}, {"column", e.column}};
@@ -1275,8 +1308,18 @@ Value Interpreter::attribute_of(Value obj, const Expr& e) {
         if (entry) {
           if (!entry->is_tensor) return attr_to_value(entry->attr ? *entry->attr : autograd::AttrValue{});
           try {
+            if (entry->as_list) {
+              // A list PyTorch saves (IndexBackward0's indices): one entry per item, None
+              // for an undefined one.
+              std::vector<Value> items;
+              for (auto& e : n.saved)
+                if (e.name == entry->name) {
+                  Tensor item = n.unpack_entry(e);
+                  items.push_back(item ? Value::tensor(item) : Value::none());
+                }
+              return Value::tuple(std::move(items));
+            }
             Tensor t = n.unpack(entry->name);
-            if (entry->as_list) return Value::tuple({t ? Value::tensor(t) : Value::none()});
             return t ? Value::tensor(t) : Value::none();
           } catch (ScenarioError& err) {
             err.phase = "backward";  // spec: raised while a saved-value read ran
@@ -1391,6 +1434,10 @@ Value Interpreter::eval_call(const Expr& e) {
     }
   }
   if (callee.kind == Value::Kind::Module) {
+    if (interp::is_conversion_builtin(callee.s)) {
+      if (!keywords.empty()) fail("type_error", callee.s + "() takes no keyword arguments");
+      return interp::call_conversion_builtin(callee.s, positional);
+    }
     if (callee.s == "len") {
       if (positional.size() != 1) fail("type_error", "len() takes exactly one argument");
       const Value& v = positional[0];
@@ -1413,60 +1460,7 @@ Value Interpreter::eval_call(const Expr& e) {
 }
 
 Value Interpreter::index_tensor(const Tensor& t, const std::vector<Value>& indices) {
-  // PyTorch applies indices left to right: an int selects (the dim disappears), a slice
-  // slices (one SliceBackward0 per slice, ':' included), '...' skips dims.
-  int64_t consumed = 0;
-  for (const Value& v : indices)
-    if (v.kind != Value::Kind::Ellipsis && v.kind != Value::Kind::None) ++consumed;
-  if (consumed > t->dim())
-    fail("index_out_of_range", "too many indices for tensor of dimension " + std::to_string(t->dim()));
-  Tensor cur = t;
-  int64_t dim = 0;
-  bool ellipsis_seen = false;
-  for (const Value& v : indices) {
-    switch (v.kind) {
-      case Value::Kind::Int:
-      case Value::Kind::Bool:
-        if (v.kind == Value::Kind::Bool) fail("unsupported", "indexing with a bool is not supported yet");
-        cur = ops::select(cur, dim, v.i);
-        break;
-      case Value::Kind::Slice: {
-        auto opt_int = [&](const Value& x) -> std::optional<int64_t> {
-          if (x.kind == Value::Kind::None) return std::nullopt;
-          if (x.kind != Value::Kind::Int) fail("type_error", "slice indices must be integers or None");
-          return x.i;
-        };
-        auto step = opt_int(v.items[2]);
-        cur = ops::slice(cur, dim, opt_int(v.items[0]), opt_int(v.items[1]), step.value_or(1));
-        ++dim;
-        break;
-      }
-      case Value::Kind::Ellipsis:
-        if (ellipsis_seen) fail("index_out_of_range", "an index can only have a single ellipsis ('...')");
-        ellipsis_seen = true;
-        dim += t->dim() - consumed;
-        break;
-      case Value::Kind::None:
-        fail("unsupported", "indexing with None (unsqueeze) is not supported yet");
-      case Value::Kind::Tensor:
-        // x[idx] with an integer tensor: advanced indexing (IndexBackward0); a 0-d index
-        // is a select (measured: x[torch.tensor(1)] records SelectBackward0).
-        if (indices.size() != 1)
-          fail("unsupported", "indexing with a tensor together with other indices is not supported yet");
-        if (v.t->dtype() == DType::Bool) return Value::tensor(ops::index_with_tensor(cur, v.t));  // a bool mask
-        if (v.t->dim() == 0) {
-          cur = ops::select(cur, dim, static_cast<int64_t>(item(v.t)));
-          break;
-        }
-        return Value::tensor(ops::index_with_tensor(cur, v.t));
-      default:
-        fail("type_error", "only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables are "
-                           "valid indices (got " + type_name(v) + ")");
-    }
-  }
-  // x[...] alone is an alias (AliasBackward0) in PyTorch; not modelled yet.
-  if (cur == t) fail("unsupported", "indexing that selects the whole tensor (x[...]) is not supported yet");
-  return Value::tensor(cur);
+  return interp::tensor_getitem(t, indices);
 }
 
 Value Interpreter::eval_subscript(const Expr& e) {
@@ -1861,11 +1855,17 @@ void Interpreter::finish() {
   std::vector<int64_t> ids;
   for (const auto& w : result_.walks) ids.insert(ids.end(), w.nodes.begin(), w.nodes.end());
   snapshot_nodes(ids);
-  // Gradients of leaves, in creation order.
+  // Gradients of leaves, in creation order, keyed by the name a leaf was declared with in
+  // `tensors` (spec: never another name bound to the same object, `h = x`), else by the name
+  // bound to it (a leaf the program made).
+  std::map<int64_t, std::string> declared;
+  for (size_t i = 0; i < leaves_.size() && i < result_.leaves.size(); ++i)
+    if (leaves_[i]) declared[leaves_[i]->id] = result_.leaves[i].name;
   for (TensorImpl* t : live_tensors()) {
     if (!t->is_leaf() || !t->requires_grad_flag || !t->grad) continue;
     GradRecord g;
-    g.name = label_of(t->id);
+    auto it = declared.find(t->id);
+    g.name = it != declared.end() ? it->second : label_of(t->id);
     g.shape = t->grad->sizes;
     g.dtype = t->grad->dtype();
     if (opt_.keep_values) g.values = display_values(t->grad);

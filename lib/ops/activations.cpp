@@ -17,6 +17,7 @@
 #include "ops/common.hpp"
 #include "ops/double_backward.hpp"
 #include "ops/gelu_f32.hpp"
+#include "ops/inplace_util.hpp"
 #include "ops/softmax_f32.hpp"
 #include "ops/ops.hpp"
 #include "ops/shapes.hpp"
@@ -1232,6 +1233,17 @@ std::vector<Tensor> masked_fill_dbackward(Node& n, const std::vector<Tensor>& g)
 }  // namespace
 
 // ================================================================ public entry points
+
+namespace detail {
+std::optional<UnaryRecipe> activation_recipe(const std::string& name) {
+  for (const UnaryOp* u : {&kAbs, &kSin, &kCos, &kRsqrt})
+    if (name == u->op)
+      return UnaryRecipe{u->op, u->node, u->f, u->backward, unary_dbackward_for(u->node),
+                         u->saves_result ? UnaryRecipe::Saves::Result : UnaryRecipe::Saves::Self, u->int_to_float,
+                         u->device_op};
+  return std::nullopt;
+}
+}  // namespace detail
 
 Tensor abs(const Tensor& a) { return unary_op(a, kAbs); }
 Tensor sin(const Tensor& a) { return unary_op(a, kSin); }

@@ -4,6 +4,7 @@
 #include "ops/activations.hpp"
 #include "ops/common.hpp"
 #include "ops/double_backward.hpp"
+#include "ops/inplace_util.hpp"
 #include "ops/ops.hpp"
 #include "tensor/device_backend.hpp"
 #include "tensor/fast_paths.hpp"
@@ -259,6 +260,14 @@ std::vector<Tensor> reciprocal_dbackward(Node& n, const std::vector<Tensor>& g) 
   return {mul(neg(g[0]), sq)};
 }
 
+
+double negate(double x) { return -x; }
+
+std::optional<UnaryRecipe> arith_recipe(const std::string& name) {
+  if (name != "neg") return std::nullopt;
+  return UnaryRecipe{"neg", "NegBackward0", negate, neg_backward, neg_dbackward, UnaryRecipe::Saves::Nothing, false,
+                     cuda::pw::UnaryOp::Neg};
+}
 
 }  // namespace detail
 

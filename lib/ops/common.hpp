@@ -78,6 +78,10 @@ AttrValue number_attr(const Value& v);
 std::vector<Tensor> add_sub_backward(Node& n, const std::vector<Tensor>& g);
 std::vector<Tensor> mul_backward(Node& n, const std::vector<Tensor>& g);
 std::vector<Tensor> div_backward(Node& n, const std::vector<Tensor>& g);
+std::vector<Tensor> pow_scalar_backward(Node& n, const std::vector<Tensor>& g);
+std::vector<Tensor> pow_scalar_dbackward(Node& n, const std::vector<Tensor>& g);
+std::vector<Tensor> pow_tensor_backward(Node& n, const std::vector<Tensor>& g);
+std::vector<Tensor> pow_tensor_dbackward(Node& n, const std::vector<Tensor>& g);
 // The result of a binary arithmetic op in the promoted dtype (a template: f is inlined
 // into the elementwise loop).
 // `device_op`/`s0`: the same formula as lib/cuda's op code, for operands on cuda.

@@ -71,11 +71,16 @@ void bump(const Tensor& self) {
   emit(e);
 }
 
+// c10::canCast, which in-place ops check the promoted type against: only floating -> integral
+// and non-bool -> bool are refused (measured: a float32 h.add_(d) with d float64 is allowed,
+// d's gradient float64; an int64 i.add_(0.5) and a bool b.add_(1) raise).
 void check_castable(const Tensor& self, const Tensor& other, const std::string& op) {
-  DType rt = kernels::result_type(self, other);
-  if (kernels::promote(rt, self->dtype()) != self->dtype()) {
-    ScenarioError e("dtype_mismatch", "result type " + dtype_name(rt) +
-                                          " can't be cast to the desired output type " + dtype_name(self->dtype()));
+  const DType rt = kernels::result_type(self, other), to = self->dtype();
+  const bool refused = (is_floating(rt) && !is_floating(to) && to != DType::Bool) ||
+                       (is_floating(rt) && to == DType::Bool) || (rt != DType::Bool && to == DType::Bool);
+  if (refused) {
+    ScenarioError e("dtype_mismatch", "result type " + dtype_scalar_name(rt) +
+                                          " can't be cast to the desired output type " + dtype_scalar_name(to));
     e.facts = {{"op", op}};
     throw e;
   }
@@ -151,31 +156,102 @@ void div_(const Tensor& self, const Tensor& other) {
   });
 }
 
-static void pointwise_inplace(const Tensor& self, const std::string& name) {
-  const PointwiseOp* op = find_pointwise(name);
-  OpScope scope(std::string(op->op) + "_");
+namespace detail {
+
+void unary_inplace(const Tensor& self, const UnaryRecipe& op) {
+  OpScope scope(std::string(op.op) + "_");
   check_no_internal_overlap(self);
   check_inplace_allowed(self);
-  Shared<autograd::Node> node =
-      needs_grad({&self}) ? make_node(op->node, op->backward, {self}) : nullptr;
+  if (op.float_only && !is_floating(self->dtype())) {
+    ScenarioError e("dtype_mismatch", "result type Float can't be cast to the desired output type " +
+                                          dtype_scalar_name(self->dtype()));
+    e.facts = {{"op", std::string(op.op) + "_"}};
+    throw e;
+  }
+  const bool grad = needs_grad({&self});
+  // original_self = self.clone(), before the node: the clone records CloneBackward0.
+  Tensor original = grad && op.saves == UnaryRecipe::Saves::Self ? clone(self) : nullptr;
+  Shared<autograd::Node> node = grad ? make_node(op.node, op.backward, {self}) : nullptr;
   // torch 1.13 records the out-of-place node (h.exp_() -> ExpBackward0), whose double
   // backward is the same (measured: ThresholdBackwardBackward0 under relu_'s gradient).
-  if (node) node->differentiable_backward = pointwise_dbackward(*op);
+  if (node) node->differentiable_backward = op.dbackward;
+  if (node && original) node->save_input("self", original);
   if (kernels::device::on_device(self))
-    kernels::device::unary_inplace(op->device_op, self);
+    kernels::device::unary_inplace(op.device_op, self);
   else
-    kernels::unary_inplace(self, op->f);
+    kernels::unary_inplace(self, op.f);
   bump(self);
-  if (node) {
-    record_history(self, node);
-    // The saved result is the edited tensor at its new version (SUMMARY: relu_ saves a
-    // result sharing storage with h, and its _version is 1).
-    node->save_output("result", self, 0);
-    // On a view, torch 1.13 saves it with is_inplace_on_view: the view's new grad_fn
-    // (AsStridedBackward0), held weakly, is what unpacking it gives while the view lives.
-    if (self->is_view() && !node->saved.empty() && node->saved.back().var.defined)
-      node->saved.back().var.hooked_state().inplace_view_grad_fn = self->grad_fn;
+  if (!node) return;
+  record_history(self, node);
+  if (op.saves != UnaryRecipe::Saves::Result) return;
+  // The saved result is the edited tensor at its new version (SUMMARY: relu_ saves a
+  // result sharing storage with h, and its _version is 1).
+  node->save_output("result", self, 0);
+  // On a view, torch 1.13 saves it with is_inplace_on_view: the view's new grad_fn
+  // (AsStridedBackward0), held weakly, is what unpacking it gives while the view lives.
+  if (self->is_view() && !node->saved.empty() && node->saved.back().var.defined)
+    node->saved.back().var.hooked_state().inplace_view_grad_fn = self->grad_fn;
+}
+
+}  // namespace detail
+
+void unary_inplace_named(const Tensor& self, const std::string& name) {
+  std::optional<UnaryRecipe> r = pointwise_recipe(name);
+  if (!r) r = activation_recipe(name);
+  if (!r) r = arith_recipe(name);
+  if (!r) throw std::logic_error("unary_inplace_named: no recipe for " + name);
+  unary_inplace(self, *r);
+}
+
+static void pointwise_inplace(const Tensor& self, const std::string& name) { unary_inplace_named(self, name); }
+
+// x.pow_(e): PowBackward0 (a number e: saves e and a clone of the old self) or PowBackward1
+// (a tensor e, edges (self, e): saves e, a clone of the old self and the result, which is
+// self after the edit). Measured: x.pow_(w) saves _saved_result on x's storage at version 1.
+void pow_(const Tensor& self, const Value& exponent) {
+  const bool tensor_exponent = exponent.kind == Value::Kind::Tensor;
+  const Tensor exp_t = tensor_exponent ? exponent.t : nullptr;
+  OpScope scope("pow_");
+  check_no_internal_overlap(self);
+  check_inplace_allowed(self);
+  if (tensor_exponent) {
+    check_castable(self, exp_t, "pow_");
+    kernels::broadcast_shapes(self->sizes, exp_t->sizes, "pow_");
+  } else if (!is_floating(self->dtype()) && exponent.kind == Value::Kind::Float) {
+    ScenarioError e("dtype_mismatch", "result type Float can't be cast to the desired output type " +
+                                          dtype_scalar_name(self->dtype()));
+    e.facts = {{"op", "pow_"}};
+    throw e;
   }
+  const bool grad = tensor_exponent ? needs_grad({&self, &exp_t}) : needs_grad({&self});
+  Tensor original = grad ? clone(self) : nullptr;
+  Shared<autograd::Node> node;
+  if (grad && tensor_exponent) {
+    node = make_node("PowBackward1", pow_tensor_backward, {self, exp_t});
+    node->differentiable_backward = pow_tensor_dbackward;
+    node->save_input("exponent", exp_t);
+  } else if (grad) {
+    node = make_node("PowBackward0", pow_scalar_backward, {self});
+    node->differentiable_backward = pow_scalar_dbackward;
+    node->save_attr("exponent", number_attr(exponent));
+  }
+  if (tensor_exponent) {
+    if (kernels::device::any_on_device({&self, &exp_t}))
+      kernels::device::binary_inplace(BinaryOp::Pow, self, exp_t, 1);
+    else
+      kernels::binary_inplace(self, exp_t, [](double x, double y) { return std::pow(x, y); }, "pow_");
+  } else {
+    const double e = exponent.number();
+    if (kernels::device::on_device(self))
+      kernels::device::unary_inplace(cuda::pw::UnaryOp::PowScalar, self, e);
+    else
+      kernels::unary_inplace(self, [e](double x) { return std::pow(x, e); });
+  }
+  bump(self);
+  if (!node) return;
+  record_history(self, node);
+  if (tensor_exponent) node->save_output("result", self, 0);
+  node->save_input("self", original);
 }
 
 void relu_(const Tensor& self) { pointwise_inplace(self, "relu"); }

@@ -6,7 +6,10 @@
 #pragma once
 #include <string>
 
+#include <optional>
+
 #include "autograd/node.hpp"
+#include "tensor/device_kernels.hpp"
 #include "tensor/tensor.hpp"
 
 namespace agtrace::ops::detail {
@@ -22,5 +25,27 @@ void record_history(const Tensor& self, const Shared<autograd::Node>& node);
 void bump(const Tensor& self);
 // PyTorch's "result type X can't be cast to the desired output type Y".
 void check_castable(const Tensor& self, const Tensor& other, const std::string& op);
+
+// What the in-place form of a unary op records (VariableType's in-place kernels, 1.13): the
+// out-of-place op's node over self's previous history, saving a clone of self made before
+// the edit when the formula reads self (measured: x.sin_() saves `_saved_self` with
+// grad_fn CloneBackward0, its own storage, version 0), or self itself after the edit when it
+// reads the result (x.sqrt_() saves `_saved_result` on x's storage at version 1).
+struct UnaryRecipe {
+  enum class Saves { Nothing, Self, Result };
+  const char* op;    // "sin"
+  const char* node;  // "SinBackward0"
+  double (*f)(double);
+  autograd::BackwardFn backward;
+  autograd::BackwardFn dbackward;  // create_graph=True formula; null where not written
+  Saves saves;
+  bool float_only;  // an integer self cannot hold the result (x.sin_() on int64 raises)
+  cuda::pw::UnaryOp device_op;
+};
+void unary_inplace(const Tensor& self, const UnaryRecipe& recipe);
+// The recipes, from the files of the out-of-place ops.
+std::optional<UnaryRecipe> pointwise_recipe(const std::string& op);   // unary.cpp: exp log sqrt tanh sigmoid relu
+std::optional<UnaryRecipe> activation_recipe(const std::string& op);  // activations.cpp: abs sin cos rsqrt
+std::optional<UnaryRecipe> arith_recipe(const std::string& op);       // arith.cpp: neg
 
 }  // namespace agtrace::ops::detail

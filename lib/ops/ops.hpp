@@ -64,5 +64,9 @@ void exp_(const Tensor& self);
 void sigmoid_(const Tensor& self);
 void tanh_(const Tensor& self);
 void zero_(const Tensor& self);
+// The in-place form of a unary op by its name ("sin" for x.sin_()): exp log sqrt tanh
+// sigmoid relu abs sin cos rsqrt neg.
+void unary_inplace_named(const Tensor& self, const std::string& name);
+void pow_(const Tensor& self, const Value& exponent);  // a number or a tensor exponent
 
 }  // namespace agtrace::ops

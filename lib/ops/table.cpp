@@ -5,6 +5,7 @@
 
 #include "autograd/grad_mode.hpp"
 #include "errors.hpp"
+#include "ops/indexing.hpp"
 #include "ops/ops.hpp"
 #include "tensor/device_backend.hpp"
 #include "tensor/kernels.hpp"
@@ -243,6 +244,48 @@ Value impl_exp_(Args& a, Runtime&) { exp_(a.tensor("self")); return a.get("self"
 Value impl_sigmoid_(Args& a, Runtime&) { sigmoid_(a.tensor("self")); return a.get("self"); }
 Value impl_tanh_(Args& a, Runtime&) { tanh_(a.tensor("self")); return a.get("self"); }
 Value impl_zero_(Args& a, Runtime&) { zero_(a.tensor("self")); return a.get("self"); }
+// x.sin_(), torch.sin_(x), ...: the op's name is the spelling's last part less its "_".
+Value impl_unary_inplace(Args& a, Runtime&) {
+  const std::string name = a.fn.substr(a.fn.rfind('.') + 1);
+  unary_inplace_named(a.tensor("self"), name.substr(0, name.size() - 1));
+  return a.get("self");
+}
+Value impl_pow_(Args& a, Runtime&) {
+  const Value& e = a.get("exponent");
+  if (e.kind != Value::Kind::Tensor && !e.is_number())
+    throw ScenarioError("type_error", "pow_() received an invalid combination of arguments - got (" + type_name(e) + ")");
+  pow_(a.tensor("self"), e);
+  return a.get("self");
+}
+Value impl_copy_(Args& a, Runtime&) {
+  copy_(a.tensor("self"), a.tensor("src"));
+  return a.get("self");
+}
+Value impl_fill_(Args& a, Runtime&) {
+  const Value& v = a.get("value");
+  if (v.kind == Value::Kind::Tensor)
+    fill_tensor_(a.tensor("self"), v.t);
+  else if (v.is_number())
+    fill_number_(a.tensor("self"), v);
+  else
+    throw ScenarioError("type_error", "fill_() received an invalid combination of arguments - got (" + type_name(v) + ")");
+  return a.get("self");
+}
+// Tensor.index_put_(indices, values, accumulate=False): indices a tuple of tensors (None for
+// a dim left alone), as aten::index_put_ takes them.
+Value impl_index_put_(Args& a, Runtime&) {
+  const Value& list = a.get("indices");
+  if (list.kind != Value::Kind::Tuple && list.kind != Value::Kind::List)
+    throw ScenarioError("type_error", "index_put_(): argument 'indices' must be tuple of Tensors, not " + type_name(list));
+  std::vector<Tensor> indices;
+  for (const Value& v : list.items) {
+    if (v.kind == Value::Kind::None) indices.push_back(nullptr);
+    else if (v.kind == Value::Kind::Tensor) indices.push_back(v.t);
+    else throw ScenarioError("type_error", "index_put_(): argument 'indices' must be tuple of Tensors, not " + type_name(v));
+  }
+  index_put_(a.tensor("self"), indices, a.tensor("values"), a.flag("accumulate"));
+  return a.get("self");
+}
 
 bool retain_flag(const Args& a, bool create_graph) {
   // retain_graph defaults to create_graph (torch.autograd.backward).
@@ -534,6 +577,30 @@ std::vector<OpEntry> core_ops() {
       {"sigmoid_", {"Tensor.sigmoid_", "torch.sigmoid_"}, "(self)", "inplace", "SigmoidBackward0", "result", impl_sigmoid_, {}},
       {"tanh_", {"Tensor.tanh_", "torch.tanh_"}, "(self)", "inplace", "TanhBackward0", "result", impl_tanh_, {}},
       {"zero_", {"Tensor.zero_"}, "(self)", "inplace", "ZeroBackward0", "nothing", impl_zero_, {}},
+      {"sin_", {"Tensor.sin_", "torch.sin_"}, "(self)", "inplace", "SinBackward0",
+       "self: a clone of the old self (CloneBackward0, its own storage)", impl_unary_inplace, {}},
+      {"cos_", {"Tensor.cos_", "torch.cos_"}, "(self)", "inplace", "CosBackward0", "self: a clone of the old self",
+       impl_unary_inplace, {}},
+      {"abs_", {"Tensor.abs_", "torch.abs_"}, "(self)", "inplace", "AbsBackward0", "self: a clone of the old self",
+       impl_unary_inplace, {}},
+      {"log_", {"Tensor.log_", "torch.log_"}, "(self)", "inplace", "LogBackward0", "self: a clone of the old self",
+       impl_unary_inplace, {}},
+      {"sqrt_", {"Tensor.sqrt_", "torch.sqrt_"}, "(self)", "inplace", "SqrtBackward0", "result (the edited tensor)",
+       impl_unary_inplace, {}},
+      {"rsqrt_", {"Tensor.rsqrt_", "torch.rsqrt_"}, "(self)", "inplace", "RsqrtBackward0", "result (the edited tensor)",
+       impl_unary_inplace, {}},
+      {"neg_", {"Tensor.neg_", "torch.neg_"}, "(self)", "inplace", "NegBackward0", "nothing", impl_unary_inplace, {}},
+      {"pow_", {"Tensor.pow_"}, "(self, exponent)", "inplace", "PowBackward0 / PowBackward1",
+       "a number: exponent and a clone of the old self; a tensor: exponent, result (the edited tensor), a clone of "
+       "the old self",
+       impl_pow_, {}},
+      {"copy_", {"Tensor.copy_"}, "(self, src, non_blocking=False)", "inplace", "CopyBackwards",
+       "nothing; edges (self, src): self gets zeros, src the gradient in its dtype, reduced to its shape", impl_copy_, {}},
+      {"fill_", {"Tensor.fill_"}, "(self, value)", "inplace", "FillBackward2 / FillBackward3",
+       "nothing; a Python number FillBackward2 (one edge), a 0-d tensor FillBackward3 (edges self, value: grad.sum())",
+       impl_fill_, {}},
+      {"index_put_", {"Tensor.index_put_"}, "(self, indices, values, accumulate=False)", "inplace", "IndexPutBackward0",
+       "indices (the list, None entries included), accumulate; edges (self, values)", impl_index_put_, {}},
       // ---- autograd
       {"backward", {"Tensor.backward"}, "(self, gradient=None, retain_graph=None, create_graph=False, inputs=None)",
        "autograd", none, "runs the graph; frees saved values unless retain_graph=True", impl_backward, {}},

@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "ops/common.hpp"
+#include "ops/inplace_util.hpp"
 #include "ops/double_backward.hpp"
 #include "ops/ops.hpp"
 #include "tensor/device_backend.hpp"
@@ -192,6 +193,13 @@ const PointwiseOp* find_pointwise(const std::string& name) {
 }
 // The in-place forms (h.exp_(), h.relu_(), ...) record the same nodes, so they share these.
 autograd::BackwardFn pointwise_dbackward(const PointwiseOp& op) { return differentiable_for(op); }
+std::optional<UnaryRecipe> pointwise_recipe(const std::string& name) {
+  const PointwiseOp* p = find_pointwise(name);
+  if (!p) return std::nullopt;
+  return UnaryRecipe{p->op, p->node, p->f, p->backward, differentiable_for(*p),
+                     p->saves_result ? UnaryRecipe::Saves::Result : UnaryRecipe::Saves::Self, p->float_only,
+                     p->device_op};
+}
 }  // namespace detail
 
 }  // namespace agtrace::ops

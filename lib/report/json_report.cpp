@@ -1,3 +1,4 @@
+#include <cmath>
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -15,6 +16,18 @@ namespace agtrace {
 using ojson = nlohmann::ordered_json;
 
 namespace {
+
+// Element values for JSON, which has no infinities or NaN: those are the strings "inf",
+// "-inf" and "nan" (the scenario format's rule, everywhere in the report).
+ojson values_json(const std::vector<double>& values) {
+  ojson out = ojson::array();
+  for (double v : values) {
+    if (std::isnan(v)) out.push_back("nan");
+    else if (std::isinf(v)) out.push_back(v > 0 ? "inf" : "-inf");
+    else out.push_back(v);
+  }
+  return out;
+}
 
 ojson saved_json(const SavedSnapshot& s, bool) {
   ojson j;
@@ -354,7 +367,7 @@ ojson build_report(const RunResult& r, bool with_values, bool streamed) {
   ojson grads = ojson::object();
   for (const auto& g : r.grads) {
     ojson gj{{"shape", g.shape}, {"dtype", dtype_name(g.dtype)}};
-    if (with_values) gj["values"] = g.values;
+    if (with_values) gj["values"] = values_json(g.values);
     grads[g.name] = gj;
   }
   j["grads"] = grads;
@@ -382,7 +395,7 @@ ojson build_report(const RunResult& r, bool with_values, bool streamed) {
   for (const auto& l : r.leaves) {
     ojson lj{{"name", l.name}, {"shape", l.shape}, {"dtype", dtype_name(l.dtype)},
              {"requires_grad", l.requires_grad}, {"bytes", l.bytes}};
-    if (with_values) lj["values"] = l.values;
+    if (with_values) lj["values"] = values_json(l.values);
     leaves.push_back(lj);
   }
   j["leaves"] = leaves;

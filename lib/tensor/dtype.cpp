@@ -33,6 +33,11 @@ std::string dtype_tensor_type(DType d) {
   return "?";
 }
 
+std::string dtype_scalar_name(DType d) {
+  const std::string t = dtype_tensor_type(d);
+  return t.substr(0, t.size() - std::string("Tensor").size());
+}
+
 std::optional<DType> parse_dtype(const std::string& name) {
   for (DType d : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16, DType::Int64,
                   DType::Bool})

@@ -14,6 +14,8 @@ std::string dtype_name(DType d);
 std::string dtype_torch_name(DType d);
 // "FloatTensor", as PyTorch's version error names a tensor type.
 std::string dtype_tensor_type(DType d);
+// The scalar type's name in ATen's messages: Float, Double, Half, BFloat16, Long, Bool.
+std::string dtype_scalar_name(DType d);
 std::optional<DType> parse_dtype(const std::string& name);
 // Bytes per element (inline: lib/cuda's plugin uses it without agtrace_lib).
 inline int64_t dtype_size(DType d) {

@@ -164,6 +164,23 @@ TEST_CASE("validate parses without running", "[cli]") {
   CHECK(r.out.find("valid scenario") != std::string::npos);
 }
 
+TEST_CASE("validate names every call agtrace lacks, without running, and exits 2", "[cli]") {
+  const std::string dir = temp_dir();
+  auto path = write_scenario(dir, R"JSON({"name": "t", "tensors": {"x": {"shape": [2]}},
+      "program": ["y = x.rleu()", {"try": ["z = torch.rleu(x) + F.gelu(x).sum()"]}, "w = torch.nn.functional.nope(x)",
+                  "print(y.grad_fn.name(), float('inf'))"]})JSON");
+  auto r = run_agtrace("validate " + path);
+  CHECK(r.status == 2);
+  CHECK(r.out.empty());
+  CHECK(r.err.find("/program/0: statement 0, column 5: 'Tensor.rleu' is not an operation agtrace supports; did you "
+                   "mean 'Tensor.relu'?") != std::string::npos);
+  CHECK(r.err.find("/program/1/try/0: statement 1, column 5: 'torch.rleu'") != std::string::npos);
+  CHECK(r.err.find("'F.nope'") != std::string::npos);
+  CHECK(r.err.find("F.gelu") == std::string::npos);
+  CHECK(r.err.find("name") == std::string::npos);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("unknown names get a suggestion", "[cli]") {
   const std::string dir = temp_dir();
   auto path = write_scenario(dir, R"JSON({"name": "t", "tensors": {"x": {"shape": [2]}},
@@ -183,7 +200,7 @@ TEST_CASE("every scenario's DOT renders with Graphviz without complaint", "[cli]
   for (const auto& e : fs::directory_iterator(source_dir() + "/scenarios")) {
     if (e.path().extension() != ".json") continue;
     const std::string dot = dir + "/" + e.path().stem().string() + ".dot";
-    auto r = run_agtrace("run " + e.path().string() + " -o /dev/null --dot " + dot);
+    auto r = run_agtrace("run " + e.path().string() + " -o " + dir + "/report.txt --dot " + dot);
     INFO(e.path().string());
     REQUIRE((r.status == 0 || r.status == 3));
     auto svg = run_shell("dot -Tsvg " + dot + " -o " + dir + "/out.svg");
@@ -201,7 +218,7 @@ TEST_CASE("DOT escapes quotes and backslashes in names", "[cli][dot]") {
   auto path = write_scenario(dir, R"JSON({"name": "t", "description": "a \"quoted\" \\ name",
                                        "tensors": {"x": {"shape": [2], "requires_grad": true}},
                                        "program": ["y = x.exp().sum()", "print('a\"b')"]})JSON");
-  auto r = run_agtrace("run " + path + " -o /dev/null --dot " + dir + "/g.dot");
+  auto r = run_agtrace("run " + path + " -o " + dir + "/report.txt --dot " + dir + "/g.dot");
   REQUIRE(r.status == 0);
   auto svg = run_shell("dot -Tsvg " + dir + "/g.dot -o " + dir + "/g.svg");
   CHECK(svg.status == 0);

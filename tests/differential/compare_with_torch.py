@@ -40,7 +40,7 @@ except ImportError:  # pragma: no cover - depends on the interpreter
 # scripts it writes: one implementation for both.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "tools"))
 from torch_runner import (  # noqa: E402
-    DTYPES, classify_error, flatten_program, root_labels, run_scenario, run_twice, unsupported_block)
+    DTYPES, classify_error, flatten_program, json_to_number, root_labels, run_scenario, run_twice, unsupported_block)
 
 
 # ---------------------------------------------------------------------------------------
@@ -72,10 +72,7 @@ PRINT_FLOAT_RTOL, PRINT_FLOAT_ATOL = 1e-5, 1e-6
 
 
 def close(a, b, rtol, atol):
-    if a is None:
-        a = float("nan")
-    if b is None:
-        b = float("nan")
+    a, b = json_to_number(a), json_to_number(b)
     if math.isnan(a) or math.isnan(b):
         return math.isnan(a) and math.isnan(b)
     if math.isinf(a) or math.isinf(b):
@@ -284,6 +281,7 @@ def check_leaf_inits(scenario, report):
         values = leaf.get("values")
         if values is None or report.get("device") == "meta":
             continue
+        values = [json_to_number(v) for v in values]
         dtype = DTYPES[dtype_name]
         shape = spec.get("shape", [])
         numel = 1
@@ -324,13 +322,13 @@ def check_leaf_inits(scenario, report):
                 scale = max(abs(arg[0]), abs(arg[1]), 1e-30)
             elif k in ("uniform", "randint"):
                 lo, hi = arg
-                out = [v for v in values if v is None or not (lo <= v <= hi)]
+                out = [v for v in values if not (lo <= v <= hi)]
                 if k == "randint":
-                    out += [v for v in values if v is not None and (v != int(v) or v >= hi)]
+                    out += [v for v in values if math.isfinite(v) and (v != int(v) or v >= hi)]
                 if out:
                     diffs.append("leaf %s init %s: values out of range, e.g. %r" % (name, k, out[0]))
             elif k == "normal":
-                out = [v for v in values if v is None or math.isnan(v) or math.isinf(v)]
+                out = [v for v in values if math.isnan(v) or math.isinf(v)]
                 if out:
                     diffs.append("leaf %s init normal: non-finite value %r" % (name, out[0]))
         if expected is None:

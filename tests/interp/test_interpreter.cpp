@@ -373,3 +373,18 @@ TEST_CASE("saved scalars in snapshots keep each value's own repr", "[interp]") {
   CHECK(std::vector<std::string>(alphas.begin(), alphas.begin() + 5) ==
         std::vector<std::string>{"2", "0.0", "-0.0", "2", "2.0"});
 }
+
+TEST_CASE("float(), int() and bool() convert as Python does, float('inf') included", "[interp]") {
+  auto r = run_text(scenario(R"JSON([
+    "print(float('inf'), float('-inf'), float('nan'), float(' -Infinity '), float('1.5'), float(2), float(True))",
+    "print(int(2.7), int(-2.7), int('12'), int(x.sum() > 5), bool(0), bool('a'), bool(x[0, 0]))",
+    "y = x.masked_fill(x > 0, float('-inf'))", "print(y.max().item())",
+    {"try": ["float('abc')"]}, {"try": ["int(float('nan'))"]}, {"try": ["bool(x)"]}
+  ])JSON"));
+  REQUIRE(r.printed.size() == 3);
+  CHECK(r.printed[0] == "inf -inf nan -inf 1.5 2.0 1.0");
+  CHECK(r.printed[1] == "2 -2 12 0 False True True");
+  CHECK(r.printed[2] == "-0.19999998807907104");
+  REQUIRE(r.errors.size() == 3);
+  for (const auto& e : r.errors) CHECK(e.kind == "type_error");
+}
