@@ -69,4 +69,11 @@ void zero_(const Tensor& self);
 void unary_inplace_named(const Tensor& self, const std::string& name);
 void pow_(const Tensor& self, const Value& exponent);  // a number or a tensor exponent
 
+// In-place view ops (inplace_views.cpp): the tensor's own geometry or autograd state changes.
+void t_(const Tensor& self);
+void transpose_(const Tensor& self, int64_t dim0, int64_t dim1);
+void unsqueeze_(const Tensor& self, int64_t dim);
+void squeeze_(const Tensor& self, std::optional<int64_t> dim);
+void detach_(const Tensor& self);
+
 }  // namespace agtrace::ops

@@ -257,6 +257,28 @@ Value impl_pow_(Args& a, Runtime&) {
   pow_(a.tensor("self"), e);
   return a.get("self");
 }
+Value impl_t_(Args& a, Runtime&) {
+  t_(a.tensor("self"));
+  return a.get("self");
+}
+Value impl_transpose_(Args& a, Runtime&) {
+  transpose_(a.tensor("self"), a.integer("dim0"), a.integer("dim1"));
+  return a.get("self");
+}
+Value impl_unsqueeze_(Args& a, Runtime&) {
+  unsqueeze_(a.tensor("self"), a.integer("dim"));
+  return a.get("self");
+}
+Value impl_squeeze_(Args& a, Runtime&) {
+  std::optional<int64_t> dim;
+  if (a.given("dim")) dim = a.integer("dim");
+  squeeze_(a.tensor("self"), dim);
+  return a.get("self");
+}
+Value impl_detach_(Args& a, Runtime&) {
+  detach_(a.tensor("self"));
+  return a.get("self");
+}
 Value impl_copy_(Args& a, Runtime&) {
   copy_(a.tensor("self"), a.tensor("src"));
   return a.get("self");
@@ -594,6 +616,15 @@ std::vector<OpEntry> core_ops() {
        "a number: exponent and a clone of the old self; a tensor: exponent, result (the edited tensor), a clone of "
        "the old self",
        impl_pow_, {}},
+      {"t_", {"Tensor.t_"}, "(self)", "inplace", "TBackward1", "nothing; the tensor's own sizes and strides change",
+       impl_t_, {}},
+      {"transpose_", {"Tensor.transpose_", "Tensor.swapaxes_", "Tensor.swapdims_"}, "(self, dim0, dim1)", "inplace",
+       "TransposeBackward1", "dim0, dim1", impl_transpose_, {}},
+      {"unsqueeze_", {"Tensor.unsqueeze_"}, "(self, dim)", "inplace", "UnsqueezeBackward1", "dim", impl_unsqueeze_, {}},
+      {"squeeze_", {"Tensor.squeeze_"}, "(self, dim=None)", "inplace", "SqueezeBackward2 / SqueezeBackward3",
+       "self_sizes (no dim); dim and self_sizes", impl_squeeze_, {}},
+      {"detach_", {"Tensor.detach_"}, "(self)", "inplace", none,
+       "no node: grad_fn and requires_grad dropped, no version bump; a view raises", impl_detach_, {}},
       {"copy_", {"Tensor.copy_"}, "(self, src, non_blocking=False)", "inplace", "CopyBackwards",
        "nothing; edges (self, src): self gets zeros, src the gradient in its dtype, reduced to its shape", impl_copy_, {}},
       {"fill_", {"Tensor.fill_"}, "(self, value)", "inplace", "FillBackward2 / FillBackward3",

@@ -80,6 +80,7 @@ const std::map<std::string, std::vector<std::string>>& sweep() {
       {"pow_", {"h = y * 1.0", "h.pow_(2.5)", "g = y * 1.0", "g.pow_(x)", "s = (h * x + g).sum()"}},
       {"copy_", {"h = x * 1.0", "h.copy_(y * 2.0)", "h[1].copy_(v)", "s = (h * x).sum()"}},
       {"fill_", {"h = x * 1.0", "h.fill_(0.5)", "h[0].fill_(v[1])", "s = (h * y).sum()"}},
+      {"detach_", {"h = x * 1.0", "h.detach_()", "s = (h * y).sum()"}},
       {"backward", {"r = (x ** 2 * y).sum()", "r.backward(retain_graph=True)", "s = r * 1.0"}},
       {"grad", {"g, = torch.autograd.grad((x ** 3 * y).sum(), [x], create_graph=True)", "s = (g * y).sum()"}},
       {"requires_grad_", {"d = x.detach() * 2.0", "d.requires_grad_()", "s = (d ** 2 * y).sum()"}},
@@ -168,6 +169,10 @@ const std::map<std::string, std::string>& checked_elsewhere() {
 const std::map<std::string, std::vector<std::string>>& no_cuda_route() {
   static const std::map<std::string, std::vector<std::string>> m = {
       {"index_put_", {"h = x * 1.0", "h.index_put_((i,), v)", "s = h.sum()"}},
+      {"t_", {"h = x * 1.0", "h.t_()", "s = h.sum()"}},
+      {"transpose_", {"h = x * 1.0", "h.transpose_(0, 1)", "s = h.sum()"}},
+      {"unsqueeze_", {"h = x * 1.0", "h.unsqueeze_(0)", "s = h.sum()"}},
+      {"squeeze_", {"h = x.unsqueeze(0) * 1.0", "h.squeeze_()", "s = h.sum()"}},
   };
   return m;
 }

@@ -164,3 +164,20 @@ TEST_CASE("a second backward fails at a node that saved a tensor its formula doe
   REQUIRE(r.errors.size() == 1);
   CHECK(r.errors[0].kind == "saved_tensors_freed");
 }
+
+TEST_CASE("in-place view ops give the tensor itself their node and new geometry, no CopySlices", "[setitem]") {
+  auto r = run_text(scenario(R"JSON(["h = x * 2", "w = h[0:2]", "w.t_()",
+      "print(w.grad_fn.name(), h.grad_fn.name(), w.shape, w._version)",
+      "u = x * 1", "u.unsqueeze_(1)", "print(u.grad_fn.name(), u.shape)", "u.squeeze_(1)",
+      "print(u.grad_fn.name(), u.grad_fn._saved_dim, u.shape)",
+      "(w * w).sum().backward()", {"try": ["v.detach_()"]}, "d = x * 1", "d[0].detach_()"])JSON"), true);
+  CHECK(r.printed == std::vector<std::string>{"TBackward1 MulBackward0 torch.Size([4, 2]) 1",
+                                              "UnsqueezeBackward1 torch.Size([3, 1, 4])",
+                                              "SqueezeBackward3 1 torch.Size([3, 4])"});
+  const auto* gx = grad_of(r, "x");
+  REQUIRE(gx);  // d/dx sum((2x)^2) over the first two rows: 8x there, 0 in the last row
+  CHECK(gx->values == std::vector<double>{0, 8, 16, 24, 32, 40, 48, 56, 0, 0, 0, 0});
+  REQUIRE(r.errors.size() == 1);  // v is a leaf: detach_ is allowed; d[0] is a view
+  CHECK(r.errors[0].kind == "view_inplace");
+  CHECK(r.errors[0].statement == 12);
+}
