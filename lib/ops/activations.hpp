@@ -94,6 +94,15 @@ struct ReducePlan {
 };
 ReducePlan plan_reduce(const Shape& sizes, const std::vector<int64_t>& dims, bool keepdim);
 
+// Records MaxBackward1 / MinBackward1 (`name`) for r = a.max() / a.min(): the same
+// evenly_distribute_backward (derivatives.yaml), saving result and self.
+void record_extreme_all(const char* name, const Tensor& r, const Tensor& a);
+// Records MaxBackward0 / MinBackward0 for (values, indices) = a.max(dim) / a.min(dim): the
+// same value_selecting_reduction_backward, saving dim (as written), indices (the returned
+// object), keepdim, self_sizes.
+void record_extreme_dim(const char* name, const Tensor& values, const Tensor& indices, const Tensor& a, int64_t dim,
+                        bool keepdim);
+
 }  // namespace act_detail
 
 }  // namespace agtrace::ops

@@ -105,8 +105,8 @@ Value impl_max(Args& a, Runtime&) {
     return T(max_all(x));
   }
   auto [values, indices] = max_dim(x, a.integer("dim"), a.flag("keepdim"));
-  // torch.return_types.max(values, indices): unpacks as a tuple.
-  return Value::tuple({T(values), T(indices)});
+  // torch.return_types.max(values, indices): unpacks as a tuple, has .values and .indices.
+  return Value::return_type("max", T(values), T(indices));
 }
 
 Value impl_amax(Args& a, Runtime&) {

@@ -98,6 +98,10 @@ const std::map<std::string, std::vector<std::string>>& sweep() {
       {"softmax", {"s = (torch.softmax(x, -1) * y).sum() + (F.softmax(x, dim=0) * y).sum()"}},
       {"log_softmax", {"s = (torch.log_softmax(x, 1) * y).sum() + (F.log_softmax(B, dim=0) ** 2).sum()"}},
       {"max", {"values, idx = x.max(dim=1)", "s = (values * y[0, :3]).sum() + x.max() + torch.max(x, 0, keepdim=True)[0].sum()"}},
+      {"min", {"values, idx = x.min(dim=1)", "s = (values * y[0, :3]).sum() + x.min() + torch.min(x, 0, keepdim=True)[0].sum() + x.min(1).values.sum()"}},
+      {"argmax", {"print(x.argmax(1).sum().item(), x.argmax().item(), x.argmax(dim=0, keepdim=True).sum().item())", "s = (x * y).sum()"}},
+      {"argmin", {"print(x.argmin(1).sum().item(), torch.argmin(x).item(), B.argmin(2).sum().item())", "s = (x * y).sum()"}},
+      {"square", {"s = (x.square() * y).sum() + torch.square(v).sum()"}},
       {"amax", {"s = (x.amax(1) * v[:3]).sum() + (torch.amax(B, 0) ** 2).sum()"}},
       {"var", {"s = x.var() + (x.var(1) * v[:3]).sum() + torch.var(x, 0, keepdim=True).sum()"}},
       {"norm", {"s = x.norm() + (x.norm(dim=1) * v[:3]).sum() + torch.norm(B, dim=0, keepdim=True).sum()"}},
@@ -147,6 +151,18 @@ const std::map<std::string, std::string>& checked_elsewhere() {
   static const std::map<std::string, std::string> m = {
       {"cuda", "test_device.cpp: x.cuda() / x.cpu() record ToCopyBackward0 where the CPU has no node"},
       {"cpu", "test_device.cpp: x.cuda() / x.cpu() record ToCopyBackward0 where the CPU has no node"},
+      {"cumsum", "test_device_more.cpp: no cuda kernel, raises unsupported naming the op"},
+      {"prod", "test_device_more.cpp: no cuda kernel, raises unsupported naming the op"},
+      {"logsumexp", "test_device_more.cpp: no cuda kernel, raises unsupported naming the op"},
+      {"log1p", "test_device_more.cpp: no cuda kernel, raises unsupported naming the op"},
+      {"expm1", "test_device_more.cpp: no cuda kernel, raises unsupported naming the op"},
+      {"softplus", "test_device_more.cpp: no cuda kernel, raises unsupported naming the op"},
+      {"elu", "test_device_more.cpp: no cuda kernel, raises unsupported naming the op"},
+      {"selu", "test_device_more.cpp: no cuda kernel, raises unsupported naming the op"},
+      {"hardtanh", "test_device_more.cpp: no cuda kernel, raises unsupported naming the op"},
+      {"relu6", "test_device_more.cpp: no cuda kernel, raises unsupported naming the op"},
+      {"threshold", "test_device_more.cpp: no cuda kernel, raises unsupported naming the op"},
+      {"logsigmoid", "test_device_more.cpp: no cuda kernel, raises unsupported naming the op"},
   };
   return m;
 }

@@ -1,0 +1,52 @@
+// Further reductions, pointwise functions and activations (reduce_more.cpp,
+// pointwise_more.cpp), listed by table_more.cpp.
+//
+// Each function records the node PyTorch 1.13 records, with the same name, next_functions
+// and saved values (measured with /usr/bin/python3 and torch 1.13: type(node).__name__,
+// dir(node), `_saved_self is x`), and computes the result; the backward formula
+// (tools/autograd/derivatives.yaml) sits beside the forward.
+#pragma once
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "interp/value.hpp"
+#include "tensor/tensor.hpp"
+
+namespace agtrace::ops {
+
+// ---- reductions (reduce_more.cpp)
+Tensor min_all(const Tensor& a);  // MinBackward1: result, self
+// x.min(dim): (values, indices). MinBackward0: dim, indices (the returned object), keepdim, self_sizes.
+std::pair<Tensor, Tensor> min_dim(const Tensor& a, int64_t dim, bool keepdim);
+// argmax / argmin (no node: an int64 result). dim nullopt: the index into the flattened
+// tensor (keepdim gives every dim size 1). Ties and NaN: the first one (measured).
+Tensor arg_extreme(const Tensor& a, std::optional<int64_t> dim, bool keepdim, bool is_max);
+// cumsum(dim): CumsumBackward0 saves dim (as written). Integer and bool inputs give int64.
+Tensor cumsum(const Tensor& a, int64_t dim);
+// prod() (ProdBackward0: result, self) and prod(dim, keepdim) (ProdBackward1: dim,
+// keepdim, result, self). Integer and bool inputs give int64.
+Tensor prod(const Tensor& a, std::optional<int64_t> dim, bool keepdim);
+// logsumexp(dim, keepdim): LogsumexpBackward0 saves dim (a tuple), keepdim, result, self.
+// Integer inputs give float32.
+Tensor logsumexp(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim);
+
+// ---- pointwise (pointwise_more.cpp). Numbers are Python numbers as written: their type
+// shows in the saved attribute (F.softplus's beta=1 reads 1, F.elu's alpha=1.0 reads 1.0).
+Tensor log1p(const Tensor& a);  // Log1PBackward0: self
+Tensor expm1(const Tensor& a);  // Expm1Backward0: result
+// softplus: SoftplusBackward0 saves beta, self, threshold.
+Tensor softplus(const Tensor& a, const Value& beta, const Value& threshold);
+// elu as at::elu(self, alpha, scale, input_scale) (F.selu is elu with SELU's constants):
+// EluBackward0 saves alpha, input_scale, scale, self.
+Tensor elu(const Tensor& a, const Value& alpha, const Value& scale, const Value& input_scale);
+// hardtanh (F.relu6 is hardtanh(0, 6) with int bounds): HardtanhBackward0 saves max_val, min_val, self.
+Tensor hardtanh(const Tensor& a, const Value& min_val, const Value& max_val);
+// threshold(x, threshold, value): ThresholdBackward0 saves self, threshold.
+Tensor threshold(const Tensor& a, const Value& threshold, const Value& value);
+// F.logsigmoid = log_sigmoid_forward: LogSigmoidBackward0 saves buffer (a new tensor of the
+// input's shape, exp(-|x|), on the CPU and meta), self.
+Tensor logsigmoid(const Tensor& a);
+
+}  // namespace agtrace::ops

@@ -1,0 +1,176 @@
+// Op-table fragment (see table.hpp): min, argmax / argmin, cumsum, prod, logsumexp,
+// log1p, expm1, square and the activations softplus, elu, selu, hardtanh, relu6,
+// threshold and logsigmoid. The ops are in reduce_more.cpp and pointwise_more.cpp; this
+// file maps PyTorch's Python signatures onto them, with the overload rules PyTorch's
+// argument parser applies (measured with /usr/bin/python3 and torch 1.13).
+#include "errors.hpp"
+#include "ops/more.hpp"
+#include "ops/more_util.hpp"
+#include "ops/ops.hpp"
+#include "ops/table.hpp"
+#include "ops/table_util.hpp"
+#include "tensor/kernels.hpp"
+
+namespace agtrace::ops {
+
+namespace {
+
+using more_detail::unsupported;
+
+// A reduction whose dim-less overload takes no keepdim: x.min(keepdim=True) and
+// x.prod(keepdim=True) are TypeErrors (measured), x.min(dim=None) PyTorch's Dimname error.
+std::optional<int64_t> optional_dim(const Args& a, const char* fn, const char* overloads) {
+  a.reject_explicit_none_dim("dim");
+  if (a.given("dim")) return a.integer("dim");
+  if (a.given("keepdim"))
+    type_error(std::string(fn) + "() received an invalid combination of arguments - got (keepdim=bool, ), but "
+               "expected one of: " + overloads);
+  return std::nullopt;
+}
+
+void no_dtype(const Args& a) {
+  // dtype= casts before the op in PyTorch; not mirrored.
+  if (a.given("dtype")) unsupported(short_fn(a.fn) + "(dtype=...)");
+}
+
+// ---------------------------------------------------------------- reductions
+
+Value impl_min(Args& a, Runtime&) {
+  Tensor x = a.tensor("self");
+  if (a.get("dim").kind == Value::Kind::Tensor) unsupported("min(input, other) (elementwise minimum, MinimumBackward0)");
+  const auto dim = optional_dim(a, "min", "(), (Tensor other), (int dim, bool keepdim)");
+  if (!dim) return T(min_all(x));
+  auto [values, indices] = min_dim(x, *dim, a.flag("keepdim"));
+  return Value::return_type("min", T(values), T(indices));
+}
+
+Value impl_argmax(Args& a, Runtime&) {
+  std::optional<int64_t> dim;
+  if (a.given("dim")) dim = a.integer("dim");
+  return T(arg_extreme(a.tensor("self"), dim, a.flag("keepdim"), true));
+}
+Value impl_argmin(Args& a, Runtime&) {
+  std::optional<int64_t> dim;
+  if (a.given("dim")) dim = a.integer("dim");
+  return T(arg_extreme(a.tensor("self"), dim, a.flag("keepdim"), false));
+}
+
+Value impl_cumsum(Args& a, Runtime&) {
+  no_dtype(a);
+  return T(cumsum(a.tensor("self"), a.integer("dim")));
+}
+
+Value impl_prod(Args& a, Runtime&) {
+  no_dtype(a);
+  const auto dim = optional_dim(a, "prod", "(*, torch.dtype dtype), (int dim, bool keepdim, *, torch.dtype dtype)");
+  return T(prod(a.tensor("self"), dim, a.flag("keepdim")));
+}
+
+Value impl_logsumexp(Args& a, Runtime&) {
+  auto dims = a.dims("dim");
+  if (!dims) type_error("logsumexp() received an invalid combination of arguments - got (), but expected one of: "
+                        "(tuple of ints dim, bool keepdim), (tuple of names dim, bool keepdim)");
+  return T(logsumexp(a.tensor("self"), *dims, a.flag("keepdim")));
+}
+
+// ---------------------------------------------------------------- pointwise
+
+Value impl_log1p(Args& a, Runtime&) { return T(log1p(a.tensor("self"))); }
+Value impl_expm1(Args& a, Runtime&) { return T(expm1(a.tensor("self"))); }
+Value impl_square(Args& a, Runtime&) {
+  // torch.square is at::pow(self, 2): PowBackward0 with exponent 2 (measured); a bool
+  // tensor with the int 2 promotes to int64 (measured: square of [True, False] is [1, 0]).
+  Tensor x = a.tensor("self");
+  if (x->dtype() == DType::Bool) x = kernels::cast(x, DType::Int64);
+  return T(pow_scalar(x, Value::integer(2)));
+}
+
+const Value& number_arg(const Args& a, const char* name) {
+  const Value& v = a.get(name);
+  if (!v.is_number()) type_error(short_fn(a.fn) + "(): argument '" + name + "' must be Number, not " + type_name(v));
+  return v;
+}
+
+// In-place activations record other nodes (measured: F.elu(h, inplace=True) is EluBackward1
+// saving result, F.threshold(inplace=True) ThresholdBackward1, F.hardtanh and F.relu6
+// HardtanhBackward0 saving a copy of self); not mirrored yet.
+void no_inplace(const Args& a) {
+  if (a.flag("inplace")) unsupported(a.fn + "(inplace=True)");
+}
+
+Value impl_softplus(Args& a, Runtime&) {
+  return T(softplus(a.tensor("input"), number_arg(a, "beta"), number_arg(a, "threshold")));
+}
+Value impl_elu(Args& a, Runtime&) {
+  no_inplace(a);
+  // F.elu(input, alpha) is at::elu(input, alpha, scale=1, input_scale=1) (ints: measured _saved_scale 1).
+  return T(elu(a.tensor("input"), number_arg(a, "alpha"), Value::integer(1), Value::integer(1)));
+}
+Value impl_selu(Args& a, Runtime&) {
+  no_inplace(a);
+  // at::selu = elu(self, SELU_ALPHA, SELU_SCALE) (measured: _saved_alpha 1.6732632423543772,
+  // _saved_scale 1.0507009873554805, _saved_input_scale 1).
+  return T(elu(a.tensor("input"), Value::real(1.6732632423543772848170429916717),
+               Value::real(1.0507009873554804934193349852946), Value::integer(1)));
+}
+Value impl_hardtanh(Args& a, Runtime&) {
+  no_inplace(a);
+  return T(hardtanh(a.tensor("input"), number_arg(a, "min_val"), number_arg(a, "max_val")));
+}
+Value impl_relu6(Args& a, Runtime&) {
+  no_inplace(a);
+  // relu6 is hardtanh(self, 0, 6) with int bounds (measured: _saved_min_val 0, _saved_max_val 6).
+  return T(hardtanh(a.tensor("input"), Value::integer(0), Value::integer(6)));
+}
+Value impl_threshold(Args& a, Runtime&) {
+  no_inplace(a);
+  return T(threshold(a.tensor("input"), number_arg(a, "threshold"), number_arg(a, "value")));
+}
+Value impl_logsigmoid(Args& a, Runtime&) { return T(logsigmoid(a.tensor("input"))); }
+
+}  // namespace
+
+std::vector<OpEntry> more_ops() {
+  return {
+      // ---- reductions
+      {"min", {"torch.min", "Tensor.min"}, "(self, dim=None, keepdim=None)", "reduction",
+       "MinBackward1 / MinBackward0",
+       "all: result and self; by dim: returns torch.return_types.min(values, indices) and saves dim, indices "
+       "(the returned object), keepdim, self_sizes",
+       impl_min, {}},
+      {"argmax", {"torch.argmax", "Tensor.argmax"}, "(self, dim=None, keepdim=False)", "reduction", "-",
+       "nothing (int64 result); the first of ties, the first NaN", impl_argmax, {}},
+      {"argmin", {"torch.argmin", "Tensor.argmin"}, "(self, dim=None, keepdim=False)", "reduction", "-",
+       "nothing (int64 result); the first of ties, the first NaN", impl_argmin, {}},
+      {"cumsum", {"torch.cumsum", "Tensor.cumsum"}, "(self, dim, *, dtype=None)", "reduction", "CumsumBackward0",
+       "dim (as written); integer inputs give int64", impl_cumsum, {}},
+      {"prod", {"torch.prod", "Tensor.prod"}, "(self, dim=None, keepdim=None, *, dtype=None)", "reduction",
+       "ProdBackward0 / ProdBackward1", "all: result, self; by dim: dim, keepdim, result, self", impl_prod, {}},
+      {"logsumexp", {"torch.logsumexp", "Tensor.logsumexp"}, "(self, dim=None, keepdim=False)", "reduction",
+       "LogsumexpBackward0", "dim (a tuple), keepdim, result, self", impl_logsumexp, {}},
+      // ---- pointwise
+      {"log1p", {"torch.log1p", "Tensor.log1p"}, "(self)", "pointwise", "Log1PBackward0", "self (same object)",
+       impl_log1p, {}},
+      {"expm1", {"torch.expm1", "Tensor.expm1"}, "(self)", "pointwise", "Expm1Backward0",
+       "result (new object, same storage)", impl_expm1, {}},
+      {"square", {"torch.square", "Tensor.square"}, "(self)", "pointwise", "PowBackward0",
+       "exponent (2), self (same object): at::pow(self, 2)", impl_square, {}},
+      // ---- activations
+      {"softplus", {"F.softplus"}, "(input, beta=1, threshold=20)", "activation", "SoftplusBackward0",
+       "beta, self (same object), threshold", impl_softplus, {}},
+      {"elu", {"F.elu"}, "(input, alpha=1.0, inplace=False)", "activation", "EluBackward0",
+       "alpha, input_scale (1), scale (1), self (same object); inplace=True not supported", impl_elu, {}},
+      {"selu", {"F.selu"}, "(input, inplace=False)", "activation", "EluBackward0",
+       "alpha and scale (SELU's constants), input_scale (1), self; inplace=True not supported", impl_selu, {}},
+      {"hardtanh", {"F.hardtanh"}, "(input, min_val=-1.0, max_val=1.0, inplace=False)", "activation",
+       "HardtanhBackward0", "max_val, min_val, self (same object); inplace=True not supported", impl_hardtanh, {}},
+      {"relu6", {"F.relu6"}, "(input, inplace=False)", "activation", "HardtanhBackward0",
+       "max_val (6), min_val (0), self (same object); inplace=True not supported", impl_relu6, {}},
+      {"threshold", {"F.threshold"}, "(input, threshold, value, inplace=False)", "activation",
+       "ThresholdBackward0", "self (same object), threshold; inplace=True not supported", impl_threshold, {}},
+      {"logsigmoid", {"F.logsigmoid"}, "(input)", "activation", "LogSigmoidBackward0",
+       "buffer (a new tensor of the input's shape), self (same object)", impl_logsigmoid, {}},
+  };
+}
+
+}  // namespace agtrace::ops
