@@ -49,4 +49,23 @@ Tensor threshold(const Tensor& a, const Value& threshold, const Value& value);
 // input's shape, exp(-|x|), on the CPU and meta), self.
 Tensor logsigmoid(const Tensor& a);
 
+// ---- copies that move elements (shapes_more.cpp)
+// tril (lower) / triu: TrilBackward0 / TriuBackward0 save diagonal.
+Tensor tril(const Tensor& a, int64_t diagonal, bool lower);
+Tensor flip(const Tensor& a, const std::vector<int64_t>& dims);  // FlipBackward0: dims
+// roll: RollBackward0 saves dims, shifts; no dims rolls the flattened tensor.
+Tensor roll(const Tensor& a, const std::vector<int64_t>& shifts, const std::vector<int64_t>& dims);
+
+// ---- losses (losses_more.cpp). reduction: 0 none, 1 mean, 2 sum (at::Reduction).
+// l1_loss is composite: (input - target).abs() then mean() / sum().
+Tensor l1_loss(const Tensor& input, const Tensor& target, int64_t reduction);
+// SmoothL1LossBackward0: beta, reduction, self, target.
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, int64_t reduction, double beta);
+// BinaryCrossEntropyBackward0: reduction, self, target, weight (None). No weight argument.
+Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, int64_t reduction);
+// BinaryCrossEntropyWithLogitsBackward0: pos_weight (None), reduction, self, target, weight (None).
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, int64_t reduction);
+// F.one_hot: int64, no node; num_classes -1 is max + 1.
+Tensor one_hot(const Tensor& indices, int64_t num_classes);
+
 }  // namespace agtrace::ops

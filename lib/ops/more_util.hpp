@@ -3,10 +3,18 @@
 #include <string>
 
 #include "errors.hpp"
+#include "ops/activations.hpp"
+#include "ops/common.hpp"
 #include "tensor/device_backend.hpp"
 #include "tensor/tensor.hpp"
 
 namespace agtrace::ops::more_detail {
+
+// What every file of this family uses (`using namespace more_detail;` brings these along).
+using namespace detail;
+using namespace act_detail;
+using autograd::make_node;
+using autograd::set_history;
 
 [[noreturn]] inline void unsupported(const std::string& what) {
   throw ScenarioError("unsupported", what + " is not supported");

@@ -7,18 +7,12 @@
 #include <cmath>
 #include <string>
 
-#include "ops/activations.hpp"
-#include "ops/common.hpp"
 #include "ops/more.hpp"
 #include "ops/more_util.hpp"
 
 namespace agtrace::ops {
 
-using namespace detail;
-using namespace act_detail;
 using namespace more_detail;
-using autograd::make_node;
-using autograd::set_history;
 
 namespace more_detail {
 void refuse_half_on_cpu(const Tensor& a, const std::string& kernel) {

@@ -5,8 +5,6 @@
 #include <cmath>
 #include <limits>
 
-#include "ops/activations.hpp"
-#include "ops/common.hpp"
 #include "ops/more.hpp"
 #include "ops/more_util.hpp"
 #include "ops/ops.hpp"
@@ -15,11 +13,7 @@
 
 namespace agtrace::ops {
 
-using namespace detail;
-using namespace act_detail;
 using namespace more_detail;
-using autograd::make_node;
-using autograd::set_history;
 
 namespace {
 

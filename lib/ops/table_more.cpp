@@ -4,6 +4,7 @@
 // file maps PyTorch's Python signatures onto them, with the overload rules PyTorch's
 // argument parser applies (measured with /usr/bin/python3 and torch 1.13).
 #include "errors.hpp"
+#include "ops/activations.hpp"
 #include "ops/more.hpp"
 #include "ops/more_util.hpp"
 #include "ops/ops.hpp"
@@ -128,6 +129,51 @@ Value impl_threshold(Args& a, Runtime&) {
 }
 Value impl_logsigmoid(Args& a, Runtime&) { return T(logsigmoid(a.tensor("input"))); }
 
+// ---------------------------------------------------------------- copies that move elements
+
+Value impl_tril(Args& a, Runtime&) { return T(tril(a.tensor("self"), a.integer("diagonal"), true)); }
+Value impl_triu(Args& a, Runtime&) { return T(tril(a.tensor("self"), a.integer("diagonal"), false)); }
+Value impl_flip(Args& a, Runtime&) {
+  // x.flip(0, 1), x.flip((0, 1)), torch.flip(x, [0]); x.flip() is PyTorch's TypeError (measured).
+  if (a.get("dims").items.empty() && a.get("dims").kind == Value::Kind::Tuple)
+    type_error("flip() missing 1 required positional arguments: \"dims\"");
+  return T(flip(a.tensor("self"), a.shape("dims")));
+}
+Value impl_roll(Args& a, Runtime&) {
+  auto shifts = a.dims("shifts");
+  if (!shifts) type_error("roll(): argument 'shifts' must be tuple of ints, not NoneType");
+  auto dims = a.dims("dims");
+  return T(roll(a.tensor("self"), *shifts, dims ? *dims : std::vector<int64_t>{}));
+}
+
+// ---------------------------------------------------------------- losses
+
+void no_legacy_reduction(const Args& a) {
+  if (a.given("size_average") || a.given("reduce")) unsupported(a.fn + "(size_average=..., reduce=...)");
+}
+Value impl_l1_loss(Args& a, Runtime&) {
+  no_legacy_reduction(a);
+  return T(l1_loss(a.tensor("input"), a.tensor("target"), reduction_enum(a.get("reduction"))));
+}
+Value impl_smooth_l1_loss(Args& a, Runtime&) {
+  no_legacy_reduction(a);
+  return T(smooth_l1_loss(a.tensor("input"), a.tensor("target"), reduction_enum(a.get("reduction")),
+                          a.number("beta")));
+}
+Value impl_bce(Args& a, Runtime&) {
+  no_legacy_reduction(a);
+  if (a.given("weight")) unsupported("F.binary_cross_entropy(weight=...)");
+  return T(binary_cross_entropy(a.tensor("input"), a.tensor("target"), reduction_enum(a.get("reduction"))));
+}
+Value impl_bce_logits(Args& a, Runtime&) {
+  no_legacy_reduction(a);
+  if (a.given("weight") || a.given("pos_weight"))
+    unsupported("F.binary_cross_entropy_with_logits(weight=..., pos_weight=...)");
+  return T(binary_cross_entropy_with_logits(a.tensor("input"), a.tensor("target"),
+                                            reduction_enum(a.get("reduction"))));
+}
+Value impl_one_hot(Args& a, Runtime&) { return T(one_hot(a.tensor("tensor"), a.integer("num_classes"))); }
+
 }  // namespace
 
 std::vector<OpEntry> more_ops() {
@@ -170,6 +216,31 @@ std::vector<OpEntry> more_ops() {
        "ThresholdBackward0", "self (same object), threshold; inplace=True not supported", impl_threshold, {}},
       {"logsigmoid", {"F.logsigmoid"}, "(input)", "activation", "LogSigmoidBackward0",
        "buffer (a new tensor of the input's shape), self (same object)", impl_logsigmoid, {}},
+      // ---- copies that move elements
+      {"tril", {"torch.tril", "Tensor.tril"}, "(self, diagonal=0)", "shape", "TrilBackward0", "diagonal",
+       impl_tril, {}},
+      {"triu", {"torch.triu", "Tensor.triu"}, "(self, diagonal=0)", "shape", "TriuBackward0", "diagonal",
+       impl_triu, {}},
+      {"flip", {"torch.flip", "Tensor.flip"}, "(self, *dims)", "shape", "FlipBackward0", "dims (as written)",
+       impl_flip, {}},
+      {"roll", {"torch.roll", "Tensor.roll"}, "(self, shifts, dims=None)", "shape", "RollBackward0",
+       "dims (() without), shifts", impl_roll, {}},
+      // ---- losses
+      {"l1_loss", {"F.l1_loss"}, "(input, target, size_average=None, reduce=None, reduction=None)", "loss",
+       "MeanBackward0 / SumBackward0 over AbsBackward0 over SubBackward0",
+       "composite: (input - target).abs().mean() (AbsBackward0 saves the difference)", impl_l1_loss, {}},
+      {"smooth_l1_loss", {"F.smooth_l1_loss"},
+       "(input, target, size_average=None, reduce=None, reduction=None, beta=1.0)", "loss", "SmoothL1LossBackward0",
+       "beta, reduction, self, target (same objects)", impl_smooth_l1_loss, {}},
+      {"binary_cross_entropy", {"F.binary_cross_entropy"},
+       "(input, target, weight=None, size_average=None, reduce=None, reduction=None)", "loss",
+       "BinaryCrossEntropyBackward0", "reduction, self, target, weight (None); weight= not supported", impl_bce, {}},
+      {"binary_cross_entropy_with_logits", {"F.binary_cross_entropy_with_logits"},
+       "(input, target, weight=None, size_average=None, reduce=None, reduction=None, pos_weight=None)", "loss",
+       "BinaryCrossEntropyWithLogitsBackward0",
+       "pos_weight (None), reduction, self, target, weight (None); weights not supported", impl_bce_logits, {}},
+      {"one_hot", {"F.one_hot"}, "(tensor, num_classes=-1)", "creation", "-", "nothing (int64 result)",
+       impl_one_hot, {}},
   };
 }
 

@@ -1,5 +1,6 @@
-// The ops of lib/ops/more.hpp without a cuda kernel (cumsum, prod, logsumexp and the
-// pointwise functions and activations of pointwise_more.cpp) raise `unsupported` naming the
+// The ops of lib/ops/more.hpp without a cuda kernel (cumsum, prod, logsumexp, the
+// pointwise functions and activations of pointwise_more.cpp, tril, triu, flip, roll and the
+// losses of losses_more.cpp but l1_loss) raise `unsupported` naming the
 // op on cuda, as the device parity test expects ("<op> has no cuda kernel"), never compute
 // on the host behind the user's back; the same program runs on the CPU.
 #include <catch2/catch.hpp>
@@ -19,7 +20,12 @@ TEST_CASE("more ops without a cuda kernel raise unsupported naming the op", "[mo
       {"x.logsumexp(1)", "logsumexp"},    {"x.log1p()", "log1p"},          {"x.expm1()", "expm1"},
       {"F.softplus(x)", "softplus"},      {"F.elu(x)", "elu"},             {"F.selu(x)", "elu"},
       {"F.hardtanh(x)", "hardtanh"},      {"F.relu6(x)", "hardtanh"},      {"F.threshold(x, 0.1, 0.0)", "threshold"},
-      {"F.logsigmoid(x)", "log_sigmoid"},
+      {"F.logsigmoid(x)", "log_sigmoid"},        {"x.tril()", "tril"},            {"x.triu(1)", "triu"},
+      {"x.flip(0)", "flip"},                     {"x.roll(1, 0)", "roll"},
+      {"F.smooth_l1_loss(x, x.detach())", "smooth_l1_loss"},
+      {"F.binary_cross_entropy(x.sigmoid(), x.detach().sigmoid())", "binary_cross_entropy"},
+      {"F.binary_cross_entropy_with_logits(x, x.detach())", "binary_cross_entropy_with_logits"},
+      {"F.one_hot(x.argmax(1))", "one_hot"},
   };
   std::string program;
   for (const auto& [statement, op] : cases) program += R"({"try": [")" + statement + R"("]}, )";

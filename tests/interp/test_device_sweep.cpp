@@ -101,6 +101,7 @@ const std::map<std::string, std::vector<std::string>>& sweep() {
       {"min", {"values, idx = x.min(dim=1)", "s = (values * y[0, :3]).sum() + x.min() + torch.min(x, 0, keepdim=True)[0].sum() + x.min(1).values.sum()"}},
       {"argmax", {"print(x.argmax(1).sum().item(), x.argmax().item(), x.argmax(dim=0, keepdim=True).sum().item())", "s = (x * y).sum()"}},
       {"argmin", {"print(x.argmin(1).sum().item(), torch.argmin(x).item(), B.argmin(2).sum().item())", "s = (x * y).sum()"}},
+      {"l1_loss", {"s = F.l1_loss(x, y) + F.l1_loss(x, y, reduction='sum') + (F.l1_loss(x, y, reduction='none') * y).sum()"}},
       {"square", {"s = (x.square() * y).sum() + torch.square(v).sum()"}},
       {"amax", {"s = (x.amax(1) * v[:3]).sum() + (torch.amax(B, 0) ** 2).sum()"}},
       {"var", {"s = x.var() + (x.var(1) * v[:3]).sum() + torch.var(x, 0, keepdim=True).sum()"}},
@@ -163,6 +164,14 @@ const std::map<std::string, std::string>& checked_elsewhere() {
       {"relu6", "test_device_more.cpp: no cuda kernel, raises unsupported naming the op"},
       {"threshold", "test_device_more.cpp: no cuda kernel, raises unsupported naming the op"},
       {"logsigmoid", "test_device_more.cpp: no cuda kernel, raises unsupported naming the op"},
+      {"tril", "test_device_more.cpp: no cuda kernel, raises unsupported naming the op"},
+      {"triu", "test_device_more.cpp: no cuda kernel, raises unsupported naming the op"},
+      {"flip", "test_device_more.cpp: no cuda kernel, raises unsupported naming the op"},
+      {"roll", "test_device_more.cpp: no cuda kernel, raises unsupported naming the op"},
+      {"smooth_l1_loss", "test_device_more.cpp: no cuda kernel, raises unsupported naming the op"},
+      {"binary_cross_entropy", "test_device_more.cpp: no cuda kernel, raises unsupported naming the op"},
+      {"binary_cross_entropy_with_logits", "test_device_more.cpp: no cuda kernel, raises unsupported naming the op"},
+      {"one_hot", "test_device_more.cpp: no cuda kernel, raises unsupported naming the op"},
   };
   return m;
 }

@@ -268,3 +268,111 @@ TEST_CASE("more: torch.return_types fields and printed form", "[more]") {
   // Measured: print(x.min(1)) writes each field on its own line.
   CHECK(agtrace::print_form(r) == "torch.return_types.min(\nvalues=1,\nindices=2)");
 }
+
+// ================================================================ copies and losses
+
+TEST_CASE("more gradcheck: tril triu flip roll", "[more][gradcheck]") {
+  for (int64_t k : {-1, 0, 2}) {
+    check_gradients("tril " + std::to_string(k), {leaf64({2, 3, 4}, -2, 2)},
+                    [k](const Inputs& in) { return ops::tril(in[0], k, true); });
+    check_gradients("triu " + std::to_string(k), {leaf64({3, 4}, -2, 2)},
+                    [k](const Inputs& in) { return ops::tril(in[0], k, false); });
+  }
+  check_gradients("flip (0, -1)", {leaf64({2, 3, 4}, -2, 2)}, [](const Inputs& in) { return ops::flip(in[0], {0, -1}); });
+  check_gradients("roll 1 dim -1", {leaf64({3, 4}, -2, 2)}, [](const Inputs& in) { return ops::roll(in[0], {1}, {-1}); });
+  check_gradients("roll (1, -2) dims (0, 2)", {leaf64({2, 3, 4}, -2, 2)},
+                  [](const Inputs& in) { return ops::roll(in[0], {1, -2}, {0, 2}); });
+  check_gradients("roll 5 flattened", {leaf64({3, 4}, -2, 2)}, [](const Inputs& in) { return ops::roll(in[0], {5}, {}); });
+}
+
+TEST_CASE("more gradcheck: l1 smooth_l1 binary_cross_entropy (with logits), both inputs", "[more][gradcheck]") {
+  // |x - t| away from 0 and from beta, probabilities inside (0, 1).
+  const std::vector<double> xv{-1.3, -0.4, 0.2, 0.9, -2.1, 1.7}, tv{0.5, 0.4, -0.9, 0.1, -1.0, 2.5};
+  auto x = [&] { return values({2, 3}, xv, DType::Float64, true); };
+  auto t = [&] { return values({2, 3}, tv, DType::Float64, true); };
+  for (int64_t reduction : {0, 1, 2}) {
+    const std::string r = std::to_string(reduction);
+    check_gradients("l1_loss " + r, {x(), t()}, [=](const Inputs& in) { return ops::l1_loss(in[0], in[1], reduction); });
+    check_gradients("smooth_l1_loss beta 0.5 " + r, {x(), t()},
+                    [=](const Inputs& in) { return ops::smooth_l1_loss(in[0], in[1], reduction, 0.5); });
+    check_gradients("bce with logits " + r, {x(), leaf64({2, 3}, 0.1, 0.9)},
+                    [=](const Inputs& in) { return ops::binary_cross_entropy_with_logits(in[0], in[1], reduction); });
+    check_gradients("bce " + r, {leaf64({2, 3}, 0.1, 0.9), leaf64({2, 3}, 0.05, 0.95, true, 0.71)},
+                    [=](const Inputs& in) { return ops::binary_cross_entropy(in[0], in[1], reduction); });
+  }
+}
+
+TEST_CASE("more fidelity: copies, losses and one_hot", "[more]") {
+  Tensor x = linspace_leaf({2, 3});
+  CHECK(fn(ops::tril(x, -1, true)).name == "TrilBackward0");
+  CHECK(attr(fn(ops::tril(x, -1, true)), "diagonal") == "18446744073709551615");
+  CHECK(fn(ops::tril(x, 1, false)).name == "TriuBackward0");
+  CHECK(attr(fn(ops::flip(x, {-1})), "dims") == "(18446744073709551615,)");
+  {
+    Tensor r = ops::roll(x, {1, -1}, {0, 1});
+    CHECK(saved_names(fn(r)) == Names{"dims", "shifts"});
+    CHECK(attr(fn(r), "shifts") == "(1, 18446744073709551615)");
+    CHECK(attr(fn(ops::roll(x, {1}, {})), "dims") == "()");
+  }
+  // Measured: [[1, -3, 3], [2, 0.5, -4]] rolled by 1 along dim 1 is [[3, 1, -3], [-4, 2, 0.5]];
+  // tril(-1) keeps [[0, 0, 0], [2, 0, 0]].
+  Tensor v = values({2, 3}, {1, -3, 3, 2, 0.5, -4});
+  CHECK(agtrace::to_values(ops::roll(v, {1}, {1})) == std::vector<double>{3, 1, -3, -4, 2, 0.5});
+  CHECK(agtrace::to_values(ops::tril(v, -1, true)) == std::vector<double>{0, 0, 0, 2, 0, 0});
+  CHECK(agtrace::to_values(ops::flip(v, {0, 1})) == std::vector<double>{-4, 0.5, 2, 3, -3, 1});
+  CHECK(kind_of([&] { ops::tril(values({2}, {1, 2}), 0, true); }) == "index_out_of_range");
+  CHECK(kind_of([&] { ops::flip(v, {0, 0}); }) == "type_error");
+  CHECK(kind_of([&] { ops::roll(v, {1}, {0, 1}); }) == "type_error");
+
+  Tensor t = values({2, 3}, {0.5, -1, 2, 1, 0, -2});
+  {
+    Tensor s = ops::smooth_l1_loss(x, t, 1, 1.0);
+    CHECK(fn(s).name == "SmoothL1LossBackward0");
+    CHECK(saved_names(fn(s)) == Names{"beta", "reduction", "self", "target"});
+    CHECK(attr(fn(s), "beta") == "1.0");
+    CHECK(next_names(fn(s)) == Names{"AccumulateGrad", "None"});
+    CHECK(fn(s).unpack("target") == t);
+  }
+  {
+    Tensor b = ops::binary_cross_entropy(ops::sigmoid(x), values({2, 3}, {0, 1, 1, 1, 0, 0.5}), 1);
+    CHECK(saved_names(fn(b)) == Names{"reduction", "self", "target", "weight"});
+    CHECK_FALSE(defined(fn(b), "weight"));
+    // Measured: bce(0, 1) is 100 (each log clamped at -100).
+    CHECK(agtrace::item(ops::binary_cross_entropy(values({1}, {0}), values({1}, {1}), 1)) == 100);
+  }
+  {
+    Tensor b = ops::binary_cross_entropy_with_logits(x, t, 2);
+    CHECK(fn(b).name == "BinaryCrossEntropyWithLogitsBackward0");
+    CHECK(saved_names(fn(b)) == Names{"pos_weight", "reduction", "self", "target", "weight"});
+    CHECK(attr(fn(b), "reduction") == "2");
+  }
+  {
+    Tensor l = ops::l1_loss(x, t, 1);
+    CHECK(fn(l).name == "MeanBackward0");
+    CHECK(next_names(fn(l)) == Names{"AbsBackward0"});
+    CHECK(fn(ops::l1_loss(x, t, 0)).name == "AbsBackward0");
+  }
+  // Measured: F.one_hot([0, 2, 1]) is int64 [[1, 0, 0], [0, 0, 1], [0, 1, 0]]; errors for a
+  // class >= num_classes, a negative class and a float tensor.
+  Tensor k = values({3}, {0, 2, 1}, DType::Int64);
+  Tensor h = ops::one_hot(k, -1);
+  CHECK(h->sizes == Shape{3, 3});
+  CHECK(h->dtype() == DType::Int64);
+  CHECK(agtrace::to_values(h) == std::vector<double>{1, 0, 0, 0, 0, 1, 0, 1, 0});
+  CHECK(ops::one_hot(k, 5)->sizes == Shape{3, 5});
+  CHECK(kind_of([&] { ops::one_hot(k, 2); }) == "index_out_of_range");
+  CHECK(kind_of([&] { ops::one_hot(values({1}, {-1}, DType::Int64), -1); }) == "index_out_of_range");
+  CHECK(kind_of([&] { ops::one_hot(values({1}, {1}), -1); }) == "type_error");
+}
+
+TEST_CASE("more on meta: copies and losses", "[more]") {
+  Tensor m = meta_leaf({4, 5});
+  Tensor loss = ops::add(ops::sum(ops::add(ops::tril(m, 0, true), ops::roll(ops::flip(m, {0}), {1}, {1}), Value::integer(1)),
+                                  std::nullopt, false),
+                         ops::smooth_l1_loss(m, meta_leaf({4, 5}), 1, 1.0), Value::integer(1));
+  CHECK(loss->is_meta());
+  run_backward_of(loss);
+  REQUIRE(m->grad != nullptr);
+  CHECK(m->grad->is_meta());
+  CHECK(m->grad->sizes == Shape{4, 5});
+}
