@@ -198,4 +198,28 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes) {
   return make_out(shape, DType::Int64, false, out);
 }
 
+Tensor kl_div(const Tensor& input, const Tensor& target, const std::string& reduction) {
+  // at::kl_div (log_target False): xlogy(target, target) - target * input, then the
+  // reduction (measured: SubBackward0 with edges (None, MulBackward0)); F.kl_div's
+  // 'batchmean' sums and divides by input.size(0), a Python int (DivBackward0 saving a 0-d
+  // int64 other). A target that requires grad would add XlogyBackward0: not mirrored.
+  if (target->requires_grad()) unsupported("F.kl_div with a target that requires grad (XlogyBackward0)");
+  require_same_shape(input, target, "kl_div");
+  Tensor xlogy;
+  {
+    OpScope scope("xlogy");
+    require_host(target);
+    xlogy = kernels::unary(target, target->dtype(), [](double t) {
+      return std::isnan(t) ? t : t == 0 ? 0.0 : t * std::log(t);
+    });
+  }
+  Tensor terms = sub(xlogy, mul(target, input), Value::integer(1));
+  if (reduction == "none") return terms;
+  if (reduction == "sum") return sum(terms, std::nullopt, false);
+  if (reduction == "mean") return mean(terms, std::nullopt, false);
+  if (reduction != "batchmean") throw ScenarioError("type_error", reduction + " is not a valid value for reduction");
+  Tensor total = sum(terms, std::nullopt, false);
+  return input->dim() == 0 ? total : div(total, wrap_number(Value::integer(input->sizes[0])));
+}
+
 }  // namespace agtrace::ops

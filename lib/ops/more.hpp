@@ -32,6 +32,10 @@ Tensor prod(const Tensor& a, std::optional<int64_t> dim, bool keepdim);
 // Integer inputs give float32.
 Tensor logsumexp(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim);
 
+// std as var: dims nullopt = all (saved dim None); correction 1 = unbiased.
+// StdBackward0: correction, dim, keepdim, result, self.
+Tensor std_dev(const Tensor& a, const std::optional<std::vector<int64_t>>& dims, int64_t correction, bool keepdim);
+
 // ---- pointwise (pointwise_more.cpp). Numbers are Python numbers as written: their type
 // shows in the saved attribute (F.softplus's beta=1 reads 1, F.elu's alpha=1.0 reads 1.0).
 Tensor log1p(const Tensor& a);  // Log1PBackward0: self
@@ -56,6 +60,17 @@ Tensor flip(const Tensor& a, const std::vector<int64_t>& dims);  // FlipBackward
 // roll: RollBackward0 saves dims, shifts; no dims rolls the flattened tensor.
 Tensor roll(const Tensor& a, const std::vector<int64_t>& shifts, const std::vector<int64_t>& dims);
 
+// repeat: RepeatBackward0 saves repeats, self_sym_sizes.
+Tensor repeat(const Tensor& a, const std::vector<int64_t>& repeats);
+// gather(dim, index): GatherBackward0 saves dim, index, self (same objects), sparse_grad (False).
+Tensor gather(const Tensor& a, int64_t dim, const Tensor& index);
+// masked_select(mask), mask broadcast to self's shape: MaskedSelectBackward0 saves mask, self.
+Tensor masked_select(const Tensor& a, const Tensor& mask);
+// F.pad(mode='constant') = constant_pad_nd: ConstantPadNdBackward0 saves pad (as written).
+Tensor constant_pad(const Tensor& a, const std::vector<int64_t>& pad, double value);
+// torch.outer(a, b) = a.reshape(n, 1) * b (ReshapeAliasBackward0 under MulBackward0).
+Tensor outer(const Tensor& a, const Tensor& b);
+
 // ---- losses (losses_more.cpp). reduction: 0 none, 1 mean, 2 sum (at::Reduction).
 // l1_loss is composite: (input - target).abs() then mean() / sum().
 Tensor l1_loss(const Tensor& input, const Tensor& target, int64_t reduction);
@@ -65,6 +80,9 @@ Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, int64_t reducti
 Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, int64_t reduction);
 // BinaryCrossEntropyWithLogitsBackward0: pos_weight (None), reduction, self, target, weight (None).
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, int64_t reduction);
+// F.kl_div (log_target False) = xlogy(target, target) - target * input, reduced; batchmean
+// is the sum divided by input.size(0) (DivBackward0 over SumBackward0).
+Tensor kl_div(const Tensor& input, const Tensor& target, const std::string& reduction);
 // F.one_hot: int64, no node; num_classes -1 is max + 1.
 Tensor one_hot(const Tensor& indices, int64_t num_classes);
 

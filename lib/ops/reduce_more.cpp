@@ -2,6 +2,7 @@
 // backward side by side. Nodes, saved attributes, dtypes, ties and errors measured with
 // /usr/bin/python3 and torch 1.13; formulas from tools/autograd/derivatives.yaml and
 // FunctionsManual.cpp of 1.13.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -322,6 +323,77 @@ Tensor logsumexp(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim
     auto node = make_node("LogsumexpBackward0", logsumexp_backward, {a});
     set_history(r, node);
     node->save_attr("dim", AttrValue::ints(dims, true));
+    node->save_attr("keepdim", AttrValue::boolean(keepdim));
+    node->save_output("result", r, 0);
+    node->save_input("self", a);
+  }
+  return r;
+}
+
+// ================================================================ std
+
+namespace {
+
+std::vector<int64_t> std_dims(const Node& n) {
+  std::vector<int64_t> out;
+  const AttrValue& d = n.attr("dim");
+  const int64_t nd = static_cast<int64_t>(n.input_meta[0].sizes.size());
+  if (d.kind == AttrValue::Kind::IntList && nd > 0)
+    for (int64_t v : d.list) out.push_back(kernels::wrap_dim(v, nd));
+  return out;
+}
+
+// std_backward(result, grad, self, dim, correction, keepdim) =
+// var_backward((grad / (result * 2)).masked_fill_(result == 0, 0), self, dim, correction, keepdim)
+// = grad * (self - mean) / (result * (N - correction)), 0 where result is 0.
+std::vector<Tensor> std_backward(Node& n, const std::vector<Tensor>& g) {
+  Tensor self = n.unpack("self"), result = n.unpack("result");
+  const auto& m = n.input_meta[0];
+  if (g[0]->is_meta()) return {empty_tensor(m.sizes, m.dtype, true)};
+  const ReducePlan p = plan_reduce(m.sizes, std_dims(n), true);
+  const double dof = static_cast<double>(p.count - n.attr("correction").i);
+  const std::vector<double> x = to_values(self), r = to_values(result), gv = to_values(g[0]);
+  std::vector<double> mean(static_cast<size_t>(p.groups), 0.0);
+  for (size_t i = 0; i < x.size(); ++i) mean[static_cast<size_t>(p.group[i])] += x[i];
+  for (double& v : mean) v /= static_cast<double>(p.count);
+  std::vector<double> out(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const size_t k = static_cast<size_t>(p.group[i]);
+    out[i] = r[k] == 0 ? 0.0 : gv[k] * (x[i] - mean[k]) / (r[k] * dof);
+  }
+  return {make_out(m.sizes, m.dtype, false, out)};
+}
+
+}  // namespace
+
+Tensor std_dev(const Tensor& a, const std::optional<std::vector<int64_t>>& dims, int64_t correction, bool keepdim) {
+  OpScope scope("std");
+  require_host(a);
+  require_floating(a, "std");
+  std::vector<int64_t> wd;
+  if (dims && a->dim() > 0) wd = wrap_dims(*dims, a->dim());
+  // dim None and an empty dim list both reduce every element.
+  const ReducePlan p = plan_reduce(a->sizes, wd, keepdim && dims);
+  std::vector<double> values;
+  if (!a->is_meta()) {
+    const std::vector<double> x = to_values(a);
+    std::vector<double> mean(static_cast<size_t>(p.groups), 0.0), sq(static_cast<size_t>(p.groups), 0.0);
+    for (size_t i = 0; i < x.size(); ++i) mean[static_cast<size_t>(p.group[i])] += x[i];
+    for (double& v : mean) v /= static_cast<double>(p.count);
+    for (size_t i = 0; i < x.size(); ++i) {
+      const double d = x[i] - mean[static_cast<size_t>(p.group[i])];
+      sq[static_cast<size_t>(p.group[i])] += d * d;
+    }
+    values.resize(sq.size());
+    const double dof = std::max(0.0, static_cast<double>(p.count - correction));
+    for (size_t k = 0; k < sq.size(); ++k) values[k] = std::sqrt(sq[k] / dof);
+  }
+  Tensor r = make_out(p.out_shape, a->dtype(), a->is_meta(), values);
+  if (needs_grad({&a})) {
+    auto node = make_node("StdBackward0", std_backward, {a});
+    set_history(r, node);
+    node->save_attr("correction", AttrValue::integer(correction));
+    node->save_attr("dim", dims ? AttrValue::ints(*dims, true) : AttrValue::none());
     node->save_attr("keepdim", AttrValue::boolean(keepdim));
     node->save_output("result", r, 0);
     node->save_input("self", a);

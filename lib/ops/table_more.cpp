@@ -74,6 +74,11 @@ Value impl_logsumexp(Args& a, Runtime&) {
   return T(logsumexp(a.tensor("self"), *dims, a.flag("keepdim")));
 }
 
+Value impl_std(Args& a, Runtime&) {
+  const VarArgs v = parse_var_args(a, "std");
+  return T(std_dev(a.tensor("self"), v.dims, v.correction, v.keepdim));
+}
+
 // ---------------------------------------------------------------- pointwise
 
 Value impl_log1p(Args& a, Runtime&) { return T(log1p(a.tensor("self"))); }
@@ -146,6 +151,22 @@ Value impl_roll(Args& a, Runtime&) {
   return T(roll(a.tensor("self"), *shifts, dims ? *dims : std::vector<int64_t>{}));
 }
 
+Value impl_repeat(Args& a, Runtime&) { return T(repeat(a.tensor("self"), a.shape("repeats"))); }
+Value impl_gather(Args& a, Runtime&) {
+  if (a.flag("sparse_grad")) unsupported("gather(sparse_grad=True)");
+  return T(gather(a.tensor("self"), a.integer("dim"), a.tensor("index")));
+}
+Value impl_masked_select(Args& a, Runtime&) { return T(masked_select(a.tensor("self"), a.tensor("mask"))); }
+Value impl_pad(Args& a, Runtime&) {
+  const Value& mode = a.get("mode");
+  if (mode.kind == Value::Kind::Str && mode.s != "constant")
+    unsupported("F.pad(mode='" + mode.s + "') (only mode='constant' is mirrored)");
+  auto pad = a.dims("pad");
+  if (!pad) type_error("pad(): argument 'pad' must be tuple of ints, not NoneType");
+  return T(constant_pad(a.tensor("input"), *pad, a.given("value") ? a.number("value") : 0.0));
+}
+Value impl_outer(Args& a, Runtime&) { return T(outer(a.tensor("self"), a.tensor("vec2"))); }
+
 // ---------------------------------------------------------------- losses
 
 void no_legacy_reduction(const Args& a) {
@@ -172,6 +193,14 @@ Value impl_bce_logits(Args& a, Runtime&) {
   return T(binary_cross_entropy_with_logits(a.tensor("input"), a.tensor("target"),
                                             reduction_enum(a.get("reduction"))));
 }
+Value impl_kl_div(Args& a, Runtime&) {
+  no_legacy_reduction(a);
+  if (a.flag("log_target")) unsupported("F.kl_div(log_target=True)");
+  const Value& r = a.get("reduction");
+  if (r.kind != Value::Kind::None && r.kind != Value::Kind::Str)
+    type_error("kl_div(): argument 'reduction' must be str, not " + type_name(r));
+  return T(kl_div(a.tensor("input"), a.tensor("target"), r.kind == Value::Kind::Str ? r.s : "mean"));
+}
 Value impl_one_hot(Args& a, Runtime&) { return T(one_hot(a.tensor("tensor"), a.integer("num_classes"))); }
 
 }  // namespace
@@ -194,6 +223,9 @@ std::vector<OpEntry> more_ops() {
        "ProdBackward0 / ProdBackward1", "all: result, self; by dim: dim, keepdim, result, self", impl_prod, {}},
       {"logsumexp", {"torch.logsumexp", "Tensor.logsumexp"}, "(self, dim=None, keepdim=False)", "reduction",
        "LogsumexpBackward0", "dim (a tuple), keepdim, result, self", impl_logsumexp, {}},
+      {"std", {"torch.std", "Tensor.std"}, "(self, dim=None, unbiased=None, keepdim=None, *, correction=None)",
+       "reduction", "StdBackward0", "correction (1 unbiased, 0 biased), dim (None for all), keepdim, result, self",
+       impl_std, {}},
       // ---- pointwise
       {"log1p", {"torch.log1p", "Tensor.log1p"}, "(self)", "pointwise", "Log1PBackward0", "self (same object)",
        impl_log1p, {}},
@@ -225,6 +257,16 @@ std::vector<OpEntry> more_ops() {
        impl_flip, {}},
       {"roll", {"torch.roll", "Tensor.roll"}, "(self, shifts, dims=None)", "shape", "RollBackward0",
        "dims (() without), shifts", impl_roll, {}},
+      {"repeat", {"Tensor.repeat"}, "(self, *repeats)", "shape", "RepeatBackward0", "repeats, self_sym_sizes",
+       impl_repeat, {}},
+      {"gather", {"torch.gather", "Tensor.gather"}, "(self, dim, index, *, sparse_grad=False)", "selection",
+       "GatherBackward0", "dim, index (same object), self (same object), sparse_grad", impl_gather, {}},
+      {"masked_select", {"torch.masked_select", "Tensor.masked_select"}, "(self, mask)", "selection",
+       "MaskedSelectBackward0", "mask, self (same objects)", impl_masked_select, {}},
+      {"pad", {"F.pad"}, "(input, pad, mode=None, value=None)", "shape", "ConstantPadNdBackward0",
+       "pad (as written); mode='constant' only", impl_pad, {}},
+      {"outer", {"torch.outer", "Tensor.outer"}, "(self, vec2)", "linalg",
+       "MulBackward0 over ReshapeAliasBackward0", "self.reshape(n, 1) * vec2: the mul saves both", impl_outer, {}},
       // ---- losses
       {"l1_loss", {"F.l1_loss"}, "(input, target, size_average=None, reduce=None, reduction=None)", "loss",
        "MeanBackward0 / SumBackward0 over AbsBackward0 over SubBackward0",
@@ -239,6 +281,11 @@ std::vector<OpEntry> more_ops() {
        "(input, target, weight=None, size_average=None, reduce=None, reduction=None, pos_weight=None)", "loss",
        "BinaryCrossEntropyWithLogitsBackward0",
        "pos_weight (None), reduction, self, target, weight (None); weights not supported", impl_bce_logits, {}},
+      {"kl_div", {"F.kl_div"},
+       "(input, target, size_average=None, reduce=None, reduction=None, log_target=False)", "loss",
+       "SubBackward0 under MeanBackward0 / SumBackward0 / DivBackward0",
+       "composite: xlogy(target, target) - target * input, reduced ('batchmean': sum / input.size(0))",
+       impl_kl_div, {}},
       {"one_hot", {"F.one_hot"}, "(tensor, num_classes=-1)", "creation", "-", "nothing (int64 result)",
        impl_one_hot, {}},
   };

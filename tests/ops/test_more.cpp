@@ -376,3 +376,80 @@ TEST_CASE("more on meta: copies and losses", "[more]") {
   CHECK(m->grad->is_meta());
   CHECK(m->grad->sizes == Shape{4, 5});
 }
+
+// ================================================================ std, repeat, gather, masked_select, pad, outer, kl_div
+
+TEST_CASE("more gradcheck: std repeat gather masked_select pad outer kl_div", "[more][gradcheck]") {
+  check_gradients("std()", {leaf64({2, 3}, -2, 2)}, [](const Inputs& in) { return ops::std_dev(in[0], std::nullopt, 1, false); });
+  check_gradients("std(1, correction 0, keepdim)", {leaf64({3, 4}, -2, 2)},
+                  [](const Inputs& in) { return ops::std_dev(in[0], std::vector<int64_t>{1}, 0, true); });
+  check_gradients("std((0, 2))", {leaf64({2, 3, 2}, -2, 2)},
+                  [](const Inputs& in) { return ops::std_dev(in[0], std::vector<int64_t>{0, 2}, 1, false); });
+  check_gradients("repeat (2, 1, 3)", {leaf64({2, 3}, -2, 2)}, [](const Inputs& in) { return ops::repeat(in[0], {2, 1, 3}); });
+  Tensor idx = values({2, 3}, {0, 2, 2, 1, 0, 1}, DType::Int64);
+  check_gradients("gather dim 1 with repeats", {leaf64({2, 4}, -2, 2)},
+                  [idx](const Inputs& in) { return ops::gather(in[0], 1, idx); });
+  Tensor mask = values({3}, {1, 0, 1}, DType::Bool);
+  check_gradients("masked_select, broadcast mask", {leaf64({2, 3}, -2, 2)},
+                  [mask](const Inputs& in) { return ops::masked_select(in[0], mask); });
+  check_gradients("pad (1, 2, -1, 1)", {leaf64({3, 4}, -2, 2)},
+                  [](const Inputs& in) { return ops::constant_pad(in[0], {1, 2, -1, 1}, 0.5); });
+  check_gradients("outer", {leaf64({3}, -2, 2), leaf64({4}, -1, 1, true, 0.71)},
+                  [](const Inputs& in) { return ops::outer(in[0], in[1]); });
+  Tensor target = values({2, 3}, {0.1, 0.3, 0.6, 0.0, 0.5, 0.5}, DType::Float64);
+  for (const char* r : {"batchmean", "mean", "sum", "none"})
+    check_gradients(std::string("kl_div ") + r, {leaf64({2, 3}, -2, 0)},
+                    [target, r](const Inputs& in) { return ops::kl_div(in[0], target, r); });
+}
+
+TEST_CASE("more fidelity: std repeat gather masked_select pad kl_div", "[more]") {
+  Tensor x = linspace_leaf({2, 3});
+  {
+    Tensor s = ops::std_dev(x, std::nullopt, 1, false);
+    CHECK(fn(s).name == "StdBackward0");
+    CHECK(saved_names(fn(s)) == Names{"correction", "dim", "keepdim", "result", "self"});
+    CHECK(attr(fn(s), "dim") == "None");
+    CHECK(attr(fn(ops::std_dev(x, std::vector<int64_t>{1}, 0, true)), "dim") == "(1,)");
+  }
+  {
+    Tensor r = ops::repeat(x, {2, 1});
+    CHECK(r->sizes == Shape{4, 3});
+    CHECK(saved_names(fn(r)) == Names{"repeats", "self_sym_sizes"});
+    CHECK(kind_of([&] { ops::repeat(x, {2}); }) == "type_error");
+  }
+  {
+    // Measured: x = [[1, -3, 3], [2, 0.5, -4]], x.gather(1, [[0, 2], [1, 1]]) = [[1, 3], [0.5, 0.5]].
+    Tensor v = values({2, 3}, {1, -3, 3, 2, 0.5, -4}, DType::Float32, true);
+    Tensor idx = values({2, 2}, {0, 2, 1, 1}, DType::Int64);
+    Tensor g = ops::gather(v, 1, idx);
+    CHECK(agtrace::to_values(g) == std::vector<double>{1, 3, 0.5, 0.5});
+    CHECK(saved_names(fn(g)) == Names{"dim", "index", "self", "sparse_grad"});
+    CHECK(fn(g).unpack("index") == idx);
+    CHECK(kind_of([&] { ops::gather(v, 1, values({2, 1}, {0, 3}, DType::Int64)); }) == "index_out_of_range");
+    Tensor ms = ops::masked_select(v, values({2, 3}, {1, 0, 1, 0, 1, 1}, DType::Bool));
+    CHECK(agtrace::to_values(ms) == std::vector<double>{1, 3, 0.5, -4});
+    CHECK(saved_names(fn(ms)) == Names{"mask", "self"});
+  }
+  {
+    Tensor p = ops::constant_pad(x, {-1, 1}, 0);
+    CHECK(fn(p).name == "ConstantPadNdBackward0");
+    CHECK(attr(fn(p), "pad") == "(18446744073709551615, 1)");
+    CHECK(ops::constant_pad(x, {1, 1, 0, 1}, 2)->sizes == Shape{3, 5});
+    CHECK(kind_of([&] { ops::constant_pad(x, {1}, 0); }) == "type_error");
+  }
+  {
+    // Measured: batchmean is DivBackward0 over SumBackward0 over SubBackward0 with edges
+    // (None, MulBackward0): xlogy(target, target) has no node.
+    Tensor t = values({2, 3}, {0.1, 0.3, 0.6, 0.0, 0.5, 0.5});
+    Tensor k = ops::kl_div(x, t, "batchmean");
+    CHECK(fn(k).name == "DivBackward0");
+    CHECK(next_names(fn(k)) == Names{"SumBackward0", "None"});
+    Tensor terms = ops::kl_div(x, t, "none");
+    CHECK(fn(terms).name == "SubBackward0");
+    CHECK(next_names(fn(terms)) == Names{"None", "MulBackward0"});
+  }
+  Tensor m = meta_leaf({3, 4});
+  CHECK(ops::repeat(m, {2, 2})->sizes == Shape{6, 8});
+  CHECK(ops::constant_pad(m, {1, 1}, 0)->sizes == Shape{3, 6});
+  CHECK(ops::std_dev(m, std::vector<int64_t>{1}, 1, false)->sizes == Shape{3});
+}
