@@ -71,6 +71,15 @@ Tensor constant_pad(const Tensor& a, const std::vector<int64_t>& pad, double val
 // torch.outer(a, b) = a.reshape(n, 1) * b (ReshapeAliasBackward0 under MulBackward0).
 Tensor outer(const Tensor& a, const Tensor& b);
 
+// ---- sorting (sorting.cpp). Ties keep their input order where PyTorch's CPU kernel does;
+// elsewhere (long slices without stable=True, topk) a tie is `unsupported`.
+// sort: SortBackward0 saves dim, indices (the returned object), self_sizes.
+std::pair<Tensor, Tensor> sort(const Tensor& a, int64_t dim, bool descending, bool stable);
+// argsort = sort(...).indices: SortBackward0 on the dropped values when a requires grad.
+Tensor argsort(const Tensor& a, int64_t dim, bool descending);
+// topk (sorted): TopkBackward0 saves dim, indices, self_sizes.
+std::pair<Tensor, Tensor> topk(const Tensor& a, int64_t k, int64_t dim, bool largest);
+
 // ---- losses (losses_more.cpp). reduction: 0 none, 1 mean, 2 sum (at::Reduction).
 // l1_loss is composite: (input - target).abs() then mean() / sum().
 Tensor l1_loss(const Tensor& input, const Tensor& target, int64_t reduction);

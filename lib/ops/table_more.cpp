@@ -167,6 +167,19 @@ Value impl_pad(Args& a, Runtime&) {
 }
 Value impl_outer(Args& a, Runtime&) { return T(outer(a.tensor("self"), a.tensor("vec2"))); }
 
+Value impl_sort(Args& a, Runtime&) {
+  auto [values, indices] = sort(a.tensor("self"), a.integer("dim"), a.flag("descending"), a.flag("stable"));
+  return Value::return_type("sort", T(values), T(indices));
+}
+Value impl_argsort(Args& a, Runtime&) {
+  return T(argsort(a.tensor("self"), a.integer("dim"), a.flag("descending")));
+}
+Value impl_topk(Args& a, Runtime&) {
+  if (a.given("sorted") && !a.flag("sorted")) unsupported("topk(sorted=False) (the kernel's unsorted order)");
+  auto [values, indices] = topk(a.tensor("self"), a.integer("k"), a.integer("dim"), a.flag("largest"));
+  return Value::return_type("topk", T(values), T(indices));
+}
+
 // ---------------------------------------------------------------- losses
 
 void no_legacy_reduction(const Args& a) {
@@ -267,6 +280,18 @@ std::vector<OpEntry> more_ops() {
        "pad (as written); mode='constant' only", impl_pad, {}},
       {"outer", {"torch.outer", "Tensor.outer"}, "(self, vec2)", "linalg",
        "MulBackward0 over ReshapeAliasBackward0", "self.reshape(n, 1) * vec2: the mul saves both", impl_outer, {}},
+      {"sort", {"torch.sort", "Tensor.sort"}, "(self, dim=-1, descending=False, *, stable=None)", "selection",
+       "SortBackward0",
+       "returns torch.return_types.sort(values, indices); saves dim, indices (the returned object), self_sizes; "
+       "ties in a slice of more than 16 elements need stable=True",
+       impl_sort, {}},
+      {"argsort", {"torch.argsort", "Tensor.argsort"}, "(self, dim=-1, descending=False)", "selection", "SortBackward0",
+       "sort(...).indices: the sort's node on the dropped values saves the indices", impl_argsort, {}},
+      {"topk", {"torch.topk", "Tensor.topk"}, "(self, k, dim=-1, largest=True, sorted=True)", "selection",
+       "TopkBackward0",
+       "returns torch.return_types.topk(values, indices); saves dim, indices, self_sizes; ties among the "
+       "selected values unsupported",
+       impl_topk, {}},
       // ---- losses
       {"l1_loss", {"F.l1_loss"}, "(input, target, size_average=None, reduce=None, reduction=None)", "loss",
        "MeanBackward0 / SumBackward0 over AbsBackward0 over SubBackward0",
