@@ -1233,6 +1233,23 @@ std::vector<Tensor> masked_fill_dbackward(Node& n, const std::vector<Tensor>& g)
 
 namespace act_detail {
 
+Tensor masked_fill_value(const Value& value, const std::string& fn) {
+  if (value.kind == Value::Kind::Tensor) {
+    if (value.t->dim() != 0)
+      throw ScenarioError("shape_mismatch", "masked_fill_ only supports a 0-dimensional value tensor, but got tensor "
+                                            "with " + std::to_string(value.t->dim()) + " dimension(s).");
+    return value.t;
+  }
+  if (!value.is_number())
+    throw ScenarioError("type_error", fn + "(): argument 'value' must be Number or Tensor, not " + type_name(value));
+  return nullptr;
+}
+
+const InplaceSharedFormulas& inplace_shared_formulas() {
+  static const InplaceSharedFormulas fns{clamp_backward, clamp_dbackward, masked_fill_backward, masked_fill_dbackward};
+  return fns;
+}
+
 void record_extreme_all(const char* name, const Tensor& r, const Tensor& a) {
   // result (new object on the output's storage), self (SUMMARY max_all; measured for min).
   auto node = make_node(name, max_all_backward, {a});
@@ -1669,15 +1686,7 @@ Tensor masked_fill(const Tensor& a, const Tensor& mask, const Value& value) {
     // measured); agtrace refuses rather than guess.
     throw ScenarioError("unsupported", "masked_fill with a " + dtype_name(mask->dtype()) +
                                            " mask is not supported (only torch.bool masks)");
-  Tensor vt;
-  if (value.kind == Value::Kind::Tensor) {
-    vt = value.t;
-    if (vt->dim() != 0)
-      throw ScenarioError("shape_mismatch", "masked_fill_ only supports a 0-dimensional value tensor, but got tensor "
-                                            "with " + std::to_string(vt->dim()) + " dimension(s).");
-  } else if (!value.is_number()) {
-    throw ScenarioError("type_error", "masked_fill(): argument 'value' must be Number or Tensor, not " + type_name(value));
-  }
+  Tensor vt = masked_fill_value(value, "masked_fill");
   // The out-of-place masked_fill broadcasts self with the mask (measured: a [3] tensor
   // with a [2, 3] mask gives a [2, 3] result).
   kernels::broadcast_shapes(a->sizes, mask->sizes, "masked_fill");

@@ -80,6 +80,14 @@ Tensor argsort(const Tensor& a, int64_t dim, bool descending);
 // topk (sorted): TopkBackward0 saves dim, indices, self_sizes.
 std::pair<Tensor, Tensor> topk(const Tensor& a, int64_t k, int64_t dim, bool largest);
 
+// ---- in-place edits (inplace_more.cpp): the out-of-place node over the edited tensor, one
+// version bump, CopySlices on a view.
+void masked_fill_(const Tensor& self, const Tensor& mask, const Value& value);  // MaskedFillBackward0 / 1
+void clamp_(const Tensor& self, const Value& min, const Value& max);  // ClampBackward1, saves a copy of self
+// clamp_min: ClampMinBackward0 saves min, self (clamp_min_: a copy of the original self).
+Tensor clamp_min(const Tensor& a, const Value& min);
+void clamp_min_(const Tensor& self, const Value& min);
+
 // ---- losses (losses_more.cpp). reduction: 0 none, 1 mean, 2 sum (at::Reduction).
 // l1_loss is composite: (input - target).abs() then mean() / sum().
 Tensor l1_loss(const Tensor& input, const Tensor& target, int64_t reduction);

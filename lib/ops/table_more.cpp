@@ -180,6 +180,25 @@ Value impl_topk(Args& a, Runtime&) {
   return Value::return_type("topk", T(values), T(indices));
 }
 
+// ---------------------------------------------------------------- in-place edits
+
+Value impl_masked_fill_(Args& a, Runtime&) {
+  Tensor self = a.tensor("self");
+  masked_fill_(self, a.tensor("mask"), a.get("value"));
+  return T(self);
+}
+Value impl_clamp_(Args& a, Runtime&) {
+  Tensor self = a.tensor("self");
+  clamp_(self, a.get("min"), a.get("max"));
+  return T(self);
+}
+Value impl_clamp_min(Args& a, Runtime&) { return T(clamp_min(a.tensor("self"), a.get("min"))); }
+Value impl_clamp_min_(Args& a, Runtime&) {
+  Tensor self = a.tensor("self");
+  clamp_min_(self, a.get("min"));
+  return T(self);
+}
+
 // ---------------------------------------------------------------- losses
 
 void no_legacy_reduction(const Args& a) {
@@ -292,6 +311,15 @@ std::vector<OpEntry> more_ops() {
        "returns torch.return_types.topk(values, indices); saves dim, indices, self_sizes; ties among the "
        "selected values unsupported",
        impl_topk, {}},
+      // ---- in-place edits
+      {"masked_fill_", {"Tensor.masked_fill_"}, "(self, mask, value)", "inplace",
+       "MaskedFillBackward0 / MaskedFillBackward1", "mask (same object); CopySlices on a view", impl_masked_fill_, {}},
+      {"clamp_", {"Tensor.clamp_", "torch.clamp_"}, "(self, min=None, max=None)", "inplace", "ClampBackward1",
+       "max, min (None when absent), self (a copy of the original)", impl_clamp_, {}},
+      {"clamp_min", {"Tensor.clamp_min", "torch.clamp_min"}, "(self, min)", "pointwise", "ClampMinBackward0",
+       "min, self (same object)", impl_clamp_min, {}},
+      {"clamp_min_", {"Tensor.clamp_min_", "torch.clamp_min_"}, "(self, min)", "inplace", "ClampMinBackward0",
+       "min, self (a copy of the original)", impl_clamp_min_, {}},
       // ---- losses
       {"l1_loss", {"F.l1_loss"}, "(input, target, size_average=None, reduce=None, reduction=None)", "loss",
        "MeanBackward0 / SumBackward0 over AbsBackward0 over SubBackward0",

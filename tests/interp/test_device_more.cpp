@@ -1,6 +1,6 @@
 // The ops of lib/ops/more.hpp without a cuda kernel (cumsum, prod, logsumexp, the
 // pointwise functions and activations of pointwise_more.cpp, tril, triu, flip, roll, std, repeat,
-// gather, masked_select, F.pad, sort, argsort, topk and the losses of losses_more.cpp but l1_loss) raise `unsupported` naming the
+// gather, masked_select, F.pad, sort, argsort, topk, masked_fill_, clamp_, clamp_min(_) and the losses of losses_more.cpp but l1_loss) raise `unsupported` naming the
 // op on cuda, as the device parity test expects ("<op> has no cuda kernel"), never compute
 // on the host behind the user's back; the same program runs on the CPU.
 #include <catch2/catch.hpp>
@@ -28,6 +28,8 @@ TEST_CASE("more ops without a cuda kernel raise unsupported naming the op", "[mo
       {"F.one_hot(x.argmax(1))", "one_hot"},       {"x.std(1)", "std"},             {"x.repeat(2, 1)", "repeat"},
       {"x.gather(1, x.argmax(1, keepdim=True))", "gather"},  {"x.masked_select(x > 0)", "masked_select"},
       {"F.pad(x, (1, 1))", "constant_pad_nd"},   {"F.kl_div(x, x.detach().exp())", "xlogy"},
+      {"(x * 1).masked_fill_(x > 0, 0.5)", "masked_fill_"},  {"(x * 1).clamp_(-0.5, 0.5)", "clamp_"},
+      {"x.clamp_min(0.1)", "clamp_min"},        {"(x * 1).clamp_min_(0.1)", "clamp_min_"},
       {"x.sort(1)", "sort"},                     {"x.argsort(0)", "sort"},        {"x.topk(1)", "topk"},
   };
   std::string program;

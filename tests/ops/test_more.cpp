@@ -453,3 +453,55 @@ TEST_CASE("more fidelity: std repeat gather masked_select pad kl_div", "[more]")
   CHECK(ops::constant_pad(m, {1, 1}, 0)->sizes == Shape{3, 6});
   CHECK(ops::std_dev(m, std::vector<int64_t>{1}, 1, false)->sizes == Shape{3});
 }
+
+// ================================================================ in-place edits
+
+TEST_CASE("more gradcheck: masked_fill_, clamp_, clamp_min, clamp_min_ on non-leaves", "[more][gradcheck]") {
+  Tensor mask = values({2, 3}, {1, 0, 1, 0, 1, 1}, DType::Bool);
+  // Values away from the bounds.
+  const std::vector<double> v{-1.3, -0.4, 0.2, 0.9, -2.1, 1.7};
+  auto x = [&] { return values({2, 3}, v, DType::Float64, true); };
+  check_gradients("masked_fill_ number", {x()}, [mask](const Inputs& in) {
+    Tensor h = ops::mul(in[0], in[0]);
+    ops::masked_fill_(h, mask, Value::real(0.5));
+    return h;
+  });
+  check_gradients("masked_fill_ 0-d tensor", {x(), values({}, {1.5}, DType::Float64, true)}, [mask](const Inputs& in) {
+    Tensor h = ops::mul(in[0], in[0]);
+    ops::masked_fill_(h, mask, Value::tensor(in[1]));
+    return h;
+  });
+  check_gradients("clamp_(-1, 1)", {x()}, [](const Inputs& in) {
+    Tensor h = ops::mul(in[0], ops::wrap_number(Value::real(1.5)));
+    ops::clamp_(h, F(-1), F(1));
+    return h;
+  });
+  check_gradients("clamp_min", {x()}, [](const Inputs& in) { return ops::clamp_min(in[0], F(0.1)); });
+  check_gradients("clamp_min_", {x()}, [](const Inputs& in) {
+    Tensor h = ops::mul(in[0], in[0]);
+    ops::clamp_min_(h, F(0.5));
+    return h;
+  });
+}
+
+TEST_CASE("more fidelity: in-place edits bump once and save a copy of the original self", "[more]") {
+  Tensor x = linspace_leaf({2, 3});
+  Tensor h = ops::mul(x, x);
+  const auto old_fn = h->grad_fn;
+  const int64_t version = h->version->version;
+  ops::clamp_(h, I(-1), I(1));
+  CHECK(h->version->version == version + 1);
+  CHECK(fn(h).name == "ClampBackward1");
+  CHECK(fn(h).next[0].fn == old_fn);
+  Tensor saved = fn(h).unpack("self");
+  CHECK(saved != h);
+  CHECK(saved->storage != h->storage);  // measured: not on h's storage
+  CHECK(attr(fn(h), "min") == "-1");
+  Tensor mask = values({2, 3}, {1, 0, 1, 0, 1, 1}, DType::Bool);
+  ops::masked_fill_(h, mask, F(0.5));
+  CHECK(fn(h).name == "MaskedFillBackward0");
+  CHECK(fn(h).unpack("mask") == mask);
+  CHECK(kind_of([&] { ops::masked_fill_(x, mask, F(0)); }) == "leaf_inplace");
+  CHECK(kind_of([&] { ops::clamp_(values({2}, {1, 2}, DType::Int64), F(0.5), Value::none()); }) == "dtype_mismatch");
+  CHECK(fn(ops::clamp_min(x, F(0))).name == "ClampMinBackward0");
+}
