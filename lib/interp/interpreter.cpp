@@ -1332,6 +1332,7 @@ Value Interpreter::attribute_of(Value obj, const Expr& e) {
       throw err;
     }
     default:
+      if (const Value* field = return_type_field(obj, name)) return *field;
       fail("name_error", "'" + type_name(obj) + "' object has no attribute '" + name + "'");
   }
 }

@@ -15,7 +15,7 @@ std::string type_name(const Value& v) {
     case Value::Kind::Str: return "str";
     case Value::Kind::Tensor: return "Tensor";
     case Value::Kind::Node: return v.node->name;
-    case Value::Kind::Tuple: return "tuple";
+    case Value::Kind::Tuple: return v.s.empty() ? "tuple" : v.s;
     case Value::Kind::List: return "list";
     case Value::Kind::DType: return "torch.dtype";
     case Value::Kind::Size: return "torch.Size";
@@ -149,7 +149,10 @@ std::string repr_form(const Value& v) {
     // PyTorch prints "<MulBackward0 object at 0x7f...>"; an address is not deterministic,
     // so agtrace prints the node's creation id instead.
     case Value::Kind::Node: return "<" + v.node->name + " object #" + std::to_string(v.node->id) + ">";
-    case Value::Kind::Tuple: return sequence(v, "(", ")");
+    case Value::Kind::Tuple:
+      // A structseq prints one field a line (measured: "torch.return_types.max(\nvalues=tensor(...),\nindices=...)").
+      if (!v.s.empty()) return v.s + "(\nvalues=" + repr_form(v.items[0]) + ",\nindices=" + repr_form(v.items[1]) + ")";
+      return sequence(v, "(", ")");
     case Value::Kind::List: return sequence(v, "[", "]");
     case Value::Kind::DType: return dtype_torch_name(v.dtype);
     case Value::Kind::Size: {
@@ -163,6 +166,13 @@ std::string repr_form(const Value& v) {
     case Value::Kind::Method: return "<bound method " + v.s + ">";
   }
   return "?";
+}
+
+const Value* return_type_field(const Value& v, const std::string& name) {
+  if (v.kind != Value::Kind::Tuple || v.s.empty() || v.items.size() != 2) return nullptr;
+  if (name == "values") return &v.items[0];
+  if (name == "indices") return &v.items[1];
+  return nullptr;
 }
 
 std::string print_form(const Value& v) { return v.kind == Value::Kind::Str ? v.s : repr_form(v); }

@@ -64,6 +64,14 @@ struct Value {
     Value x; x.kind = Kind::Node; x.node = std::move(n); return x;
   }
   static Value tuple(std::vector<Value> v) { Value x; x.kind = Kind::Tuple; x.items = std::move(v); return x; }
+  // A torch.return_types structseq (max, min, ...): a tuple of (values, indices), indexable
+  // and unpackable as one, whose type name `s` ("torch.return_types.max") also marks that
+  // its items are the attributes .values and .indices.
+  static Value return_type(std::string type, Value values, Value indices) {
+    Value x = tuple({std::move(values), std::move(indices)});
+    x.s = "torch.return_types." + std::move(type);
+    return x;
+  }
   static Value list(std::vector<Value> v) { Value x; x.kind = Kind::List; x.items = std::move(v); return x; }
   static Value dtype_of(DType d) { Value x; x.kind = Kind::DType; x.dtype = d; return x; }
   static Value torch_size(Shape s) { Value x; x.kind = Kind::Size; x.size = std::move(s); return x; }
@@ -79,6 +87,10 @@ struct Value {
 
 // Python's type name of a value, for TypeError messages ("int", "Tensor", "NoneType").
 std::string type_name(const Value& v);
+
+// A torch.return_types field (`values`, `indices`) of `v`; null when v is not such a
+// structseq or has no field of that name.
+const Value* return_type_field(const Value& v, const std::string& name);
 
 // Python's printed form (print(v)): Python's own rules for bool/int/str/None/tuples/
 // torch.Size/dtypes; tensors and nodes in agtrace's documented form (see README).

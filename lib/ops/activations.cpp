@@ -1232,6 +1232,49 @@ std::vector<Tensor> masked_fill_dbackward(Node& n, const std::vector<Tensor>& g)
 
 }  // namespace
 
+namespace act_detail {
+
+Tensor masked_fill_value(const Value& value, const std::string& fn) {
+  if (value.kind == Value::Kind::Tensor) {
+    if (value.t->dim() != 0)
+      throw ScenarioError("shape_mismatch", "masked_fill_ only supports a 0-dimensional value tensor, but got tensor "
+                                            "with " + std::to_string(value.t->dim()) + " dimension(s).");
+    return value.t;
+  }
+  if (!value.is_number())
+    throw ScenarioError("type_error", fn + "(): argument 'value' must be Number or Tensor, not " + type_name(value));
+  return nullptr;
+}
+
+const InplaceSharedFormulas& inplace_shared_formulas() {
+  static const InplaceSharedFormulas fns{clamp_backward, clamp_dbackward, masked_fill_backward, masked_fill_dbackward};
+  return fns;
+}
+
+void record_extreme_all(const char* name, const Tensor& r, const Tensor& a) {
+  // result (new object on the output's storage), self (SUMMARY max_all; measured for min).
+  auto node = make_node(name, max_all_backward, {a});
+  node->differentiable_backward = max_all_dbackward;
+  set_history(r, node);
+  node->save_output("result", r, 0);
+  node->save_input("self", a);
+}
+
+void record_extreme_dim(const char* name, const Tensor& values, const Tensor& indices, const Tensor& a, int64_t dim,
+                        bool keepdim) {
+  // indices is a non-differentiable output saved as the very object returned (SUMMARY:
+  // "_saved_indices is indices" is True), so it is saved like an input.
+  auto node = make_node(name, max_dim_backward, {a});
+  node->differentiable_backward = max_dim_dbackward;
+  set_history(values, node);
+  node->save_attr("dim", AttrValue::integer(dim, true));
+  node->save_input("indices", indices);
+  node->save_attr("keepdim", AttrValue::boolean(keepdim));
+  node->save_attr("self_sizes", AttrValue::ints(a->sizes));
+}
+
+}  // namespace act_detail
+
 // ================================================================ public entry points
 
 namespace detail {
@@ -1402,14 +1445,7 @@ Tensor max_all(const Tensor& a) {
   // On cuda: amax over every dim (NaN propagates, as PyTorch's max_all_cuda).
   Tensor r = on_device ? kernels::device::reduce(cuda::ReduceOp::Amax, a, {}, false)
                        : make_out({}, a->dtype(), a->is_meta(), v);
-  if (needs_grad({&a})) {
-    // MaxBackward1: result (new object on the output's storage), self (SUMMARY max_all).
-    auto node = make_node("MaxBackward1", max_all_backward, {a});
-    node->differentiable_backward = max_all_dbackward;
-    set_history(r, node);
-    node->save_output("result", r, 0);
-    node->save_input("self", a);
-  }
+  if (needs_grad({&a})) record_extreme_all("MaxBackward1", r, a);
   return r;
 }
 
@@ -1427,18 +1463,7 @@ std::pair<Tensor, Tensor> max_dim(const Tensor& a, int64_t dim, bool keepdim) {
   } else {
     std::tie(values, indices) = max_dim_values(a, wd, keepdim);
   }
-  if (needs_grad({&a})) {
-    // MaxBackward0: dim (as written), indices, keepdim, self_sizes. indices is a
-    // non-differentiable output saved as the very object returned (SUMMARY: "_saved_indices
-    // is indices" is True), so it is saved like an input.
-    auto node = make_node("MaxBackward0", max_dim_backward, {a});
-    node->differentiable_backward = max_dim_dbackward;
-    set_history(values, node);
-    node->save_attr("dim", AttrValue::integer(dim, true));
-    node->save_input("indices", indices);
-    node->save_attr("keepdim", AttrValue::boolean(keepdim));
-    node->save_attr("self_sizes", AttrValue::ints(a->sizes));
-  }
+  if (needs_grad({&a})) record_extreme_dim("MaxBackward0", values, indices, a, dim, keepdim);
   return {values, indices};
 }
 
@@ -1673,15 +1698,7 @@ Tensor masked_fill(const Tensor& a, const Tensor& mask, const Value& value) {
     // measured); agtrace refuses rather than guess.
     throw ScenarioError("unsupported", "masked_fill with a " + dtype_name(mask->dtype()) +
                                            " mask is not supported (only torch.bool masks)");
-  Tensor vt;
-  if (value.kind == Value::Kind::Tensor) {
-    vt = value.t;
-    if (vt->dim() != 0)
-      throw ScenarioError("shape_mismatch", "masked_fill_ only supports a 0-dimensional value tensor, but got tensor "
-                                            "with " + std::to_string(vt->dim()) + " dimension(s).");
-  } else if (!value.is_number()) {
-    throw ScenarioError("type_error", "masked_fill(): argument 'value' must be Number or Tensor, not " + type_name(value));
-  }
+  Tensor vt = masked_fill_value(value, "masked_fill");
   // The out-of-place masked_fill broadcasts self with the mask (measured: a [3] tensor
   // with a [2, 3] mask gives a [2, 3] result).
   kernels::broadcast_shapes(a->sizes, mask->sizes, "masked_fill");

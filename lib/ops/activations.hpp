@@ -94,6 +94,24 @@ struct ReducePlan {
 };
 ReducePlan plan_reduce(const Shape& sizes, const std::vector<int64_t>& dims, bool keepdim);
 
+// Records MaxBackward1 / MinBackward1 (`name`) for r = a.max() / a.min(): the same
+// evenly_distribute_backward (derivatives.yaml), saving result and self.
+void record_extreme_all(const char* name, const Tensor& r, const Tensor& a);
+// Records MaxBackward0 / MinBackward0 for (values, indices) = a.max(dim) / a.min(dim): the
+// same value_selecting_reduction_backward, saving dim (as written), indices (the returned
+// object), keepdim, self_sizes.
+// ClampBackward1's and MaskedFillBackward0/1's formulas (with their create_graph forms),
+// which the in-place clamp_ and masked_fill_ (inplace_more.cpp) record too.
+struct InplaceSharedFormulas {
+  autograd::BackwardFn clamp, clamp_differentiable, masked_fill, masked_fill_differentiable;
+};
+const InplaceSharedFormulas& inplace_shared_formulas();
+// masked_fill's value: a 0-d tensor (returned) or a Python number (null); anything else is
+// PyTorch's error, worded for `fn` ("masked_fill" or "masked_fill_").
+Tensor masked_fill_value(const Value& value, const std::string& fn);
+void record_extreme_dim(const char* name, const Tensor& values, const Tensor& indices, const Tensor& a, int64_t dim,
+                        bool keepdim);
+
 }  // namespace act_detail
 
 }  // namespace agtrace::ops

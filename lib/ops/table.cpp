@@ -668,7 +668,7 @@ std::vector<OpEntry> core_ops() {
 namespace {
 
 // Every fragment of the table, in the order `agtrace ops` lists them.
-const TableFragment kFragments[] = {core_ops, activation_ops, shape_ops, nn_ops};
+const TableFragment kFragments[] = {core_ops, activation_ops, shape_ops, nn_ops, more_ops};
 
 std::vector<OpEntry> build_table() {
   std::vector<OpEntry> all;

@@ -83,6 +83,7 @@ std::vector<OpEntry> core_ops();        // table.cpp
 std::vector<OpEntry> activation_ops();  // table_activations.cpp: pointwise math, activations, reductions, losses
 std::vector<OpEntry> shape_ops();       // table_shapes.cpp: shape ops, indexing, matmul family
 std::vector<OpEntry> nn_ops();          // table_nn.cpp: layer_norm, batch_norm, dropout, embedding, conv2d, pooling
+std::vector<OpEntry> more_ops();        // table_more.cpp: min, argmax, cumsum, prod, logsumexp, more activations
 // Looks up "Tensor.<method>", "torch.<fn>", "F.<fn>", "torch.autograd.<fn>" or a builtin.
 const OpEntry* find_op(const std::string& spelling);
 // All spellings, for "did you mean" suggestions.

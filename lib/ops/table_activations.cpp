@@ -105,8 +105,8 @@ Value impl_max(Args& a, Runtime&) {
     return T(max_all(x));
   }
   auto [values, indices] = max_dim(x, a.integer("dim"), a.flag("keepdim"));
-  // torch.return_types.max(values, indices): unpacks as a tuple.
-  return Value::tuple({T(values), T(indices)});
+  // torch.return_types.max(values, indices): unpacks as a tuple, has .values and .indices.
+  return Value::return_type("max", T(values), T(indices));
 }
 
 Value impl_amax(Args& a, Runtime&) {
@@ -115,33 +115,8 @@ Value impl_amax(Args& a, Runtime&) {
 }
 
 Value impl_var(Args& a, Runtime&) {
-  Tensor x = a.tensor("self");
-  const Value& d = a.get("dim");
-  // var(bool unbiased) overload: x.var(False) passes the bool positionally.
-  if (d.kind == Value::Kind::Bool) {
-    if (a.given("unbiased") || a.given("keepdim") || a.given("correction"))
-      type_error("var() received an invalid combination of arguments");
-    return T(var(x, std::nullopt, d.b ? 1 : 0, false));
-  }
-  const bool has_dim = d.kind != Value::Kind::None;
-  if (a.given("unbiased") && a.given("correction"))
-    type_error("var() received an invalid combination of arguments - got both unbiased and correction");
-  // Without dim only var(bool unbiased) matches: keepdim or correction alone is a TypeError
-  // (measured: x.var(keepdim=True), x.var(correction=2)).
-  if (!has_dim && (a.given("keepdim") || a.given("correction")))
-    type_error("var() received an invalid combination of arguments - got (" +
-               std::string(a.given("correction") ? "correction=int" : "keepdim=bool") + ", ), but expected one of: "
-               "(tuple of ints dim, *, int correction, bool keepdim), (tuple of ints dim, bool unbiased, bool keepdim), "
-               "(bool unbiased)");
-  int64_t correction = 1;
-  if (a.given("unbiased")) correction = a.flag("unbiased") ? 1 : 0;
-  if (a.given("correction")) {
-    const Value& c = a.get("correction");
-    if (c.kind != Value::Kind::Int)  // 1.13 takes only an int correction (a float is a TypeError)
-      type_error("var() received an invalid combination of arguments - got (correction=" + type_name(c) + ")");
-    correction = c.i;
-  }
-  return T(var(x, a.dims("dim"), correction, a.flag("keepdim")));
+  const VarArgs v = parse_var_args(a, "var");
+  return T(var(a.tensor("self"), v.dims, v.correction, v.keepdim));
 }
 
 Value impl_norm(Args& a, Runtime&) {
@@ -207,6 +182,35 @@ Value impl_cross_entropy(Args& a, Runtime&) {
 }
 
 }  // namespace
+
+VarArgs parse_var_args(const Args& a, const std::string& fn) {
+  const Value& d = a.get("dim");
+  // var(bool unbiased) overload: x.var(False) passes the bool positionally.
+  if (d.kind == Value::Kind::Bool) {
+    if (a.given("unbiased") || a.given("keepdim") || a.given("correction"))
+      type_error(fn + "() received an invalid combination of arguments");
+    return {std::nullopt, d.b ? 1 : 0, false};
+  }
+  const bool has_dim = d.kind != Value::Kind::None;
+  if (a.given("unbiased") && a.given("correction"))
+    type_error(fn + "() received an invalid combination of arguments - got both unbiased and correction");
+  // Without dim only var(bool unbiased) matches: keepdim or correction alone is a TypeError
+  // (measured: x.var(keepdim=True), x.var(correction=2)).
+  if (!has_dim && (a.given("keepdim") || a.given("correction")))
+    type_error(fn + "() received an invalid combination of arguments - got (" +
+               std::string(a.given("correction") ? "correction=int" : "keepdim=bool") + ", ), but expected one of: "
+               "(tuple of ints dim, *, int correction, bool keepdim), (tuple of ints dim, bool unbiased, bool keepdim), "
+               "(bool unbiased)");
+  int64_t correction = 1;
+  if (a.given("unbiased")) correction = a.flag("unbiased") ? 1 : 0;
+  if (a.given("correction")) {
+    const Value& c = a.get("correction");
+    if (c.kind != Value::Kind::Int)  // 1.13 takes only an int correction (a float is a TypeError)
+      type_error(fn + "() received an invalid combination of arguments - got (correction=" + type_name(c) + ")");
+    correction = c.i;
+  }
+  return {a.dims("dim"), correction, a.flag("keepdim")};
+}
 
 std::vector<OpEntry> activation_ops() {
   std::vector<OpEntry> t = {

@@ -19,4 +19,14 @@ std::string parse_device(const std::string& spelled);
 std::optional<std::string> device_argument(const Args& a);
 inline Value T(Tensor t) { return Value::tensor(std::move(t)); }
 
+// var's and std's overloads as PyTorch's parser reads them (dim, unbiased, keepdim,
+// correction; the bool-only overload): dims nullopt reduces every element. `fn` names the
+// op in TypeErrors.
+struct VarArgs {
+  std::optional<std::vector<int64_t>> dims;
+  int64_t correction = 1;
+  bool keepdim = false;
+};
+VarArgs parse_var_args(const Args& a, const std::string& fn);
+
 }  // namespace agtrace::ops
