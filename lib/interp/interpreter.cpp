@@ -207,12 +207,13 @@ constexpr int kEndOfProgram = -2;
 // The data attributes of a tensor (`x.grad_fn`, ...); any other name after a tensor and a
 // dot is a method. Names of different lengths are told apart by length alone (most
 // lookups are methods, `h.tanh()`: issue #6).
-enum class TensorAttr { GradFn, Grad, RequiresGrad, IsLeaf, Shape, Dtype, Version, Ndim, Base, T, Device };
+enum class TensorAttr { GradFn, Grad, RequiresGrad, IsLeaf, Shape, Dtype, Version, Ndim, Base, T, MT, Data, RetainsGrad, Device };
 constexpr std::pair<std::string_view, TensorAttr> kTensorAttrs[] = {
     {"grad_fn", TensorAttr::GradFn},   {"grad", TensorAttr::Grad},   {"requires_grad", TensorAttr::RequiresGrad},
     {"is_leaf", TensorAttr::IsLeaf},   {"shape", TensorAttr::Shape}, {"dtype", TensorAttr::Dtype},
     {"_version", TensorAttr::Version}, {"ndim", TensorAttr::Ndim},   {"_base", TensorAttr::Base},
-    {"T", TensorAttr::T},              {"device", TensorAttr::Device}};
+    {"T", TensorAttr::T},              {"device", TensorAttr::Device}, {"mT", TensorAttr::MT},
+    {"data", TensorAttr::Data},        {"retains_grad", TensorAttr::RetainsGrad}};
 bool is_tensor_attribute(const std::string& name) {
   for (const auto& entry : kTensorAttrs)
     if (name.size() == entry.first.size() && name == entry.first) return true;
@@ -1244,7 +1245,10 @@ Value Interpreter::attribute_of(Value obj, const Expr& e) {
           case TensorAttr::Version: return Value::integer(t->version->version);
           case TensorAttr::Ndim: return Value::integer(t->dim());
           case TensorAttr::Base: return t->base ? Value::tensor(t->base) : Value::none();
-          case TensorAttr::T: return Value::tensor(ops::t(t));
+          case TensorAttr::T: return Value::tensor(ops::reversed_dims(t));
+          case TensorAttr::MT: return Value::tensor(ops::matrix_transpose(t));
+          case TensorAttr::Data: return Value::tensor(ops::data_alias(t));
+          case TensorAttr::RetainsGrad: return Value::boolean(t->retains_grad);
           case TensorAttr::Device:  // PyTorch prints a cuda tensor's device as cuda:0
             return Value::str(t->is_meta() ? "meta" : t->storage->on_device() ? "cuda:0" : "cpu");
         }

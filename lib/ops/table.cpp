@@ -398,6 +398,9 @@ Value impl_item(Args& a, Runtime&) {
 Value impl_requires_grad_(Args& a, Runtime&) {
   Tensor t = a.tensor("self");
   const bool on = a.given("requires_grad") ? a.flag("requires_grad") : true;
+  // A non-leaf already requires grad: requires_grad_(True) leaves it as it is (measured:
+  // (x * 2).requires_grad_() returns the tensor); only turning it off is refused.
+  if (!t->is_leaf() && on) return a.get("self");
   if (!t->is_leaf())
     throw ScenarioError("type_error", "you can only change requires_grad flags of leaf variables. If you want to use a "
                                       "computed variable in a subgraph that doesn't require differentiation use "
