@@ -298,7 +298,8 @@ class Interpreter : public ops::Runtime {
   // ops::Runtime
   void print_line(const std::string& line) override { result_.printed.push_back(line); }
   Value backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph,
-                 bool create_graph, const std::vector<Tensor>* inputs, bool allow_unused) override;
+                 bool create_graph, const std::vector<Tensor>* inputs, bool allow_unused,
+                 bool accumulate_inputs) override;
   std::string device() const override { return device_; }
   SplitMix64& generator() override { return rng_; }
 
@@ -642,9 +643,14 @@ bool Interpreter::run_items(const std::vector<ProgramItem>& items, bool in_try) 
         ok = run_statement(item, in_try);
         break;
       case ProgramItem::Kind::NoGrad:
-      case ProgramItem::Kind::EnableGrad: {
-        autograd::GradModeGuard g(item.kind == ProgramItem::Kind::EnableGrad);
-        push_block(item.kind == ProgramItem::Kind::NoGrad ? "no_grad" : "enable_grad");
+      case ProgramItem::Kind::EnableGrad:
+      case ProgramItem::Kind::SetGradEnabled: {
+        const bool on = item.kind == ProgramItem::Kind::SetGradEnabled ? item.grad_mode
+                                                                       : item.kind == ProgramItem::Kind::EnableGrad;
+        autograd::GradModeGuard g(on);
+        push_block(item.kind == ProgramItem::Kind::NoGrad       ? "no_grad"
+                   : item.kind == ProgramItem::Kind::EnableGrad ? "enable_grad"
+                                                                : "set_grad_enabled");
         ok = run_items(item.body, in_try);
         pop_block();
         break;
@@ -1596,7 +1602,8 @@ Value Interpreter::eval_compare(const std::string& op, const Value& a, const Val
 // ------------------------------------------------------------------ backward
 
 Value Interpreter::backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph,
-                            bool create_graph, const std::vector<Tensor>* inputs, bool allow_unused) {
+                            bool create_graph, const std::vector<Tensor>* inputs, bool allow_unused,
+                            bool accumulate_inputs) {
   // The walk of each root, recorded before backward runs; snapshots after, so they show
   // what the backward released.
   std::vector<int64_t> reached;
@@ -1615,7 +1622,8 @@ Value Interpreter::backward(const std::vector<Tensor>& roots, const std::vector<
   req.roots = roots;
   req.grad_roots = grads;
   req.retain_graph = retain_graph;
-  req.capture = inputs != nullptr;
+  req.capture = inputs != nullptr && !accumulate_inputs;
+  req.accumulate_inputs = accumulate_inputs;
   if (inputs) req.inputs = *inputs;
   req.allow_unused = allow_unused;
   req.create_graph = create_graph;
@@ -1634,7 +1642,7 @@ Value Interpreter::backward(const std::vector<Tensor>& roots, const std::vector<
     throw;
   }
   snapshot_nodes(reached);
-  if (!inputs) return Value::none();
+  if (!req.capture) return Value::none();
   std::vector<Value> out;
   for (const Tensor& g : captured) out.push_back(g ? Value::tensor(g) : Value::none());
   return Value::tuple(std::move(out));

@@ -152,6 +152,11 @@ std::vector<Tensor> Args::tensors(const std::string& name) const {
   type_error(short_fn(fn) + "(): argument '" + name + "' must be Tensor or a sequence of Tensors, not " + type_name(v));
 }
 
+bool retain_flag(const Args& a, bool create_graph) {
+  // retain_graph defaults to create_graph (torch.autograd.backward).
+  return a.given("retain_graph") ? a.flag("retain_graph") : create_graph;
+}
+
 // ---------------------------------------------------------------- implementations
 
 namespace {
@@ -243,20 +248,6 @@ Value impl_exp_(Args& a, Runtime&) { exp_(a.tensor("self")); return a.get("self"
 Value impl_sigmoid_(Args& a, Runtime&) { sigmoid_(a.tensor("self")); return a.get("self"); }
 Value impl_tanh_(Args& a, Runtime&) { tanh_(a.tensor("self")); return a.get("self"); }
 Value impl_zero_(Args& a, Runtime&) { zero_(a.tensor("self")); return a.get("self"); }
-
-bool retain_flag(const Args& a, bool create_graph) {
-  // retain_graph defaults to create_graph (torch.autograd.backward).
-  return a.given("retain_graph") ? a.flag("retain_graph") : create_graph;
-}
-
-Value impl_backward(Args& a, Runtime& rt) {
-  Tensor self = a.tensor("self");
-  std::vector<Tensor> grads{a.given("gradient") ? a.tensor("gradient") : nullptr};
-  const bool create = a.flag("create_graph");
-  if (a.given("inputs")) throw ScenarioError("unsupported", "backward(inputs=...) is not supported yet");
-  rt.backward({self}, grads, retain_flag(a, create), create, nullptr, false);
-  return Value::none();
-}
 
 Value impl_autograd_grad(Args& a, Runtime& rt) {
   std::vector<Tensor> outputs = a.tensors("outputs");
@@ -538,8 +529,6 @@ std::vector<OpEntry> core_ops() {
       {"tanh_", {"Tensor.tanh_", "torch.tanh_"}, "(self)", "inplace", "TanhBackward0", "result", impl_tanh_, {}},
       {"zero_", {"Tensor.zero_"}, "(self)", "inplace", "ZeroBackward0", "nothing", impl_zero_, {}},
       // ---- autograd
-      {"backward", {"Tensor.backward"}, "(self, gradient=None, retain_graph=None, create_graph=False, inputs=None)",
-       "autograd", none, "runs the graph; frees saved values unless retain_graph=True", impl_backward, {}},
       {"grad", {"torch.autograd.grad"},
        "(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=False)", "autograd",
        none, "returns gradients without touching .grad", impl_autograd_grad, {}},
@@ -573,7 +562,7 @@ std::vector<OpEntry> core_ops() {
 namespace {
 
 // Every fragment of the table, in the order `agtrace ops` lists them.
-const TableFragment kFragments[] = {core_ops, activation_ops, shape_ops, nn_ops};
+const TableFragment kFragments[] = {core_ops, activation_ops, shape_ops, nn_ops, autograd_api_ops, creation_ops};
 
 std::vector<OpEntry> build_table() {
   std::vector<OpEntry> all;

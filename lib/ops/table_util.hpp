@@ -17,6 +17,8 @@ std::string device_name(const Tensor& t);
 std::string parse_device(const std::string& spelled);
 // The `device=` keyword of Tensor.to and the creation functions: none when absent or None.
 std::optional<std::string> device_argument(const Args& a);
+// retain_graph= of backward / autograd.grad: defaults to create_graph.
+bool retain_flag(const Args& a, bool create_graph);
 inline Value T(Tensor t) { return Value::tensor(std::move(t)); }
 
 }  // namespace agtrace::ops
