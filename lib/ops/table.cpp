@@ -261,6 +261,8 @@ Value impl_autograd_grad(Args& a, Runtime& rt) {
   return rt.backward(outputs, grads, retain_flag(a, create), create, &inputs, a.flag("allow_unused"));
 }
 
+}  // namespace
+
 DType creation_dtype(const Args& a, DType fallback) {
   const Value& d = a.get("dtype");
   if (d.kind == Value::Kind::None) return fallback;
@@ -290,6 +292,8 @@ std::string creation_device(const Args& a, const Runtime& rt, const std::string&
   return device;
 }
 
+namespace {
+
 Value impl_full_of(Args& a, Runtime& rt, double v) {
   std::vector<int64_t> shape = a.shape("size");
   for (int64_t d : shape)
@@ -309,6 +313,8 @@ Value impl_like(Args& a, Runtime& rt, double v) {
 Value impl_zeros_like(Args& a, Runtime& rt) { return impl_like(a, rt, 0.0); }
 Value impl_ones_like(Args& a, Runtime& rt) { return impl_like(a, rt, 1.0); }
 
+}  // namespace
+
 void flatten_data(const Value& v, Shape& shape, size_t depth, std::vector<double>& out, int& kind) {
   if (v.kind == Value::Kind::List || v.kind == Value::Kind::Tuple) {
     if (shape.size() <= depth) shape.push_back(static_cast<int64_t>(v.items.size()));
@@ -323,6 +329,8 @@ void flatten_data(const Value& v, Shape& shape, size_t depth, std::vector<double
   kind = std::max(kind, v.kind == Value::Kind::Float ? 2 : v.kind == Value::Kind::Int ? 1 : 0);
   out.push_back(v.number());
 }
+
+namespace {
 
 Value impl_tensor(Args& a, Runtime& rt) {
   Shape shape;
