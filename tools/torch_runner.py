@@ -105,7 +105,10 @@ ERROR_PATTERNS = [
                         "Given groups=", "Given normalized_shape=", "should contain",
                         "Kernel size can't be greater", "Output size is too small",
                         "must be greater or equal to the number of dimensions",
-                        "only supports 0-dimension value tensor"]),
+                        "only supports 0-dimension value tensor",
+                        "exceeds dimension size", "maximum size for tensor at dimension",
+                        "is only supported on matrices or batches of matrices",
+                        "should contain the same number of dims"]),
     ("dtype_mismatch", ["not implemented for", "expected scalar type", "can't be cast to the desired output type",
                         "could not infer output dtype", "to have same dtype", "Found dtype",
                         "expected both vectors to have same dtype", "must have the same dtype",
@@ -124,7 +127,10 @@ ERROR_PATTERNS = [
                     "division by zero", "takes no arguments", "not enough values to unpack",
                     "too many values to unpack", "cannot unpack non-iterable",
                     "Integers to negative integer powers are not allowed",
-                    "Please look up dimensions by name"]),
+                    "Please look up dimensions by name", "argument to backward() cannot be empty",
+                    "can't retain_grad on Tensor that has requires_grad=False", "but must be > 0",
+                    "step must be nonzero", "bound inconsistent with step sign", "movedim: repeated dim",
+                    "expects 'from' to be less than 'to'"]),
 ]
 
 EXCEPTION_TYPE_KINDS = [
@@ -512,6 +518,9 @@ class TorchRun:
             elif kind == "enable_grad":
                 with torch.enable_grad():
                     self._rerun_items(it[1], ns, local)
+            elif kind == "set_grad_enabled":
+                with torch.set_grad_enabled(it[2]):
+                    self._rerun_items(it[1], ns, local)
             elif kind == "repeat":
                 for _ in range(it[2]):
                     self._rerun_items(it[1], ns, local)
@@ -532,6 +541,9 @@ class TorchRun:
                     ok = self._run_items(it[1], ns, in_try, local)
             elif kind == "enable_grad":
                 with torch.enable_grad():
+                    ok = self._run_items(it[1], ns, in_try, local)
+            elif kind == "set_grad_enabled":
+                with torch.set_grad_enabled(it[2]):
                     ok = self._run_items(it[1], ns, in_try, local)
             elif kind == "try":
                 self._run_items(it[1], ns, True, local)
@@ -667,6 +679,8 @@ def program_tree(items, counter=None):
         else:
             if "repeat" in it:
                 out.append(("repeat", program_tree(it["body"], counter), int(it["repeat"])))
+            elif "set_grad_enabled" in it:
+                out.append(("set_grad_enabled", program_tree(it["body"], counter), bool(it["set_grad_enabled"])))
             elif "saved_tensor_hooks" in it:
                 out.append(("saved_tensor_hooks", program_tree(it["body"], counter), it["saved_tensor_hooks"]))
             elif "checkpoint" in it:

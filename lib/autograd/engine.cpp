@@ -157,6 +157,31 @@ void accumulate_with_graph(Node& acc, const Tensor& g) {
   notify_grad_changed(*leaf);
 }
 
+// Whether any tensor ever asked to retain its gradient: backward only looks for them then.
+bool g_retain_grad_requested = false;
+
+// The tensors whose grad_fn is a node of this pass and that retain their gradient, by node.
+std::map<const Node*, std::vector<TensorImpl*>> retained_by_node() {
+  std::map<const Node*, std::vector<TensorImpl*>> out;
+  if (!g_retain_grad_requested) return out;
+  for (TensorImpl* t : live_tensors())
+    if (t->retains_grad && t->grad_fn) out[t->grad_fn.get()].push_back(t);
+  return out;
+}
+
+// The retains_grad hook, run on the gradients a node received before it runs (PyTorch calls
+// tensor pre-hooks even for a node the pass does not execute: backward(inputs=[h]) with h a
+// non-leaf fills h.grad).
+void retain_gradients(const std::vector<TensorImpl*>& tensors, const InputBuffer& buf) {
+  for (TensorImpl* t : tensors) {
+    const size_t nr = static_cast<size_t>(t->output_nr);
+    if (nr >= buf.grads.size() || !buf.grads[nr]) continue;
+    const Tensor& g = buf.grads[nr];
+    t->grad = t->grad ? ops::add(t->grad, g, Value::integer(1)) : ops::clone(g);
+    notify_grad_changed(*t);
+  }
+}
+
 Tensor zeros_for(const OutputMeta& m) {
   DeviceScope scope(m.cuda ? cuda_device_name() : cpu_device_name());
   return kernels::full(m.sizes, 0.0, m.dtype, m.meta);
@@ -215,6 +240,13 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
     root_edges.push_back({gradient_edge(r), g});
   }
 
+  // backward(inputs=...): torch 1.13's run_backward retains the grad of each input (so a
+  // non-leaf input gets .grad and retains_grad; one that does not require grad raises
+  // retain_grad's error) after refusing an empty list.
+  if (req.accumulate_inputs) {
+    if (req.inputs.empty()) throw ScenarioError("type_error", "'inputs' argument to backward() cannot be empty.");
+    for (const Tensor& t : req.inputs) retain_grad(t);
+  }
   // Capture points for torch.autograd.grad: the edge of each input.
   std::vector<Edge> capture_edges;
   for (const Tensor& t : req.inputs) {
@@ -250,15 +282,16 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
     }
   }
 
-  // For autograd.grad, only nodes on a path to a capture point run (exec_info), and
-  // AccumulateGrad never runs.
+  // With inputs, only nodes on a path to an input's edge run (exec_info): for autograd.grad
+  // AccumulateGrad never runs; for backward(inputs=...) the inputs' own AccumulateGrad do.
+  const bool restricted = req.capture || req.accumulate_inputs;
   std::set<Node*> needed;
   std::map<Node*, std::vector<std::pair<int, size_t>>> captures;  // node -> (input_nr, input index)
-  if (req.capture) {
+  if (restricted) {
     std::set<Node*> targets;
     for (size_t i = 0; i < capture_edges.size(); ++i) {
       targets.insert(capture_edges[i].fn.get());
-      captures[capture_edges[i].fn.get()].push_back({capture_edges[i].input_nr, i});
+      if (req.capture) captures[capture_edges[i].fn.get()].push_back({capture_edges[i].input_nr, i});
     }
     // Reverse topological fixpoint: a node is needed if any child is a target or needed.
     bool changed = true;
@@ -274,7 +307,11 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
           }
       }
     }
+    if (!req.capture)
+      for (Node* target : targets)
+        if (target->variable) needed.insert(target);  // a leaf input: its AccumulateGrad runs
   }
+  const auto retained = retained_by_node();
 
   std::priority_queue<Node*, std::vector<Node*>, ReadyOrder> ready;
   std::vector<Tensor> captured(req.inputs.size());
@@ -297,6 +334,10 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
     InputBuffer buf = slots.take(n);
     buf.grads.resize(std::max<size_t>(buf.grads.size(), n->outputs.size()));
 
+    if (!retained.empty()) {
+      auto it = retained.find(n);
+      if (it != retained.end()) retain_gradients(it->second, buf);
+    }
     if (req.capture) {
       auto it = captures.find(n);
       if (it != captures.end())
@@ -305,7 +346,7 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
           reached[idx] = true;
         }
     }
-    const bool run = req.capture ? needed.count(n) > 0 : true;
+    const bool run = restricted ? needed.count(n) > 0 : true;
     std::vector<Tensor> out;
     if (run) {
       // torch 1.13's CopySlices::apply adds the wrapped node's next functions to the graph
@@ -313,7 +354,7 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
       // torch.autograd.grad they all run and compute: a leaf behind the in-place op gets its
       // .grad accumulated, captured or not (measured: grad(loss, [x]) through
       // h[:, 1].mul_(w) sets w.grad).
-      if (req.capture && n->wrapped())
+      if (restricted && n->wrapped())
         for (const Edge& e : n->wrapped()->next)
           if (e.fn) needed.insert(e.fn.get());
       pos.op = n->name;
@@ -403,6 +444,16 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
       }
   }
   return captured;
+}
+
+void retain_grad(const Tensor& t) {
+  // torch 1.13 Tensor.retain_grad: refused for a tensor that does not require grad, a no-op
+  // on a leaf (its .grad is filled anyway).
+  if (!t->requires_grad())
+    throw ScenarioError("type_error", "can't retain_grad on Tensor that has requires_grad=False");
+  if (t->is_leaf()) return;
+  t->retains_grad = true;
+  g_retain_grad_requested = true;
 }
 
 }  // namespace agtrace::autograd

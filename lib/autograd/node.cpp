@@ -547,6 +547,10 @@ Edge gradient_edge(const Tensor& t) {
   refresh_view_grad_fn(t);
   if (!t || !t->requires_grad()) return {};
   if (t->grad_fn) return {t->grad_fn, t->output_nr};
+  // Only a leaf that itself requires grad has an AccumulateGrad; a view that requires grad
+  // through its base alone has no edge (impl::grad_accumulator returns null: measured, b*2
+  // of such a view has next_functions ((None, 0), (None, 0))).
+  if (!t->requires_grad_flag) return {};
   return {grad_accumulator(t), 0};
 }
 
@@ -643,6 +647,7 @@ std::vector<Tensor> copy_backwards_self_zero(Node&, const std::vector<Tensor>& g
 Tensor as_strided_view(const Tensor& base, const Shape& sizes, const Shape& strides, int64_t offset) {
   Tensor v = make_alias(base, sizes, strides, base->offset + offset);
   v->base = base->base ? base->base : base;
+  v->view_made_in_no_grad = !grad_enabled();
   if (grad_enabled() && base->requires_grad()) set_history(v, make_as_strided(v));
   return v;
 }
@@ -766,8 +771,10 @@ void rebase_view_history(const Tensor& view, const Shared<Node>& fn) {
 
 void refresh_view_grad_fn(const Tensor& t) {
   if (!t || !t->is_view() || t->grad_fn_version == t->version->version) return;
-  // Only differentiable views (made in grad mode, so they have a grad_fn) are regenerated.
-  if (!t->grad_fn || !t->base->requires_grad()) return;
+  // Views made in grad mode are regenerated, also one taken before its base required grad
+  // (measured: b = a[:]; a.add_(r) gives b.grad_fn AsStridedBackward0 over AddBackward0).
+  // A view made in no_grad is not: PyTorch raises when its grad_fn is read then.
+  if (t->view_made_in_no_grad || !t->base->requires_grad()) return;
   set_history(t, make_as_strided(t));
 }
 

@@ -209,12 +209,13 @@ constexpr int kEndOfProgram = -2;
 // The data attributes of a tensor (`x.grad_fn`, ...); any other name after a tensor and a
 // dot is a method. Names of different lengths are told apart by length alone (most
 // lookups are methods, `h.tanh()`: issue #6).
-enum class TensorAttr { GradFn, Grad, RequiresGrad, IsLeaf, Shape, Dtype, Version, Ndim, Base, T, Device };
+enum class TensorAttr { GradFn, Grad, RequiresGrad, IsLeaf, Shape, Dtype, Version, Ndim, Base, T, MT, Data, RetainsGrad, Device };
 constexpr std::pair<std::string_view, TensorAttr> kTensorAttrs[] = {
     {"grad_fn", TensorAttr::GradFn},   {"grad", TensorAttr::Grad},   {"requires_grad", TensorAttr::RequiresGrad},
     {"is_leaf", TensorAttr::IsLeaf},   {"shape", TensorAttr::Shape}, {"dtype", TensorAttr::Dtype},
     {"_version", TensorAttr::Version}, {"ndim", TensorAttr::Ndim},   {"_base", TensorAttr::Base},
-    {"T", TensorAttr::T},              {"device", TensorAttr::Device}};
+    {"T", TensorAttr::T},              {"device", TensorAttr::Device}, {"mT", TensorAttr::MT},
+    {"data", TensorAttr::Data},        {"retains_grad", TensorAttr::RetainsGrad}};
 bool is_tensor_attribute(const std::string& name) {
   for (const auto& entry : kTensorAttrs)
     if (name.size() == entry.first.size() && name == entry.first) return true;
@@ -299,7 +300,8 @@ class Interpreter : public ops::Runtime {
   // ops::Runtime
   void print_line(const std::string& line) override { result_.printed.push_back(line); }
   Value backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph,
-                 bool create_graph, const std::vector<Tensor>* inputs, bool allow_unused) override;
+                 bool create_graph, const std::vector<Tensor>* inputs, bool allow_unused,
+                 bool accumulate_inputs) override;
   std::string device() const override { return device_; }
   SplitMix64& generator() override { return rng_; }
 
@@ -644,9 +646,14 @@ bool Interpreter::run_items(const std::vector<ProgramItem>& items, bool in_try) 
         ok = run_statement(item, in_try);
         break;
       case ProgramItem::Kind::NoGrad:
-      case ProgramItem::Kind::EnableGrad: {
-        autograd::GradModeGuard g(item.kind == ProgramItem::Kind::EnableGrad);
-        push_block(item.kind == ProgramItem::Kind::NoGrad ? "no_grad" : "enable_grad");
+      case ProgramItem::Kind::EnableGrad:
+      case ProgramItem::Kind::SetGradEnabled: {
+        const bool on = item.kind == ProgramItem::Kind::SetGradEnabled ? item.grad_mode
+                                                                       : item.kind == ProgramItem::Kind::EnableGrad;
+        autograd::GradModeGuard g(on);
+        push_block(item.kind == ProgramItem::Kind::NoGrad       ? "no_grad"
+                   : item.kind == ProgramItem::Kind::EnableGrad ? "enable_grad"
+                                                                : "set_grad_enabled");
         ok = run_items(item.body, in_try);
         pop_block();
         break;
@@ -1277,7 +1284,10 @@ Value Interpreter::attribute_of(Value obj, const Expr& e) {
           case TensorAttr::Version: return Value::integer(t->version->version);
           case TensorAttr::Ndim: return Value::integer(t->dim());
           case TensorAttr::Base: return t->base ? Value::tensor(t->base) : Value::none();
-          case TensorAttr::T: return Value::tensor(ops::t(t));
+          case TensorAttr::T: return Value::tensor(ops::reversed_dims(t));
+          case TensorAttr::MT: return Value::tensor(ops::matrix_transpose(t));
+          case TensorAttr::Data: return Value::tensor(ops::data_alias(t));
+          case TensorAttr::RetainsGrad: return Value::boolean(t->retains_grad);
           case TensorAttr::Device:  // PyTorch prints a cuda tensor's device as cuda:0
             return Value::str(t->is_meta() ? "meta" : t->storage->on_device() ? "cuda:0" : "cpu");
         }
@@ -1587,7 +1597,8 @@ Value Interpreter::eval_compare(const std::string& op, const Value& a, const Val
 // ------------------------------------------------------------------ backward
 
 Value Interpreter::backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph,
-                            bool create_graph, const std::vector<Tensor>* inputs, bool allow_unused) {
+                            bool create_graph, const std::vector<Tensor>* inputs, bool allow_unused,
+                            bool accumulate_inputs) {
   // The walk of each root, recorded before backward runs; snapshots after, so they show
   // what the backward released.
   std::vector<int64_t> reached;
@@ -1606,7 +1617,8 @@ Value Interpreter::backward(const std::vector<Tensor>& roots, const std::vector<
   req.roots = roots;
   req.grad_roots = grads;
   req.retain_graph = retain_graph;
-  req.capture = inputs != nullptr;
+  req.capture = inputs != nullptr && !accumulate_inputs;
+  req.accumulate_inputs = accumulate_inputs;
   if (inputs) req.inputs = *inputs;
   req.allow_unused = allow_unused;
   req.create_graph = create_graph;
@@ -1625,7 +1637,7 @@ Value Interpreter::backward(const std::vector<Tensor>& roots, const std::vector<
     throw;
   }
   snapshot_nodes(reached);
-  if (!inputs) return Value::none();
+  if (!req.capture) return Value::none();
   std::vector<Value> out;
   for (const Tensor& g : captured) out.push_back(g ? Value::tensor(g) : Value::none());
   return Value::tuple(std::move(out));

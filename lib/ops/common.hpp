@@ -25,7 +25,14 @@ inline bool needs_grad(std::initializer_list<const Tensor*> inputs) {
   return false;
 }
 
-inline bool rg(const Tensor& t) { return t && t->requires_grad(); }
+// Whether the gradient for `t` is computed, which decides what a node saves: PyTorch's
+// should_compute_output asks whether t's edge is valid, and a view that requires grad only
+// through its base has none (measured: b = a[:]; a.requires_grad_(); b * 2 saves nothing).
+inline bool rg(const Tensor& t) {
+  if (!t) return false;
+  autograd::refresh_view_grad_fn(t);
+  return t->grad_fn != nullptr || t->requires_grad_flag;
+}
 
 // Names the op being computed, so allocations are attributed to it.
 struct OpScope {

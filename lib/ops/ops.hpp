@@ -53,6 +53,18 @@ Tensor slice(const Tensor& a, int64_t dim, std::optional<int64_t> start, std::op
 Tensor clone(const Tensor& a);
 Tensor detach(const Tensor& a);
 Tensor contiguous(const Tensor& a);
+// x.narrow(dim, start, length): slice(dim, start, start + length) with start wrapped.
+Tensor narrow(const Tensor& a, int64_t dim, int64_t start, int64_t length);
+// x.unfold(dimension, size, step): windows along a new last dim (UnfoldBackward0).
+Tensor unfold(const Tensor& a, int64_t dimension, int64_t size, int64_t step);
+// torch.movedim: the permute that moves `source` dims to `destination`.
+Tensor movedim(const Tensor& a, const std::vector<int64_t>& source, const std::vector<int64_t>& destination);
+// x.mT: transpose(-2, -1) of a matrix or batch of matrices.
+Tensor matrix_transpose(const Tensor& a);
+// x.T: permute of the reversed dims, on any rank (at::numpy_T).
+Tensor reversed_dims(const Tensor& a);
+// x.data: an alias with no history and a version counter of its own.
+Tensor data_alias(const Tensor& a);
 
 // In-place (inplace.cpp): each bumps the version counter once and rebases the history.
 void add_(const Tensor& self, const Tensor& other, const Value& alpha);

@@ -36,6 +36,7 @@ namespace {
 Tensor make_view(const Tensor& a, const Shape& sizes, const Shape& strides, int64_t offset) {
   Tensor v = make_alias(a, sizes, strides, offset);
   v->base = a->base ? a->base : a;
+  v->view_made_in_no_grad = !autograd::grad_enabled();
   return v;
 }
 

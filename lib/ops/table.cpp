@@ -153,6 +153,11 @@ std::vector<Tensor> Args::tensors(const std::string& name) const {
   type_error(short_fn(fn) + "(): argument '" + name + "' must be Tensor or a sequence of Tensors, not " + type_name(v));
 }
 
+bool retain_flag(const Args& a, bool create_graph) {
+  // retain_graph defaults to create_graph (torch.autograd.backward).
+  return a.given("retain_graph") ? a.flag("retain_graph") : create_graph;
+}
+
 // ---------------------------------------------------------------- implementations
 
 namespace {
@@ -309,20 +314,6 @@ Value impl_index_put_(Args& a, Runtime&) {
   return a.get("self");
 }
 
-bool retain_flag(const Args& a, bool create_graph) {
-  // retain_graph defaults to create_graph (torch.autograd.backward).
-  return a.given("retain_graph") ? a.flag("retain_graph") : create_graph;
-}
-
-Value impl_backward(Args& a, Runtime& rt) {
-  Tensor self = a.tensor("self");
-  std::vector<Tensor> grads{a.given("gradient") ? a.tensor("gradient") : nullptr};
-  const bool create = a.flag("create_graph");
-  if (a.given("inputs")) throw ScenarioError("unsupported", "backward(inputs=...) is not supported yet");
-  rt.backward({self}, grads, retain_flag(a, create), create, nullptr, false);
-  return Value::none();
-}
-
 Value impl_autograd_grad(Args& a, Runtime& rt) {
   std::vector<Tensor> outputs = a.tensors("outputs");
   std::vector<Tensor> inputs = a.tensors("inputs");
@@ -334,6 +325,8 @@ Value impl_autograd_grad(Args& a, Runtime& rt) {
   const bool create = a.flag("create_graph");
   return rt.backward(outputs, grads, retain_flag(a, create), create, &inputs, a.flag("allow_unused"));
 }
+
+}  // namespace
 
 DType creation_dtype(const Args& a, DType fallback) {
   const Value& d = a.get("dtype");
@@ -364,6 +357,8 @@ std::string creation_device(const Args& a, const Runtime& rt, const std::string&
   return device;
 }
 
+namespace {
+
 Value impl_full_of(Args& a, Runtime& rt, double v) {
   std::vector<int64_t> shape = a.shape("size");
   for (int64_t d : shape)
@@ -383,6 +378,8 @@ Value impl_like(Args& a, Runtime& rt, double v) {
 Value impl_zeros_like(Args& a, Runtime& rt) { return impl_like(a, rt, 0.0); }
 Value impl_ones_like(Args& a, Runtime& rt) { return impl_like(a, rt, 1.0); }
 
+}  // namespace
+
 void flatten_data(const Value& v, Shape& shape, size_t depth, std::vector<double>& out, int& kind) {
   if (v.kind == Value::Kind::List || v.kind == Value::Kind::Tuple) {
     if (shape.size() <= depth) shape.push_back(static_cast<int64_t>(v.items.size()));
@@ -397,6 +394,8 @@ void flatten_data(const Value& v, Shape& shape, size_t depth, std::vector<double
   kind = std::max(kind, v.kind == Value::Kind::Float ? 2 : v.kind == Value::Kind::Int ? 1 : 0);
   out.push_back(v.number());
 }
+
+namespace {
 
 Value impl_tensor(Args& a, Runtime& rt) {
   Shape shape;
@@ -463,6 +462,9 @@ Value impl_item(Args& a, Runtime&) {
 Value impl_requires_grad_(Args& a, Runtime&) {
   Tensor t = a.tensor("self");
   const bool on = a.given("requires_grad") ? a.flag("requires_grad") : true;
+  // A non-leaf already requires grad: requires_grad_(True) leaves it as it is (measured:
+  // (x * 2).requires_grad_() returns the tensor); only turning it off is refused.
+  if (!t->is_leaf() && on) return a.get("self");
   if (!t->is_leaf())
     throw ScenarioError("type_error", "you can only change requires_grad flags of leaf variables. If you want to use a "
                                       "computed variable in a subgraph that doesn't require differentiation use "
@@ -633,8 +635,6 @@ std::vector<OpEntry> core_ops() {
       {"index_put_", {"Tensor.index_put_"}, "(self, indices, values, accumulate=False)", "inplace", "IndexPutBackward0",
        "indices (the list, None entries included), accumulate; edges (self, values)", impl_index_put_, {}},
       // ---- autograd
-      {"backward", {"Tensor.backward"}, "(self, gradient=None, retain_graph=None, create_graph=False, inputs=None)",
-       "autograd", none, "runs the graph; frees saved values unless retain_graph=True", impl_backward, {}},
       {"grad", {"torch.autograd.grad"},
        "(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=False)", "autograd",
        none, "returns gradients without touching .grad", impl_autograd_grad, {}},
@@ -668,7 +668,8 @@ std::vector<OpEntry> core_ops() {
 namespace {
 
 // Every fragment of the table, in the order `agtrace ops` lists them.
-const TableFragment kFragments[] = {core_ops, activation_ops, shape_ops, nn_ops, more_ops};
+const TableFragment kFragments[] = {core_ops,         activation_ops, shape_ops,   nn_ops,
+                                    autograd_api_ops, creation_ops,   more_ops};
 
 std::vector<OpEntry> build_table() {
   std::vector<OpEntry> all;

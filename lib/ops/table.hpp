@@ -27,8 +27,11 @@ class Runtime {
   virtual ~Runtime() = default;
   virtual void print_line(const std::string& line) = 0;
   // Runs backward / autograd.grad; records the walk of each root first.
+  // `inputs` without `accumulate_inputs`: autograd.grad, the gradients are returned; with it:
+  // backward(inputs=...), only those tensors' .grad are filled.
   virtual Value backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph,
-                         bool create_graph, const std::vector<Tensor>* inputs, bool allow_unused) = 0;
+                         bool create_graph, const std::vector<Tensor>* inputs, bool allow_unused,
+                         bool accumulate_inputs = false) = 0;
   virtual std::string device() const = 0;
   // The run-wide generator for random operations (dropout masks), seeded with the
   // scenario seed XOR fnv1a64("__program__"); see lib/scenario/random.hpp.
@@ -84,6 +87,8 @@ std::vector<OpEntry> activation_ops();  // table_activations.cpp: pointwise math
 std::vector<OpEntry> shape_ops();       // table_shapes.cpp: shape ops, indexing, matmul family
 std::vector<OpEntry> nn_ops();          // table_nn.cpp: layer_norm, batch_norm, dropout, embedding, conv2d, pooling
 std::vector<OpEntry> more_ops();        // table_more.cpp: min, argmax, cumsum, prod, logsumexp, more activations
+std::vector<OpEntry> autograd_api_ops(); // interp/autograd_api.cpp: backward, retain_grad, grad mode, allclose, tolist
+std::vector<OpEntry> creation_ops();     // creation.cpp: arange, full, empty, new_*, *_like, random creators
 // Looks up "Tensor.<method>", "torch.<fn>", "F.<fn>", "torch.autograd.<fn>" or a builtin.
 const OpEntry* find_op(const std::string& spelling);
 // All spellings, for "did you mean" suggestions.

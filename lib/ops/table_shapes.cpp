@@ -21,6 +21,28 @@ Value impl_permute(Args& a, Runtime&) { return T(permute(a.tensor("self"), a.sha
 Value impl_expand(Args& a, Runtime&) { return T(expand(a.tensor("self"), a.shape("size"))); }
 // x.expand_as(y) is x.expand(y.size()) (measured: ExpandBackward0, self_sym_sizes of x).
 Value impl_expand_as(Args& a, Runtime&) { return T(expand(a.tensor("self"), a.tensor("other")->sizes)); }
+Value impl_view_as(Args& a, Runtime&) { return T(view(a.tensor("self"), a.tensor("other")->sizes)); }
+Value impl_reshape_as(Args& a, Runtime&) { return T(reshape(a.tensor("self"), a.tensor("other")->sizes)); }
+Value impl_swapaxes(Args& a, Runtime&) {
+  return T(transpose(a.tensor("self"), a.integer("axis0"), a.integer("axis1")));
+}
+Value impl_movedim(Args& a, Runtime&) {
+  auto as_dims = [&](const char* name) {
+    auto d = a.dims(name);
+    if (!d) type_error(short_fn(a.fn) + "(): argument '" + name + "' must be tuple of ints, not NoneType");
+    return *d;
+  };
+  return T(movedim(a.tensor("self"), as_dims("source"), as_dims("destination")));
+}
+Value impl_unfold(Args& a, Runtime&) {
+  return T(unfold(a.tensor("self"), a.integer("dimension"), a.integer("size"), a.integer("step")));
+}
+Value impl_narrow(Args& a, Runtime&) {
+  // PyTorch also takes a 0-d integer tensor as start (narrow.Tensor); agtrace does not.
+  if (a.get("start").kind == Value::Kind::Tensor)
+    throw ScenarioError("unsupported", "narrow() with a tensor start");
+  return T(narrow(a.tensor("self"), a.integer("dim"), a.integer("start"), a.integer("length")));
+}
 Value impl_unsqueeze(Args& a, Runtime&) { return T(unsqueeze(a.tensor("self"), a.integer("dim"))); }
 Value impl_squeeze(Args& a, Runtime&) {
   a.reject_explicit_none_dim("dim");
@@ -139,6 +161,26 @@ std::vector<OpEntry> shape_ops() {
        "self_sym_sizes (a node even when nothing broadcasts; -1 keeps a size)", impl_expand, {}},
       {"expand_as", {"Tensor.expand_as"}, "(self, other)", "view", "ExpandBackward0", "as expand(other.size())",
        impl_expand_as, {}},
+      {"view_as", {"Tensor.view_as"}, "(self, other)", "view", "ViewBackward0", "as view(other.size())",
+       impl_view_as, {}},
+      {"reshape_as", {"Tensor.reshape_as"}, "(self, other)", "view",
+       "ReshapeAliasBackward0 / UnsafeViewBackward0 over CloneBackward0", "as reshape(other.size())", impl_reshape_as,
+       {}},
+      {"swapaxes", {"torch.swapaxes", "Tensor.swapaxes"}, "(self, axis0, axis1)", "view", "TransposeBackward0",
+       "as transpose: dim0, dim1 as passed", impl_swapaxes, {}},
+      {"swapdims", {"torch.swapdims", "Tensor.swapdims"}, "(self, axis0, axis1)", "view", "TransposeBackward0",
+       "as transpose: dim0, dim1 as passed", impl_swapaxes, {}},
+      {"movedim", {"torch.movedim", "Tensor.movedim", "torch.moveaxis", "Tensor.moveaxis"},
+       "(self, source, destination)", "view", "PermuteBackward0", "dims (the permutation computed, non-negative)",
+       impl_movedim, {}},
+      {"narrow", {"torch.narrow", "Tensor.narrow"}, "(self, dim, start, length)", "view", "SliceBackward0",
+       "as slice(dim, start, start + length): dim as passed, start wrapped, end, step 1, self_sym_sizes", impl_narrow,
+       {}},
+      {"unfold", {"Tensor.unfold"}, "(self, dimension, size, step)", "view", "UnfoldBackward0",
+       "dimension (as passed), self_sizes, size, step", impl_unfold, {}},
+      {"T", {"x.T"}, "(self)", "view", "PermuteBackward0",
+       "dims (n-1, ..., 0), on every rank (2-D too); other ranks than 0 and 2 warn", nullptr, {}},
+      {"mT", {"x.mT"}, "(self)", "view", "TransposeBackward0", "dim0 -2, dim1 -1 (read back as uint64)", nullptr, {}},
       {"unsqueeze", {"torch.unsqueeze", "Tensor.unsqueeze"}, "(self, dim)", "view", "UnsqueezeBackward0", "dim",
        impl_unsqueeze, {}},
       {"squeeze", {"torch.squeeze", "Tensor.squeeze"}, "(self, dim=None)", "view", "SqueezeBackward1 / SqueezeBackward0",

@@ -17,6 +17,17 @@ std::string device_name(const Tensor& t);
 std::string parse_device(const std::string& spelled);
 // The `device=` keyword of Tensor.to and the creation functions: none when absent or None.
 std::optional<std::string> device_argument(const Args& a);
+// The creation functions' keywords (table.cpp): `dtype=` or `fallback`; `requires_grad=`
+// applied (floating dtypes only, PyTorch's error otherwise); `device=` or `fallback`, "meta"
+// for every tensor of a meta run.
+DType creation_dtype(const Args& a, DType fallback);
+Value finish_creation(const Args& a, Tensor t);
+std::string creation_device(const Args& a, const Runtime& rt, const std::string& fallback);
+// torch.tensor's data (nested lists of numbers) flattened row-major into `out`, its shape
+// into `shape`; `kind` raised to 0 bool, 1 int, 2 float by the elements seen.
+void flatten_data(const Value& v, Shape& shape, size_t depth, std::vector<double>& out, int& kind);
+// retain_graph= of backward / autograd.grad: defaults to create_graph.
+bool retain_flag(const Args& a, bool create_graph);
 inline Value T(Tensor t) { return Value::tensor(std::move(t)); }
 
 // var's and std's overloads as PyTorch's parser reads them (dim, unbiased, keepdim,

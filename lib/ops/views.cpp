@@ -7,6 +7,7 @@
 #include "ops/common.hpp"
 #include "ops/double_backward.hpp"
 #include "ops/ops.hpp"
+#include "ops/shapes.hpp"
 
 namespace agtrace::ops {
 
@@ -19,6 +20,7 @@ namespace {
 Tensor make_view(const Tensor& a, const Shape& sizes, const Shape& strides, int64_t offset) {
   Tensor v = make_alias(a, sizes, strides, offset);
   v->base = a->base ? a->base : a;  // _base is the root of the view family
+  v->view_made_in_no_grad = !autograd::grad_enabled();
   return v;
 }
 
@@ -188,6 +190,40 @@ Tensor reshaping_view(const Tensor& a, const Shape& shape, const Shape& strides,
   return v;
 }
 
+// UnfoldBackward0 (derivatives.yaml: unfold_backward(grad, self_sizes, dimension, size,
+// step)): every window's gradient is added back where the window looked, so overlapping
+// windows (step < size) sum (measured: x.unfold(1, 3, 1).sum() gives x.grad rows 1 2 3 2 1).
+std::vector<Tensor> unfold_backward(Node& n, const std::vector<Tensor>& g) {
+  const auto& m = n.input_meta[0];
+  const int64_t nd = static_cast<int64_t>(m.sizes.size());
+  const int64_t dim = nd == 0 ? 0 : kernels::wrap_dim(n.attr("dimension").i, nd);
+  const int64_t step = n.attr("step").i;
+  Tensor r;
+  {
+    DeviceScope on_grads_device(g[0]->is_meta() ? std::string("cpu") : g[0]->storage->device.str());
+    r = kernels::full(m.sizes, 0.0, g[0]->dtype(), g[0]->is_meta());
+  }
+  if (r->is_meta()) return {r};
+  // to_values raises `unsupported` for device data: there is no cuda kernel for this.
+  const std::vector<double> grad = to_values(g[0]);
+  std::vector<double> out(static_cast<size_t>(r->numel()), 0.0);
+  const Shape& gs = g[0]->sizes;  // input's sizes with sizes[dim] = windows, then the window size
+  const Shape in_strides = contiguous_strides(m.sizes);
+  std::vector<int64_t> idx(gs.size(), 0);
+  for (size_t i = 0; i < grad.size(); ++i) {
+    int64_t at = 0;
+    for (int64_t d = 0; d < nd; ++d) at += (d == dim ? idx[d] * step : idx[d]) * in_strides[d];
+    at += idx.back() * (nd == 0 ? 0 : in_strides[dim]);
+    out[static_cast<size_t>(at)] += grad[i];
+    for (size_t d = gs.size(); d-- > 0;) {
+      if (++idx[d] < gs[d]) break;
+      idx[d] = 0;
+    }
+  }
+  write_values(r, out);
+  return {r};
+}
+
 }  // namespace
 
 Tensor view(const Tensor& a, const std::vector<int64_t>& shape_in) {
@@ -329,6 +365,128 @@ Tensor contiguous(const Tensor& a) {
 Tensor detach(const Tensor& a) {
   // detach() shares storage and the version counter, records no node, and is no view.
   return make_alias(a, a->sizes, a->strides, a->offset);
+}
+
+}  // namespace agtrace::ops
+
+namespace agtrace::ops {
+
+Tensor narrow(const Tensor& a, int64_t dim, int64_t start, int64_t length) {
+  // at::narrow (1.13): checks, then slice(dim, start, start + length); the slice node keeps
+  // dim as passed and the wrapped start (measured: x.narrow(0, -2, 2) saves start 2, end 4).
+  if (a->dim() == 0) throw ScenarioError("index_out_of_range", "narrow() cannot be applied to a 0-dim tensor.");
+  const int64_t size = a->sizes[static_cast<size_t>(kernels::wrap_dim(dim, a->dim()))];
+  // A start equal to the size is valid (an empty slice at the end), but no valid index.
+  if (start != size) start = kernels::wrap_dim(start, size);
+  if (length < 0 || start > size - length) {
+    ScenarioError e("shape_mismatch", "start (" + std::to_string(start) + ") + length (" + std::to_string(length) +
+                                          ") exceeds dimension size (" + std::to_string(size) + ").");
+    e.facts = {{"start", start}, {"length", length}, {"size", size}};
+    throw e;
+  }
+  return slice(a, dim, start, start + length, 1);
+}
+
+Tensor unfold(const Tensor& a, int64_t dimension, int64_t size, int64_t step) {
+  OpScope scope("unfold");
+  // at::unfold (1.13): a 0-d tensor unfolds as if it had one dim of size 1.
+  const int64_t nd = a->dim();
+  const int64_t d = kernels::wrap_dim(dimension, nd);
+  const int64_t max_size = nd == 0 ? 1 : a->sizes[static_cast<size_t>(d)];
+  if (size > max_size)
+    throw ScenarioError("shape_mismatch", "maximum size for tensor at dimension " + std::to_string(d) + " is " +
+                                              std::to_string(max_size) + " but size is " + std::to_string(size));
+  if (step <= 0) throw ScenarioError("type_error", "step is " + std::to_string(step) + " but must be > 0");
+  // PyTorch fails later, computing the storage size of a negative window.
+  if (size < 0) throw ScenarioError("unsupported", "unfold() with a negative size");
+  Shape sz = a->sizes, st = a->strides;
+  sz.push_back(size);
+  st.push_back(nd == 0 ? 1 : a->strides[static_cast<size_t>(d)]);
+  if (nd > 0) {
+    sz[static_cast<size_t>(d)] = (a->sizes[static_cast<size_t>(d)] - size) / step + 1;
+    st[static_cast<size_t>(d)] = step * a->strides[static_cast<size_t>(d)];
+  }
+  Tensor v = make_view(a, sz, st, a->offset);
+  if (needs_grad({&a})) {
+    auto node = make_node("UnfoldBackward0", unfold_backward, {a});
+    node->save_attr("dimension", AttrValue::integer(dimension, true));
+    node->save_attr("self_sizes", AttrValue::ints(a->sizes));
+    node->save_attr("size", AttrValue::integer(size));
+    node->save_attr("step", AttrValue::integer(step));
+    set_history(v, node);
+  }
+  return v;
+}
+
+namespace {
+std::string dims_text(const std::vector<int64_t>& dims) {
+  std::string out = "[";
+  for (size_t i = 0; i < dims.size(); ++i) out += (i ? ", " : "") + std::to_string(dims[i]);
+  return out + "]";
+}
+}  // namespace
+
+Tensor movedim(const Tensor& a, const std::vector<int64_t>& source, const std::vector<int64_t>& destination) {
+  const int64_t nd = a->dim();
+  if (source.size() != destination.size())
+    throw ScenarioError("shape_mismatch", "movedim: Invalid source or destination dims: source (" +
+                                              dims_text(source) + " dims) should contain the same number of dims as "
+                                              "destination (" + dims_text(destination) + " dims)");
+  // A 0-d tensor gives self.alias() (AliasBackward0, measured), which agtrace does not record.
+  if (nd == 0) throw ScenarioError("unsupported", "movedim() of a 0-d tensor (AliasBackward0)");
+  std::vector<int64_t> src, dst;
+  for (int64_t s : source) src.push_back(kernels::wrap_dim(s, nd));
+  for (int64_t s : destination) dst.push_back(kernels::wrap_dim(s, nd));
+  auto check_repeats = [](const std::vector<int64_t>& wrapped, const std::vector<int64_t>& as_passed,
+                          const char* which) {
+    std::vector<int64_t> sorted = wrapped;
+    std::sort(sorted.begin(), sorted.end());
+    if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+      throw ScenarioError("type_error",
+                          std::string("movedim: repeated dim in `") + which + "` (" + dims_text(as_passed) + ")");
+  };
+  check_repeats(src, source, "source");
+  check_repeats(dst, destination, "destination");
+  // at::movedim: the moved dims land at their destinations; the others keep their order
+  // in the places left (measured: x.movedim(0, 2) of a 3-D tensor permutes (1, 2, 0)).
+  std::vector<int64_t> order(static_cast<size_t>(nd), -1);
+  std::vector<bool> src_used(static_cast<size_t>(nd), false);
+  for (size_t i = 0; i < src.size(); ++i) {
+    order[static_cast<size_t>(dst[i])] = src[i];
+    src_used[static_cast<size_t>(src[i])] = true;
+  }
+  int64_t next_src = 0;
+  for (int64_t& o : order) {
+    if (o >= 0) continue;
+    while (src_used[static_cast<size_t>(next_src)]) ++next_src;
+    o = next_src++;
+  }
+  return permute(a, order);
+}
+
+Tensor matrix_transpose(const Tensor& a) {
+  if (a->dim() < 2)
+    throw ScenarioError("shape_mismatch", "tensor.mT is only supported on matrices or batches of matrices. Got " +
+                                              std::to_string(a->dim()) + "-D tensor.");
+  // transpose(-2, -1): the node keeps the negative dims (measured _saved_dim0 2**64-2).
+  return transpose(a, -2, -1);
+}
+
+Tensor reversed_dims(const Tensor& a) {
+  // at::numpy_T: permute(n-1, ..., 0) on every rank (measured: PermuteBackward0 for 2-D too,
+  // not TBackward0). Ranks other than 0 and 2 warn (UserWarning, not part of the report).
+  std::vector<int64_t> dims;
+  for (int64_t d = a->dim() - 1; d >= 0; --d) dims.push_back(d);
+  return permute(a, dims);
+}
+
+Tensor data_alias(const Tensor& a) {
+  // Tensor.data (1.13 VariableHooks::variable_data): a shallow copy with no autograd
+  // metadata and a NEW version counter, so an edit through it is not seen by autograd
+  // (measured: x.data.add_(1) bumps the alias to version 1, x stays at 0). Not a view.
+  Tensor d = make_alias(a, a->sizes, a->strides, a->offset);
+  d->version = make_shared_object<VersionCounter>();
+  return d;
 }
 
 }  // namespace agtrace::ops

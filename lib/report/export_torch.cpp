@@ -41,6 +41,9 @@ ojson items_json(const std::vector<ProgramItem>& items) {
       case K::Statement: out.push_back(it.source); break;
       case K::NoGrad: out.push_back(ojson{{"no_grad", items_json(it.body)}}); break;
       case K::EnableGrad: out.push_back(ojson{{"enable_grad", items_json(it.body)}}); break;
+      case K::SetGradEnabled:
+        out.push_back(ojson{{"set_grad_enabled", it.grad_mode}, {"body", items_json(it.body)}});
+        break;
       case K::Try: out.push_back(ojson{{"try", items_json(it.body)}}); break;
       case K::SavedTensorHooks:
         out.push_back(ojson{{"saved_tensor_hooks", it.hooks_kind}, {"body", items_json(it.body)}});
@@ -147,7 +150,8 @@ std::string export_torch_script(const Scenario& sc, const TorchExportOptions& op
   s += "#\n";
   s += "# A self-contained script: it creates the leaf tensors with the very values agtrace's\n";
   s += "# initialisers give them (random ones included), runs the program's statements in real\n";
-  s += "# PyTorch (blocks as `with torch.no_grad():`, `with torch.enable_grad():`, `try:` and\n";
+  s += "# PyTorch (blocks as `with torch.no_grad():`, `with torch.enable_grad():`,\n";
+  s += "# `with torch.set_grad_enabled(BOOL):`, `try:` and\n";
   s += "# `for _ in range(N):`; saved_tensor_hooks blocks under the hooks the runner defines,\n";
   s += "# checkpoint blocks through torch.utils.checkpoint, use_reentrant=False), and prints\n";
   s += "# the stable core of agtrace's JSON report as PyTorch sees it: statements and their\n";

@@ -716,11 +716,11 @@ class Loader {
   }
 
   void load_block(const OJ& j, const std::string& ptr, int depth, ProgramItem& item) {
-    static const std::vector<std::string> heads = {"no_grad",            "enable_grad", "try",
+    static const std::vector<std::string> heads = {"no_grad",            "enable_grad", "set_grad_enabled", "try",
                                                    "saved_tensor_hooks", "repeat",      "checkpoint"};
-    static const std::vector<std::string> all_keys = {"no_grad", "enable_grad", "try",    "saved_tensor_hooks",
-                                                      "repeat",  "checkpoint",  "body",   "inputs",
-                                                      "outputs"};
+    static const std::vector<std::string> all_keys = {"no_grad",    "enable_grad", "set_grad_enabled", "try",
+                                                      "saved_tensor_hooks", "repeat", "checkpoint", "body",
+                                                      "inputs",     "outputs"};
     if (depth > kMaxBlockDepth)
       fail("limit", ptr, "blocks nest deeper than " + std::to_string(kMaxBlockDepth));
 
@@ -745,7 +745,7 @@ class Loader {
     if (head.empty()) fail("schema", ptr, "a block object needs one of: " + join(heads));
 
     std::vector<std::string> extras;
-    if (head == "saved_tensor_hooks" || head == "repeat") extras = {"body"};
+    if (head == "saved_tensor_hooks" || head == "repeat" || head == "set_grad_enabled") extras = {"body"};
     if (head == "checkpoint") extras = {"inputs", "outputs"};
     for (const auto& [k, v] : j.items()) {
       (void)v;
@@ -767,6 +767,12 @@ class Loader {
     } else if (head == "enable_grad") {
       item.kind = ProgramItem::Kind::EnableGrad;
       body(hv, hptr);
+    } else if (head == "set_grad_enabled") {
+      // with torch.set_grad_enabled(BOOL): ...
+      item.kind = ProgramItem::Kind::SetGradEnabled;
+      if (!hv.is_boolean()) fail("schema", hptr, "set_grad_enabled needs true or false, found " + type_name(hv));
+      item.grad_mode = hv.get<bool>();
+      body(j.at("body"), child(ptr, "body"));
     } else if (head == "try") {
       item.kind = ProgramItem::Kind::Try;
       body(hv, hptr);

@@ -146,6 +146,11 @@ struct TensorImpl {
   InternedString multi_output_node;
   bool is_view() const { return base != nullptr; }
   bool is_wrapped_number = false;  // a Python scalar turned into a 0-d tensor
+  // t.retain_grad() on a non-leaf: backward fills its .grad (a retained gradient).
+  bool retains_grad = false;
+  // A view made with grad mode off (PyTorch's CreationMeta::NO_GRAD_MODE): its grad_fn is
+  // never regenerated after an in-place edit of its family.
+  bool view_made_in_no_grad = false;
   size_t registry_slot = 0;        // position in the live-tensor registry (O(1) removal)
 
   TensorImpl();
@@ -154,7 +159,10 @@ struct TensorImpl {
   DType dtype() const { return storage->dtype; }
   int64_t dim() const { return static_cast<int64_t>(sizes.size()); }
   int64_t numel() const;
-  bool requires_grad() const { return requires_grad_flag || grad_fn != nullptr; }
+  // A view requires grad when its base does, even with no grad_fn of its own (a view taken
+  // before its base joined a graph, or in no_grad; torch 1.13 VariableHooks::requires_grad,
+  // measured: b = a[:]; a.requires_grad_() gives b.requires_grad True, b.grad_fn None).
+  bool requires_grad() const { return requires_grad_flag || grad_fn != nullptr || (base && base->requires_grad()); }
   bool is_leaf() const { return grad_fn == nullptr; }
   bool is_contiguous() const;
   bool is_meta() const { return storage->meta; }

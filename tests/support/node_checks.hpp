@@ -3,10 +3,12 @@
 #pragma once
 #include <catch2/catch.hpp>
 
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "autograd/node.hpp"
+#include "errors.hpp"
 
 namespace agtrace::test {
 
@@ -46,6 +48,17 @@ inline std::string attr(const autograd::Node& n, const std::string& name) {
   REQUIRE_FALSE(e->is_tensor);
   REQUIRE(e->attr != nullptr);
   return autograd::attr_repr(*e->attr);
+}
+
+// The ScenarioError that f raises (fails the test if it raises none).
+inline ScenarioError raised_error(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const ScenarioError& e) {
+    return e;
+  }
+  FAIL("no error was raised");
+  return ScenarioError("none", "");
 }
 
 }  // namespace agtrace::test
