@@ -1135,6 +1135,12 @@ void Interpreter::assign(const Expr& target, const Value& v) {
         return;
       }
       if (target.text == "requires_grad") {
+        // The attribute's setter refuses any non-leaf, True or False (THPVariable_set_
+        // requires_grad), where requires_grad_(True) on a non-leaf is a no-op.
+        if (!obj.t->is_leaf())
+          fail("type_error", std::string("you can only change requires_grad flags of leaf variables.") +
+                                 (truthy(v) ? "" : " If you want to use a computed variable in a subgraph that doesn't "
+                                                   "require differentiation use var_no_grad = var.detach()."));
         const ops::OpEntry* entry = ops::find_op("Tensor.requires_grad_");
         call_entry(*entry, "Tensor.requires_grad_", &obj, {Value::boolean(truthy(v))}, {});
         return;
