@@ -1,4 +1,4 @@
-// masked_fill_, clamp_, clamp_min_ (and clamp_min): the in-place forms record the
+// masked_fill_, clamp_, clamp_min_ (and clamp_min, and F.normalize over it): the in-place forms record the
 // out-of-place node over the edited tensor, following the steps of ops/inplace_util.hpp
 // (overlap, allowed, node before the edit, write, one version bump, history rebased: on a
 // view its base's CopySlices). Measured with /usr/bin/python3 and torch 1.13:
@@ -11,6 +11,8 @@
 #include "ops/inplace_util.hpp"
 #include "ops/more.hpp"
 #include "ops/more_util.hpp"
+#include "ops/ops.hpp"
+#include "ops/shapes.hpp"
 
 namespace agtrace::ops {
 
@@ -144,6 +146,11 @@ void clamp_min_(const Tensor& self, const Value& min) {
   const double lo = min.number();
   kernels::unary_inplace(self, [lo](double x) { return clamped(x, true, lo, false, 0); });
   end_inplace(self, node);
+}
+
+Tensor normalize(const Tensor& a, const Value& p, int64_t dim, const Value& eps) {
+  Tensor denominator = clamp_min(norm(a, p, {dim}, true), eps);
+  return div(a, expand(denominator, a->sizes.vec()));
 }
 
 }  // namespace agtrace::ops

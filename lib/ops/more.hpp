@@ -88,6 +88,10 @@ void clamp_(const Tensor& self, const Value& min, const Value& max);  // ClampBa
 Tensor clamp_min(const Tensor& a, const Value& min);
 void clamp_min_(const Tensor& self, const Value& min);
 
+// F.normalize = input / input.norm(p, dim, keepdim=True).clamp_min(eps).expand_as(input):
+// DivBackward0 over ExpandBackward0 over ClampMinBackward0 over NormBackward1 (measured).
+Tensor normalize(const Tensor& a, const Value& p, int64_t dim, const Value& eps);
+
 // ---- losses (losses_more.cpp). reduction: 0 none, 1 mean, 2 sum (at::Reduction).
 // l1_loss is composite: (input - target).abs() then mean() / sum().
 Tensor l1_loss(const Tensor& input, const Tensor& target, int64_t reduction);

@@ -199,6 +199,14 @@ Value impl_clamp_min_(Args& a, Runtime&) {
   return T(self);
 }
 
+Value impl_normalize(Args& a, Runtime&) {
+  if (a.given("out")) unsupported("F.normalize(out=...)");
+  // eps's default 1e-12 (a float: _saved_min reads 1e-12, measured); the table's
+  // signature cannot spell it.
+  const Value eps = a.given("eps") ? number_arg(a, "eps") : Value::real(1e-12);
+  return T(normalize(a.tensor("input"), number_arg(a, "p"), a.integer("dim"), eps));
+}
+
 // ---------------------------------------------------------------- losses
 
 void no_legacy_reduction(const Args& a) {
@@ -320,6 +328,9 @@ std::vector<OpEntry> more_ops() {
        "min, self (same object)", impl_clamp_min, {}},
       {"clamp_min_", {"Tensor.clamp_min_", "torch.clamp_min_"}, "(self, min)", "inplace", "ClampMinBackward0",
        "min, self (a copy of the original)", impl_clamp_min_, {}},
+      {"normalize", {"F.normalize"}, "(input, p=2.0, dim=1, eps=None, out=None)", "pointwise",
+       "DivBackward0 over ExpandBackward0 over ClampMinBackward0 over NormBackward1",
+       "composite: input / input.norm(p, dim, keepdim=True).clamp_min(eps).expand_as(input)", impl_normalize, {}},
       // ---- losses
       {"l1_loss", {"F.l1_loss"}, "(input, target, size_average=None, reduce=None, reduction=None)", "loss",
        "MeanBackward0 / SumBackward0 over AbsBackward0 over SubBackward0",

@@ -29,7 +29,7 @@ TEST_CASE("more ops without a cuda kernel raise unsupported naming the op", "[mo
       {"x.gather(1, x.argmax(1, keepdim=True))", "gather"},  {"x.masked_select(x > 0)", "masked_select"},
       {"F.pad(x, (1, 1))", "constant_pad_nd"},   {"F.kl_div(x, x.detach().exp())", "xlogy"},
       {"(x * 1).masked_fill_(x > 0, 0.5)", "masked_fill_"},  {"(x * 1).clamp_(-0.5, 0.5)", "clamp_"},
-      {"x.clamp_min(0.1)", "clamp_min"},        {"(x * 1).clamp_min_(0.1)", "clamp_min_"},
+      {"x.clamp_min(0.1)", "clamp_min"},        {"F.normalize(x)", "clamp_min"},        {"(x * 1).clamp_min_(0.1)", "clamp_min_"},
       {"x.sort(1)", "sort"},                     {"x.argsort(0)", "sort"},        {"x.topk(1)", "topk"},
   };
   std::string program;

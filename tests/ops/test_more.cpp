@@ -26,6 +26,7 @@ using agtrace::ScenarioError;
 using agtrace::Shape;
 using agtrace::Tensor;
 using agtrace::Value;
+using agtrace::autograd::Node;
 namespace ops = agtrace::ops;
 
 using namespace agtrace::test;
@@ -504,4 +505,18 @@ TEST_CASE("more fidelity: in-place edits bump once and save a copy of the origin
   CHECK(kind_of([&] { ops::masked_fill_(x, mask, F(0)); }) == "leaf_inplace");
   CHECK(kind_of([&] { ops::clamp_(values({2}, {1, 2}, DType::Int64), F(0.5), Value::none()); }) == "dtype_mismatch");
   CHECK(fn(ops::clamp_min(x, F(0))).name == "ClampMinBackward0");
+}
+
+TEST_CASE("more: F.normalize decomposes as 1.13 records it", "[more][gradcheck]") {
+  check_gradients("normalize p 2 dim 1", {leaf64({3, 4}, -2, 2)},
+                  [](const Inputs& in) { return ops::normalize(in[0], F(2.0), 1, F(1e-12)); });
+  check_gradients("normalize p 1 dim 0", {leaf64({3, 4}, -2, 2)},
+                  [](const Inputs& in) { return ops::normalize(in[0], F(1.0), 0, F(1e-3)); });
+  Tensor y = ops::normalize(linspace_leaf({2, 3}), F(2.0), 1, F(1e-12));
+  CHECK(fn(y).name == "DivBackward0");
+  CHECK(next_names(fn(y)) == Names{"AccumulateGrad", "ExpandBackward0"});
+  Node& clamp = *fn(y).next[1].fn->next[0].fn;
+  CHECK(clamp.name == "ClampMinBackward0");
+  CHECK(attr(clamp, "min") == "1e-12");
+  CHECK(clamp.next[0].fn->name == "NormBackward1");
 }
