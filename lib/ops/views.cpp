@@ -193,35 +193,31 @@ Tensor reshaping_view(const Tensor& a, const Shape& shape, const Shape& strides,
 // UnfoldBackward0 (derivatives.yaml: unfold_backward(grad, self_sizes, dimension, size,
 // step)): every window's gradient is added back where the window looked, so overlapping
 // windows (step < size) sum (measured: x.unfold(1, 3, 1).sum() gives x.grad rows 1 2 3 2 1).
+// Window i of the gradient (the unfolded dim selected at i, its elements along the last dim)
+// is placed into zeros of the input's shape and the windows are added, on any device.
 std::vector<Tensor> unfold_backward(Node& n, const std::vector<Tensor>& g) {
   const auto& m = n.input_meta[0];
+  const Tensor& grad = g[0];  // input's sizes with sizes[dim] = windows, then the window size
+  if (m.sizes.empty()) {      // a 0-d input unfolds to one window of one element
+    Tensor c = grad->is_contiguous() ? grad : kernels::copy(grad);
+    return {make_alias(c, m.sizes, m.sizes, c->offset)};
+  }
   const int64_t nd = static_cast<int64_t>(m.sizes.size());
-  const int64_t dim = nd == 0 ? 0 : kernels::wrap_dim(n.attr("dimension").i, nd);
+  const auto dim = static_cast<size_t>(kernels::wrap_dim(n.attr("dimension").i, nd));
   const int64_t step = n.attr("step").i;
-  Tensor r;
-  {
-    DeviceScope on_grads_device(g[0]->is_meta() ? std::string("cpu") : g[0]->storage->device.str());
-    r = kernels::full(m.sizes, 0.0, g[0]->dtype(), g[0]->is_meta());
-  }
-  if (r->is_meta()) return {r};
-  // to_values raises `unsupported` for device data: there is no cuda kernel for this.
-  const std::vector<double> grad = to_values(g[0]);
-  std::vector<double> out(static_cast<size_t>(r->numel()), 0.0);
-  const Shape& gs = g[0]->sizes;  // input's sizes with sizes[dim] = windows, then the window size
   const Shape in_strides = contiguous_strides(m.sizes);
-  std::vector<int64_t> idx(gs.size(), 0);
-  for (size_t i = 0; i < grad.size(); ++i) {
-    int64_t at = 0;
-    for (int64_t d = 0; d < nd; ++d) at += (d == dim ? idx[d] * step : idx[d]) * in_strides[d];
-    at += idx.back() * (nd == 0 ? 0 : in_strides[dim]);
-    out[static_cast<size_t>(at)] += grad[i];
-    for (size_t d = gs.size(); d-- > 0;) {
-      if (++idx[d] < gs[d]) break;
-      idx[d] = 0;
-    }
+  Shape window_sizes = grad->sizes, window_grad_strides = grad->strides, window_strides = in_strides;
+  window_sizes.erase(window_sizes.begin() + static_cast<std::ptrdiff_t>(dim));
+  window_grad_strides.erase(window_grad_strides.begin() + static_cast<std::ptrdiff_t>(dim));
+  window_strides.erase(window_strides.begin() + static_cast<std::ptrdiff_t>(dim));
+  window_strides.push_back(in_strides[dim]);
+  Tensor sum;
+  for (int64_t i = 0; i < grad->sizes[dim]; ++i) {
+    Tensor window = make_alias(grad, window_sizes, window_grad_strides, grad->offset + i * grad->strides[dim]);
+    Tensor placed = kernels::view_backward(window, m.sizes, window_sizes, window_strides, i * step * in_strides[dim]);
+    sum = sum ? kadd(sum, placed) : placed;
   }
-  write_values(r, out);
-  return {r};
+  return {sum};  // (sizes[dim] - size) / step + 1 >= 1 windows: size <= sizes[dim], step > 0
 }
 
 }  // namespace
