@@ -443,6 +443,9 @@ Value impl_dim(Args& a, Runtime&) { return Value::integer(a.tensor("self")->dim(
 Value impl_numel(Args& a, Runtime&) { return Value::integer(a.tensor("self")->numel()); }
 Value impl_element_size(Args& a, Runtime&) { return Value::integer(dtype_size(a.tensor("self")->dtype())); }
 Value impl_is_contiguous(Args& a, Runtime&) { return Value::boolean(a.tensor("self")->is_contiguous()); }
+// Tensor._is_view(): whether the tensor is a view of another (has a _base), as PyTorch's
+// tests ask it (test_autograd.py's view checks).
+Value impl_is_view(Args& a, Runtime&) { return Value::boolean(a.tensor("self")->is_view()); }
 Value impl_data_ptr(Args& a, Runtime&) {
   // Not an address: storage id and element offset, enough for equality checks.
   Tensor t = a.tensor("self");
@@ -659,6 +662,7 @@ std::vector<OpEntry> core_ops() {
       {"numel", {"Tensor.numel", "torch.numel"}, "(self)", "introspection", none, "-", impl_numel, {}},
       {"element_size", {"Tensor.element_size"}, "(self)", "introspection", none, "-", impl_element_size, {}},
       {"is_contiguous", {"Tensor.is_contiguous"}, "(self)", "introspection", none, "-", impl_is_contiguous, {}},
+      {"_is_view", {"Tensor._is_view"}, "(self)", "introspection", none, "-", impl_is_view, {}},
       {"data_ptr", {"Tensor.data_ptr"}, "(self)", "introspection", none, "for comparison only", impl_data_ptr, {}},
       {"item", {"Tensor.item"}, "(self)", "introspection", none, "-", impl_item, {}},
   };
@@ -668,8 +672,8 @@ std::vector<OpEntry> core_ops() {
 namespace {
 
 // Every fragment of the table, in the order `agtrace ops` lists them.
-const TableFragment kFragments[] = {core_ops,         activation_ops, shape_ops,   nn_ops,
-                                    autograd_api_ops, creation_ops,   more_ops};
+const TableFragment kFragments[] = {core_ops,         activation_ops, shape_ops, nn_ops,
+                                    autograd_api_ops, creation_ops,   more_ops,  rounding_trig_ops};
 
 std::vector<OpEntry> build_table() {
   std::vector<OpEntry> all;

@@ -1,0 +1,161 @@
+// Rounding and trigonometric pointwise ops: floor ceil round trunc frac sign (no saved
+// value), sinh cosh atan asin acos log2 log10 (saving self), tan exp2 (saving the result).
+// Measured with /usr/bin/python3 and torch 1.13: node names (FloorBackward0 ...), what each
+// saves, dtypes (rounding ops and sign keep an integer input's dtype, frac refuses it, the
+// others give float32), and which CPU kernels lack Half ("floor_vml_cpu" not implemented for
+// 'Half'; frac, sign and exp2 have it). Formulas from derivatives.yaml (1.13).
+#include <cmath>
+#include <string>
+
+#include "ops/more_util.hpp"
+#include "ops/table.hpp"
+#include "ops/table_util.hpp"
+
+namespace agtrace::ops {
+
+using namespace more_detail;
+
+namespace {
+
+enum class Saves { Nothing, Self, Result };
+enum class IntInput { Keep, ToFloat, Refuse };
+
+struct PointwiseSpec {
+  const char* op;
+  const char* node;
+  const char* kernel;  // in "not implemented for" messages
+  double (*f)(double);
+  autograd::BackwardFn backward;
+  Saves saves;
+  IntInput int_input;
+  bool half_on_cpu;
+};
+
+// derivatives.yaml: floor, ceil, round, trunc, sign: zeros_like(grad).
+std::vector<Tensor> zero_backward(Node& n, const std::vector<Tensor>& g) {
+  return {kernels::full(g[0]->sizes, 0.0, n.input_meta[0].dtype, g[0]->is_meta())};
+}
+// frac: grad.
+std::vector<Tensor> identity_backward(Node& n, const std::vector<Tensor>& g) { return {as_dtype(g[0], n.input_meta[0].dtype)}; }
+
+// grad * d(saved) elementwise, in the input's dtype.
+template <typename F>
+std::vector<Tensor> grad_times(Node& n, const std::vector<Tensor>& g, const char* saved, F&& d) {
+  Tensor s = n.unpack(saved);
+  return {kernels::binary(g[0], s, n.input_meta[0].dtype, [&d](double gv, double v) { return gv * d(v); }, "backward")};
+}
+
+std::vector<Tensor> sinh_backward(Node& n, const std::vector<Tensor>& g) {  // grad * self.cosh()
+  return grad_times(n, g, "self", [](double s) { return std::cosh(s); });
+}
+std::vector<Tensor> cosh_backward(Node& n, const std::vector<Tensor>& g) {  // grad * self.sinh()
+  return grad_times(n, g, "self", [](double s) { return std::sinh(s); });
+}
+std::vector<Tensor> atan_backward(Node& n, const std::vector<Tensor>& g) {  // grad / (self * self + 1)
+  return grad_times(n, g, "self", [](double s) { return 1.0 / (s * s + 1.0); });
+}
+std::vector<Tensor> asin_backward(Node& n, const std::vector<Tensor>& g) {  // grad * (-self * self + 1).rsqrt()
+  return grad_times(n, g, "self", [](double s) { return 1.0 / std::sqrt(1.0 - s * s); });
+}
+std::vector<Tensor> acos_backward(Node& n, const std::vector<Tensor>& g) {  // grad * -((-self * self + 1).rsqrt())
+  return grad_times(n, g, "self", [](double s) { return -1.0 / std::sqrt(1.0 - s * s); });
+}
+std::vector<Tensor> log2_backward(Node& n, const std::vector<Tensor>& g) {  // grad / (self * 0.6931471805599453)
+  return grad_times(n, g, "self", [](double s) { return 1.0 / (s * 0.6931471805599453); });
+}
+std::vector<Tensor> log10_backward(Node& n, const std::vector<Tensor>& g) {  // grad / (self * 2.302585092994046)
+  return grad_times(n, g, "self", [](double s) { return 1.0 / (s * 2.302585092994046); });
+}
+std::vector<Tensor> tan_backward(Node& n, const std::vector<Tensor>& g) {  // grad * (1 + result.pow(2))
+  return grad_times(n, g, "result", [](double r) { return 1.0 + r * r; });
+}
+std::vector<Tensor> exp2_backward(Node& n, const std::vector<Tensor>& g) {  // grad * result * ln(2)
+  return grad_times(n, g, "result", [](double r) { return r * 0.6931471805599453; });
+}
+
+double frac_f(double x) { return x - std::trunc(x); }
+// (0 < x) - (x < 0), as the CPU kernel: sign(-0.0) and sign(nan) are 0.0 (measured).
+double sign_f(double x) { return static_cast<double>((0 < x) - (x < 0)); }
+// round: half to even, as torch.round (std::nearbyint in the default rounding mode).
+double round_f(double x) { return std::nearbyint(x); }
+double floor_f(double x) { return std::floor(x); }
+double ceil_f(double x) { return std::ceil(x); }
+double trunc_f(double x) { return std::trunc(x); }
+double sinh_f(double x) { return std::sinh(x); }
+double cosh_f(double x) { return std::cosh(x); }
+double atan_f(double x) { return std::atan(x); }
+double asin_f(double x) { return std::asin(x); }
+double acos_f(double x) { return std::acos(x); }
+double log2_f(double x) { return std::log2(x); }
+double log10_f(double x) { return std::log10(x); }
+double tan_f(double x) { return std::tan(x); }
+double exp2_f(double x) { return std::exp2(x); }
+
+const PointwiseSpec kSpecs[] = {
+    {"floor", "FloorBackward0", "floor_vml_cpu", floor_f, zero_backward, Saves::Nothing, IntInput::Keep, false},
+    {"ceil", "CeilBackward0", "ceil_vml_cpu", ceil_f, zero_backward, Saves::Nothing, IntInput::Keep, false},
+    {"round", "RoundBackward0", "round_vml_cpu", round_f, zero_backward, Saves::Nothing, IntInput::Keep, false},
+    {"trunc", "TruncBackward0", "trunc_vml_cpu", trunc_f, zero_backward, Saves::Nothing, IntInput::Keep, false},
+    {"frac", "FracBackward0", "frac_cpu", frac_f, identity_backward, Saves::Nothing, IntInput::Refuse, true},
+    {"sign", "SignBackward0", "sign_cpu", sign_f, zero_backward, Saves::Nothing, IntInput::Keep, true},
+    {"sinh", "SinhBackward0", "sinh_cpu", sinh_f, sinh_backward, Saves::Self, IntInput::ToFloat, false},
+    {"cosh", "CoshBackward0", "cosh_cpu", cosh_f, cosh_backward, Saves::Self, IntInput::ToFloat, false},
+    {"atan", "AtanBackward0", "atan_vml_cpu", atan_f, atan_backward, Saves::Self, IntInput::ToFloat, false},
+    {"asin", "AsinBackward0", "asin_vml_cpu", asin_f, asin_backward, Saves::Self, IntInput::ToFloat, false},
+    {"acos", "AcosBackward0", "acos_vml_cpu", acos_f, acos_backward, Saves::Self, IntInput::ToFloat, false},
+    {"log2", "Log2Backward0", "log2_vml_cpu", log2_f, log2_backward, Saves::Self, IntInput::ToFloat, false},
+    {"log10", "Log10Backward0", "log10_vml_cpu", log10_f, log10_backward, Saves::Self, IntInput::ToFloat, false},
+    {"tan", "TanBackward0", "tan_vml_cpu", tan_f, tan_backward, Saves::Result, IntInput::ToFloat, false},
+    {"exp2", "Exp2Backward0", "exp2_cpu", exp2_f, exp2_backward, Saves::Result, IntInput::ToFloat, true},
+};
+
+const PointwiseSpec& spec_of(const std::string& op) {
+  for (const PointwiseSpec& s : kSpecs)
+    if (op == s.op) return s;
+  throw std::logic_error("rounding_trig: no spec for " + op);
+}
+
+Tensor run_pointwise(const Tensor& a, const PointwiseSpec& s) {
+  OpScope scope(s.op);
+  require_host(a);
+  DType out = a->dtype();
+  if (out == DType::Bool) not_implemented(s.kernel, out);
+  if (!is_floating(out)) {
+    if (s.int_input == IntInput::Refuse) not_implemented(s.kernel, out);
+    if (s.int_input == IntInput::ToFloat) out = DType::Float32;
+  }
+  if (!s.half_on_cpu) refuse_half_on_cpu(a, s.kernel);
+  Tensor r = kernels::unary(a, out, s.f);
+  // An integer result (floor of an int64 tensor) has no gradient.
+  if (needs_grad({&a}) && is_floating(out)) {
+    auto node = make_node(s.node, s.backward, {a});
+    set_history(r, node);
+    if (s.saves == Saves::Self) node->save_input("self", a);
+    if (s.saves == Saves::Result) node->save_output("result", r, 0);
+  }
+  return r;
+}
+
+// x.floor(), torch.floor(x), ...: the op's name is the spelling's last part.
+Value impl_pointwise(Args& a, Runtime&) {
+  const std::string op = a.fn.substr(a.fn.rfind('.') + 1);
+  if (op == "round" && a.given("decimals")) unsupported("round(decimals=...)");
+  return T(run_pointwise(a.tensor("self"), spec_of(op)));
+}
+
+}  // namespace
+
+std::vector<OpEntry> rounding_trig_ops() {
+  std::vector<OpEntry> t;
+  for (const PointwiseSpec& s : kSpecs) {
+    const std::string op = s.op;
+    const std::string saves = s.saves == Saves::Self     ? "self (same object)"
+                              : s.saves == Saves::Result ? "result (new object, same storage)"
+                                                         : "nothing";
+    const std::string signature = op == "round" ? "(self, *, decimals=None)" : "(self)";
+    t.push_back({op, {"torch." + op, "Tensor." + op}, signature, "pointwise", s.node, saves, impl_pointwise, {}});
+  }
+  return t;
+}
+
+}  // namespace agtrace::ops
