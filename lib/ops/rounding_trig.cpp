@@ -76,37 +76,24 @@ std::vector<Tensor> exp2_backward(Node& n, const std::vector<Tensor>& g) {  // g
 double frac_f(double x) { return x - std::trunc(x); }
 // (0 < x) - (x < 0), as the CPU kernel: sign(-0.0) and sign(nan) are 0.0 (measured).
 double sign_f(double x) { return static_cast<double>((0 < x) - (x < 0)); }
-// round: half to even, as torch.round (std::nearbyint in the default rounding mode).
-double round_f(double x) { return std::nearbyint(x); }
-double floor_f(double x) { return std::floor(x); }
-double ceil_f(double x) { return std::ceil(x); }
-double trunc_f(double x) { return std::trunc(x); }
-double sinh_f(double x) { return std::sinh(x); }
-double cosh_f(double x) { return std::cosh(x); }
-double atan_f(double x) { return std::atan(x); }
-double asin_f(double x) { return std::asin(x); }
-double acos_f(double x) { return std::acos(x); }
-double log2_f(double x) { return std::log2(x); }
-double log10_f(double x) { return std::log10(x); }
-double tan_f(double x) { return std::tan(x); }
-double exp2_f(double x) { return std::exp2(x); }
 
+// round is half to even, as torch.round: std::nearbyint in the default rounding mode.
 const PointwiseSpec kSpecs[] = {
-    {"floor", "FloorBackward0", "floor_vml_cpu", floor_f, zero_backward, Saves::Nothing, IntInput::Keep, false},
-    {"ceil", "CeilBackward0", "ceil_vml_cpu", ceil_f, zero_backward, Saves::Nothing, IntInput::Keep, false},
-    {"round", "RoundBackward0", "round_vml_cpu", round_f, zero_backward, Saves::Nothing, IntInput::Keep, false},
-    {"trunc", "TruncBackward0", "trunc_vml_cpu", trunc_f, zero_backward, Saves::Nothing, IntInput::Keep, false},
+    {"floor", "FloorBackward0", "floor_vml_cpu", [](double x) { return std::floor(x); }, zero_backward, Saves::Nothing, IntInput::Keep, false},
+    {"ceil", "CeilBackward0", "ceil_vml_cpu", [](double x) { return std::ceil(x); }, zero_backward, Saves::Nothing, IntInput::Keep, false},
+    {"round", "RoundBackward0", "round_vml_cpu", [](double x) { return std::nearbyint(x); }, zero_backward, Saves::Nothing, IntInput::Keep, false},
+    {"trunc", "TruncBackward0", "trunc_vml_cpu", [](double x) { return std::trunc(x); }, zero_backward, Saves::Nothing, IntInput::Keep, false},
     {"frac", "FracBackward0", "frac_cpu", frac_f, identity_backward, Saves::Nothing, IntInput::Refuse, true},
     {"sign", "SignBackward0", "sign_cpu", sign_f, zero_backward, Saves::Nothing, IntInput::Keep, true},
-    {"sinh", "SinhBackward0", "sinh_cpu", sinh_f, sinh_backward, Saves::Self, IntInput::ToFloat, false},
-    {"cosh", "CoshBackward0", "cosh_cpu", cosh_f, cosh_backward, Saves::Self, IntInput::ToFloat, false},
-    {"atan", "AtanBackward0", "atan_vml_cpu", atan_f, atan_backward, Saves::Self, IntInput::ToFloat, false},
-    {"asin", "AsinBackward0", "asin_vml_cpu", asin_f, asin_backward, Saves::Self, IntInput::ToFloat, false},
-    {"acos", "AcosBackward0", "acos_vml_cpu", acos_f, acos_backward, Saves::Self, IntInput::ToFloat, false},
-    {"log2", "Log2Backward0", "log2_vml_cpu", log2_f, log2_backward, Saves::Self, IntInput::ToFloat, false},
-    {"log10", "Log10Backward0", "log10_vml_cpu", log10_f, log10_backward, Saves::Self, IntInput::ToFloat, false},
-    {"tan", "TanBackward0", "tan_vml_cpu", tan_f, tan_backward, Saves::Result, IntInput::ToFloat, false},
-    {"exp2", "Exp2Backward0", "exp2_cpu", exp2_f, exp2_backward, Saves::Result, IntInput::ToFloat, true},
+    {"sinh", "SinhBackward0", "sinh_cpu", [](double x) { return std::sinh(x); }, sinh_backward, Saves::Self, IntInput::ToFloat, false},
+    {"cosh", "CoshBackward0", "cosh_cpu", [](double x) { return std::cosh(x); }, cosh_backward, Saves::Self, IntInput::ToFloat, false},
+    {"atan", "AtanBackward0", "atan_vml_cpu", [](double x) { return std::atan(x); }, atan_backward, Saves::Self, IntInput::ToFloat, false},
+    {"asin", "AsinBackward0", "asin_vml_cpu", [](double x) { return std::asin(x); }, asin_backward, Saves::Self, IntInput::ToFloat, false},
+    {"acos", "AcosBackward0", "acos_vml_cpu", [](double x) { return std::acos(x); }, acos_backward, Saves::Self, IntInput::ToFloat, false},
+    {"log2", "Log2Backward0", "log2_vml_cpu", [](double x) { return std::log2(x); }, log2_backward, Saves::Self, IntInput::ToFloat, false},
+    {"log10", "Log10Backward0", "log10_vml_cpu", [](double x) { return std::log10(x); }, log10_backward, Saves::Self, IntInput::ToFloat, false},
+    {"tan", "TanBackward0", "tan_vml_cpu", [](double x) { return std::tan(x); }, tan_backward, Saves::Result, IntInput::ToFloat, false},
+    {"exp2", "Exp2Backward0", "exp2_cpu", [](double x) { return std::exp2(x); }, exp2_backward, Saves::Result, IntInput::ToFloat, true},
 };
 
 const PointwiseSpec& spec_of(const std::string& op) {
