@@ -36,13 +36,16 @@ std::vector<Tensor> zero_backward(Node& n, const std::vector<Tensor>& g) {
   return {kernels::full(g[0]->sizes, 0.0, n.input_meta[0].dtype, g[0]->is_meta())};
 }
 // frac: grad.
-std::vector<Tensor> identity_backward(Node& n, const std::vector<Tensor>& g) { return {as_dtype(g[0], n.input_meta[0].dtype)}; }
+std::vector<Tensor> identity_backward(Node& n, const std::vector<Tensor>& g) {
+  return {as_dtype(g[0], n.input_meta[0].dtype)};
+}
 
 // grad * d(saved) elementwise, in the input's dtype.
 template <typename F>
 std::vector<Tensor> grad_times(Node& n, const std::vector<Tensor>& g, const char* saved, F&& d) {
   Tensor s = n.unpack(saved);
-  return {kernels::binary(g[0], s, n.input_meta[0].dtype, [&d](double gv, double v) { return gv * d(v); }, "backward")};
+  return {kernels::binary(
+      g[0], s, n.input_meta[0].dtype, [&d](double gv, double v) { return gv * d(v); }, "backward")};
 }
 
 std::vector<Tensor> sinh_backward(Node& n, const std::vector<Tensor>& g) {  // grad * self.cosh()
@@ -79,21 +82,34 @@ double sign_f(double x) { return static_cast<double>((0 < x) - (x < 0)); }
 
 // round is half to even, as torch.round: std::nearbyint in the default rounding mode.
 const PointwiseSpec kSpecs[] = {
-    {"floor", "FloorBackward0", "floor_vml_cpu", [](double x) { return std::floor(x); }, zero_backward, Saves::Nothing, IntInput::Keep, false},
-    {"ceil", "CeilBackward0", "ceil_vml_cpu", [](double x) { return std::ceil(x); }, zero_backward, Saves::Nothing, IntInput::Keep, false},
-    {"round", "RoundBackward0", "round_vml_cpu", [](double x) { return std::nearbyint(x); }, zero_backward, Saves::Nothing, IntInput::Keep, false},
-    {"trunc", "TruncBackward0", "trunc_vml_cpu", [](double x) { return std::trunc(x); }, zero_backward, Saves::Nothing, IntInput::Keep, false},
+    {"floor", "FloorBackward0", "floor_vml_cpu", [](double x) { return std::floor(x); }, zero_backward, Saves::Nothing,
+     IntInput::Keep, false},
+    {"ceil", "CeilBackward0", "ceil_vml_cpu", [](double x) { return std::ceil(x); }, zero_backward, Saves::Nothing,
+     IntInput::Keep, false},
+    {"round", "RoundBackward0", "round_vml_cpu", [](double x) { return std::nearbyint(x); }, zero_backward,
+     Saves::Nothing, IntInput::Keep, false},
+    {"trunc", "TruncBackward0", "trunc_vml_cpu", [](double x) { return std::trunc(x); }, zero_backward, Saves::Nothing,
+     IntInput::Keep, false},
     {"frac", "FracBackward0", "frac_cpu", frac_f, identity_backward, Saves::Nothing, IntInput::Refuse, true},
     {"sign", "SignBackward0", "sign_cpu", sign_f, zero_backward, Saves::Nothing, IntInput::Keep, true},
-    {"sinh", "SinhBackward0", "sinh_cpu", [](double x) { return std::sinh(x); }, sinh_backward, Saves::Self, IntInput::ToFloat, false},
-    {"cosh", "CoshBackward0", "cosh_cpu", [](double x) { return std::cosh(x); }, cosh_backward, Saves::Self, IntInput::ToFloat, false},
-    {"atan", "AtanBackward0", "atan_vml_cpu", [](double x) { return std::atan(x); }, atan_backward, Saves::Self, IntInput::ToFloat, false},
-    {"asin", "AsinBackward0", "asin_vml_cpu", [](double x) { return std::asin(x); }, asin_backward, Saves::Self, IntInput::ToFloat, false},
-    {"acos", "AcosBackward0", "acos_vml_cpu", [](double x) { return std::acos(x); }, acos_backward, Saves::Self, IntInput::ToFloat, false},
-    {"log2", "Log2Backward0", "log2_vml_cpu", [](double x) { return std::log2(x); }, log2_backward, Saves::Self, IntInput::ToFloat, false},
-    {"log10", "Log10Backward0", "log10_vml_cpu", [](double x) { return std::log10(x); }, log10_backward, Saves::Self, IntInput::ToFloat, false},
-    {"tan", "TanBackward0", "tan_vml_cpu", [](double x) { return std::tan(x); }, tan_backward, Saves::Result, IntInput::ToFloat, false},
-    {"exp2", "Exp2Backward0", "exp2_cpu", [](double x) { return std::exp2(x); }, exp2_backward, Saves::Result, IntInput::ToFloat, true},
+    {"sinh", "SinhBackward0", "sinh_cpu", [](double x) { return std::sinh(x); }, sinh_backward, Saves::Self,
+     IntInput::ToFloat, false},
+    {"cosh", "CoshBackward0", "cosh_cpu", [](double x) { return std::cosh(x); }, cosh_backward, Saves::Self,
+     IntInput::ToFloat, false},
+    {"atan", "AtanBackward0", "atan_vml_cpu", [](double x) { return std::atan(x); }, atan_backward, Saves::Self,
+     IntInput::ToFloat, false},
+    {"asin", "AsinBackward0", "asin_vml_cpu", [](double x) { return std::asin(x); }, asin_backward, Saves::Self,
+     IntInput::ToFloat, false},
+    {"acos", "AcosBackward0", "acos_vml_cpu", [](double x) { return std::acos(x); }, acos_backward, Saves::Self,
+     IntInput::ToFloat, false},
+    {"log2", "Log2Backward0", "log2_vml_cpu", [](double x) { return std::log2(x); }, log2_backward, Saves::Self,
+     IntInput::ToFloat, false},
+    {"log10", "Log10Backward0", "log10_vml_cpu", [](double x) { return std::log10(x); }, log10_backward, Saves::Self,
+     IntInput::ToFloat, false},
+    {"tan", "TanBackward0", "tan_vml_cpu", [](double x) { return std::tan(x); }, tan_backward, Saves::Result,
+     IntInput::ToFloat, false},
+    {"exp2", "Exp2Backward0", "exp2_cpu", [](double x) { return std::exp2(x); }, exp2_backward, Saves::Result,
+     IntInput::ToFloat, true},
 };
 
 const PointwiseSpec& spec_of(const std::string& op) {
