@@ -28,10 +28,14 @@ std::vector<int64_t> normalise_dims(const std::vector<int64_t>& dims, int64_t nd
   return out;
 }
 
+// The reduced dims of the input, wrapped. A 0-d input has none: PyTorch accepts dim 0 / -1
+// for it (wrapped against max(ndim, 1)) but reduces nothing, and sum_backward skips the
+// unsqueeze for empty sizes, so the gradient is the incoming one expanded to ().
 std::vector<int64_t> dims_of(const Node& n) {
   const AttrValue& a = n.attr("dim");
   std::vector<int64_t> dims;
   const int64_t nd = static_cast<int64_t>(n.input_meta[0].sizes.size());
+  if (nd == 0) return dims;
   for (int64_t d : a.list) dims.push_back(d < 0 ? d + std::max<int64_t>(nd, 1) : d);
   return dims;
 }
@@ -51,7 +55,7 @@ std::vector<Tensor> sum_dim_backward(Node& n, const std::vector<Tensor>& g) {
   Tensor e = kernels::expand_to(g[0], m.sizes, dims, n.attr("keepdim").b);
   if (n.name == "MeanBackward1") {
     int64_t count = 1;
-    for (int64_t d : dims) count *= m.sizes.empty() ? 1 : m.sizes[static_cast<size_t>(d)];
+    for (int64_t d : dims) count *= m.sizes[static_cast<size_t>(d)];
     e = kscale(e, 1.0 / static_cast<double>(std::max<int64_t>(count, 1)));
   }
   return {as_dtype(e, m.dtype)};
@@ -87,7 +91,7 @@ std::vector<Tensor> reduce_dbackward(Node& n, const std::vector<Tensor>& g) {
     if (n.name == "MeanBackward0") {
       count = shape_numel(m.sizes);
     } else {
-      for (int64_t d : dims_of(n)) count *= m.sizes.empty() ? 1 : m.sizes[static_cast<size_t>(d)];
+      for (int64_t d : dims_of(n)) count *= m.sizes[static_cast<size_t>(d)];
     }
     e = div_scalar(e, Value::integer(count));
   }

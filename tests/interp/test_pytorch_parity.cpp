@@ -1,0 +1,38 @@
+// Programs where agtrace disagreed with PyTorch 1.13 (each fact measured with
+// /usr/bin/python3 and torch 1.13; the same programs are differential scenarios in
+// tests/differential/corpus/).
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "interp/run_helpers.hpp"
+
+using agtrace::test::run_text;
+
+namespace {
+std::string scenario(const std::string& tensors, const std::string& program) {
+  return std::string(R"JSON({"name": "t", "tensors": {)JSON") + tensors + R"JSON(}, "program": )JSON" + program + "}";
+}
+const char* kScalarLeaf = R"JSON("x": {"shape": [], "requires_grad": true, "init": {"values": [2.0]}})JSON";
+}  // namespace
+
+TEST_CASE("sum / mean over dim 0 or -1 of a 0-d tensor reduce nothing and backward to ones", "[pytorch-parity]") {
+  // PyTorch wraps dim 0 / -1 of a 0-d tensor against max(ndim, 1); SumBackward1 and
+  // MeanBackward1 then expand the gradient back to () without unsqueezing.
+  for (const char* device : {"cpu", "meta"}) {
+    auto r = run_text(scenario(kScalarLeaf, R"JSON([
+      "a = x.sum(0)", "b = x.mean(0, True)", "c = x.sum(-1)", "d = x.sum([0])", "e = x.mean(dim=-1)",
+      "print(a.shape, a.grad_fn.name(), b.shape, b.grad_fn.name())",
+      "(a + b + c + d + e).backward()",
+      "print(x.grad.shape)"
+    ])JSON"), false, device);
+    INFO(device);
+    REQUIRE(r.errors.empty());
+    REQUIRE(r.printed.size() == 2);
+    CHECK(r.printed[0] == "torch.Size([]) SumBackward1 torch.Size([]) MeanBackward1");
+    CHECK(r.printed[1] == "torch.Size([])");
+  }
+  auto r = run_text(scenario(kScalarLeaf, R"JSON(["x.mean(0).backward()", "x.sum(-1, True).backward()", "print(x.grad.item())"])JSON"));
+  REQUIRE(r.printed.size() == 1);
+  CHECK(r.printed[0] == "2.0");
+}
