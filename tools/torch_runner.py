@@ -89,7 +89,8 @@ ERROR_PATTERNS = [
     ("no_grad_fn", ["does not require grad and does not have a grad_fn",
                     "One of the differentiated Tensors does not require grad"]),
     ("unused_input", ["appears to not have been used in the graph"]),
-    ("view_inplace", ["This view is the output of a function that returns multiple views"]),
+    ("view_inplace", ["This view is the output of a function that returns multiple views",
+                      "A view was created in no_grad mode", "Can't detach views in-place"]),
     ("unsupported", ["more than one element of the written-to tensor refers to a single memory location",
                      "Cannot copy out of meta tensor"]),
     ("grad_not_scalar", ["grad can be implicitly created only for scalar outputs"]),
@@ -110,7 +111,8 @@ ERROR_PATTERNS = [
                         "expected both vectors to have same dtype", "must have the same dtype",
                         "result type Float can't be cast", "Expected object of scalar type",
                         "Expected tensor for argument #1", "mixed dtype (CPU)",
-                        "Index put requires the source and destination dtypes match"]),
+                        "Index put requires the source and destination dtypes match",
+                        "assigned grad has data of a different type"]),
     ("index_out_of_range", ["out of bounds", "Dimension out of range", "invalid index of a 0-dim tensor",
                             "cannot be applied to a 0-dim tensor", "too many indices", "index out of range",
                             "single ellipsis", "out of range"]),
@@ -123,7 +125,7 @@ ERROR_PATTERNS = [
                     "division by zero", "takes no arguments", "not enough values to unpack",
                     "too many values to unpack", "cannot unpack non-iterable",
                     "Integers to negative integer powers are not allowed",
-                    "Please look up dimensions by name"]),
+                    "Please look up dimensions by name", "can't assign Variable as its own grad"]),
 ]
 
 EXCEPTION_TYPE_KINDS = [

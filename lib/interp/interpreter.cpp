@@ -1118,6 +1118,13 @@ void Interpreter::assign(const Expr& target, const Value& v) {
           obj.t->grad.reset();
           notify_grad_changed(*obj.t);
         } else if (v.kind == Value::Kind::Tensor) {
+          // THPVariable_set_grad's checks, in its order: the tensor itself, then its type
+          // (dtype and device: measured "different type" for an int64 or meta grad, even of
+          // another size), then its size.
+          if (v.t.get() == obj.t.get()) fail("type_error", "can't assign Variable as its own grad");
+          if (v.t->dtype() != obj.t->dtype() || v.t->is_meta() != obj.t->is_meta() ||
+              v.t->storage->device != obj.t->storage->device)
+            fail("dtype_mismatch", "assigned grad has data of a different type");
           if (v.t->sizes != obj.t->sizes)
             fail("shape_mismatch", "assigned grad has data of a different size");
           obj.t->grad = v.t;

@@ -36,3 +36,32 @@ TEST_CASE("sum / mean over dim 0 or -1 of a 0-d tensor reduce nothing and backwa
   REQUIRE(r.printed.size() == 1);
   CHECK(r.printed[0] == "2.0");
 }
+
+TEST_CASE("AccumulateGrad leaves .grad alone for a leaf that no longer requires grad", "[pytorch-parity]") {
+  auto r = run_text(scenario(R"JSON("x": {"shape": [3], "requires_grad": true, "init": "ones"})JSON", R"JSON([
+    "y = (x * x).sum()", "z = (x * 3).sum()", "x.requires_grad_(False)", "y.backward()", "print(x.grad is None)",
+    "x.requires_grad_()", "z.backward()", "print(x.grad.sum().item())"
+  ])JSON"));
+  REQUIRE(r.errors.empty());
+  REQUIRE(r.printed.size() == 2);
+  CHECK(r.printed[0] == "True");
+  CHECK(r.printed[1] == "9.0");
+}
+
+TEST_CASE("x.grad = t checks the tensor itself, then its type, then its size", "[pytorch-parity]") {
+  auto r = run_text(scenario(R"JSON("x": {"shape": [2], "init": "zeros"})JSON", R"JSON([
+    {"try": ["x.grad = x"]}, {"try": ["x.grad = torch.ones(3, dtype=torch.int64)"]},
+    {"try": ["x.grad = torch.ones(2, dtype=torch.float64)"]}, {"try": ["x.grad = torch.ones(3)"]},
+    "print(x.grad is None)", "x.grad = x.detach()", "print(x.grad is None)"
+  ])JSON"));
+  REQUIRE(r.errors.size() == 4);
+  CHECK(r.errors[0].kind == "type_error");
+  CHECK(r.errors[0].message == "can't assign Variable as its own grad");
+  CHECK(r.errors[1].kind == "dtype_mismatch");
+  CHECK(r.errors[1].message == "assigned grad has data of a different type");
+  CHECK(r.errors[2].kind == "dtype_mismatch");
+  CHECK(r.errors[3].kind == "shape_mismatch");
+  REQUIRE(r.printed.size() == 2);
+  CHECK(r.printed[0] == "True");
+  CHECK(r.printed[1] == "False");
+}
