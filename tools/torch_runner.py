@@ -125,7 +125,8 @@ ERROR_PATTERNS = [
                     "division by zero", "takes no arguments", "not enough values to unpack",
                     "too many values to unpack", "cannot unpack non-iterable",
                     "Integers to negative integer powers are not allowed",
-                    "Please look up dimensions by name", "can't assign Variable as its own grad"]),
+                    "Please look up dimensions by name", "can't assign Variable as its own grad",
+                    " tensors and "]),  # engine: "got 2 tensors and 1 gradients"
 ]
 
 EXCEPTION_TYPE_KINDS = [

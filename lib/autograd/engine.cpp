@@ -215,6 +215,10 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
     root_edges.push_back({gradient_edge(r), g});
   }
 
+  // The engine checks the inputs after the roots (measured: a root without grad_fn raises
+  // no_grad_fn first); torch.autograd.grad raises ValueError for none.
+  if (req.capture && req.inputs.empty()) throw ScenarioError("type_error", "grad requires non-empty inputs.");
+
   // Capture points for torch.autograd.grad: the edge of each input.
   std::vector<Edge> capture_edges;
   for (const Tensor& t : req.inputs) {

@@ -299,7 +299,8 @@ class Interpreter : public ops::Runtime {
   // ops::Runtime
   void print_line(const std::string& line) override { result_.printed.push_back(line); }
   Value backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph,
-                 bool create_graph, const std::vector<Tensor>* inputs, bool allow_unused) override;
+                 bool create_graph, const std::vector<Tensor>* inputs, bool allow_unused,
+                 const ScenarioError* argument_error) override;
   std::string device() const override { return device_; }
   SplitMix64& generator() override { return rng_; }
 
@@ -1593,7 +1594,8 @@ Value Interpreter::eval_compare(const std::string& op, const Value& a, const Val
 // ------------------------------------------------------------------ backward
 
 Value Interpreter::backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph,
-                            bool create_graph, const std::vector<Tensor>* inputs, bool allow_unused) {
+                            bool create_graph, const std::vector<Tensor>* inputs, bool allow_unused,
+                            const ScenarioError* argument_error) {
   // The walk of each root, recorded before backward runs; snapshots after, so they show
   // what the backward released.
   std::vector<int64_t> reached;
@@ -1624,6 +1626,7 @@ Value Interpreter::backward(const std::vector<Tensor>& roots, const std::vector<
   // std::function call per node.
   std::vector<Tensor> captured;
   try {
+    if (argument_error) throw *argument_error;
     captured = autograd::run_backward(req);
   } catch (ScenarioError& e) {
     if (e.phase.empty()) e.phase = "backward";

@@ -305,12 +305,31 @@ Value impl_autograd_grad(Args& a, Runtime& rt) {
   std::vector<Tensor> outputs = a.tensors("outputs");
   std::vector<Tensor> inputs = a.tensors("inputs");
   std::vector<Tensor> grads(outputs.size());
-  if (a.given("grad_outputs")) {
-    std::vector<Tensor> g = a.tensors("grad_outputs");
-    for (size_t i = 0; i < g.size() && i < grads.size(); ++i) grads[i] = g[i];
+  // _tensor_or_tensors_to_tuple: None is one None per output, a tensor a 1-tuple.
+  const Value& given = a.get("grad_outputs");
+  std::vector<Value> entries(outputs.size(), Value::none());
+  if (given.kind == Value::Kind::Tensor) entries = {given};
+  else if (given.kind == Value::Kind::Tuple || given.kind == Value::Kind::List) entries = given.items;
+  else if (given.kind != Value::Kind::None) a.tensors("grad_outputs");  // raises the type error
+  // _make_grads pairs outputs with them by zip (extra entries are dropped), reading None as
+  // the implicit ones of a scalar output; the engine then refuses fewer gradients than
+  // outputs (measured: "got 2 tensors and 1 gradients"). PyTorch raises these inside the
+  // call, after the walks are recorded.
+  std::optional<ScenarioError> argument_error;
+  for (size_t i = 0; i < grads.size() && i < entries.size() && !argument_error; ++i) {
+    const Value& item = entries[i];
+    if (item.kind == Value::Kind::Tensor) grads[i] = item.t;
+    else if (item.kind == Value::Kind::None && outputs[i]->numel() != 1)
+      argument_error.emplace("grad_not_scalar", "grad can be implicitly created only for scalar outputs");
+    else if (item.kind != Value::Kind::None)
+      argument_error.emplace("type_error", "gradients can be either Tensors or None, but got " + type_name(item));
   }
+  if (!argument_error && entries.size() < outputs.size())
+    argument_error.emplace("type_error", "got " + std::to_string(outputs.size()) + " tensors and " +
+                                             std::to_string(entries.size()) + " gradients");
   const bool create = a.flag("create_graph");
-  return rt.backward(outputs, grads, retain_flag(a, create), create, &inputs, a.flag("allow_unused"));
+  return rt.backward(outputs, grads, retain_flag(a, create), create, &inputs, a.flag("allow_unused"),
+                     argument_error ? &*argument_error : nullptr);
 }
 
 DType creation_dtype(const Args& a, DType fallback) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "errors.hpp"
 #include "interp/value.hpp"
 #include "scenario/random.hpp"
 
@@ -26,9 +27,12 @@ class Runtime {
  public:
   virtual ~Runtime() = default;
   virtual void print_line(const std::string& line) = 0;
-  // Runs backward / autograd.grad; records the walk of each root first.
+  // Runs backward / autograd.grad; records the walk of each root first. `argument_error`, if
+  // given, is raised right after that record, as the backward phase: an error PyTorch finds
+  // inside torch.autograd.grad (its grad_outputs) once the call has begun.
   virtual Value backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph,
-                         bool create_graph, const std::vector<Tensor>* inputs, bool allow_unused) = 0;
+                         bool create_graph, const std::vector<Tensor>* inputs, bool allow_unused,
+                         const ScenarioError* argument_error = nullptr) = 0;
   virtual std::string device() const = 0;
   // The run-wide generator for random operations (dropout masks), seeded with the
   // scenario seed XOR fnv1a64("__program__"); see lib/scenario/random.hpp.

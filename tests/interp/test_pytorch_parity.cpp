@@ -65,3 +65,26 @@ TEST_CASE("x.grad = t checks the tensor itself, then its type, then its size", "
   CHECK(r.printed[0] == "True");
   CHECK(r.printed[1] == "False");
 }
+
+TEST_CASE("torch.autograd.grad: empty inputs, and grad_outputs entries as _make_grads reads them", "[pytorch-parity]") {
+  auto r = run_text(scenario(R"JSON("x": {"shape": [2], "requires_grad": true, "init": "ones"})JSON", R"JSON([
+    "y = (x * x).sum()", "v = x * 3",
+    {"try": ["torch.autograd.grad(y, [])"]},
+    "g, = torch.autograd.grad([y, v], [x], grad_outputs=[None, torch.ones(2)], retain_graph=True)",
+    "print(g.sum().item())",
+    {"try": ["torch.autograd.grad([y, v], [x], grad_outputs=torch.ones(()))"]},
+    {"try": ["torch.autograd.grad([v], [x], grad_outputs=[None])"]},
+    "g, = torch.autograd.grad([y], [x], grad_outputs=[None, 1.0])",
+    "print(g.sum().item())"
+  ])JSON"));
+  REQUIRE(r.errors.size() == 3);
+  CHECK(r.errors[0].kind == "type_error");
+  CHECK(r.errors[0].message == "grad requires non-empty inputs.");
+  CHECK(r.errors[1].kind == "type_error");
+  CHECK(r.errors[1].message == "got 2 tensors and 1 gradients");
+  CHECK(r.errors[1].phase == "backward");
+  CHECK(r.errors[2].kind == "grad_not_scalar");
+  REQUIRE(r.printed.size() == 2);
+  CHECK(r.printed[0] == "10.0");
+  CHECK(r.printed[1] == "4.0");
+}
