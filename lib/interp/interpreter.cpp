@@ -1374,15 +1374,23 @@ Value Interpreter::call_entry(const ops::OpEntry& entry, const std::string& spel
     fail("type_error", fname() + " takes " + std::to_string(max_pos - (self ? 1 : 0)) + " positional arguments but " +
                            std::to_string(given - (self ? 1 : 0)) + " were given");
   }
-  for (const auto& [kw, val] : keywords) {
+  for (const auto& [written_kw, written_val] : keywords) {
+    const std::string kw = ops::keyword_param(entry, spelling, self != nullptr, written_kw);
     size_t k = 0;
     for (; k < entry.params.size(); ++k)
-      if (entry.params[k].name == kw && !entry.params[k].varargs) break;
+      if (entry.params[k].name == kw && (!entry.params[k].varargs || entry.params[k].keyword_list)) break;
+    Value val = written_val;
+    if (k < entry.params.size() && entry.params[k].varargs) {
+      // view(size=(6,)): the whole list by its name, never one int (x.permute(dims=1) raises).
+      if (val.kind != Value::Kind::Tuple && val.kind != Value::Kind::List && val.kind != Value::Kind::Size)
+        fail("type_error", entry.name + "(): argument '" + kw + "' must be tuple of ints, not " + type_name(val));
+      val = Value::tuple({val});
+    }
     if (k == entry.params.size()) {
       std::vector<std::string> names;
       for (const auto& prm : entry.params) names.push_back(prm.name);
-      std::string hint = suggest(kw, names);
-      fail("type_error", fname() + " got an unexpected keyword argument '" + kw + "'" +
+      std::string hint = suggest(written_kw, names);
+      fail("type_error", fname() + " got an unexpected keyword argument '" + written_kw + "'" +
                              (hint.empty() ? "" : "; did you mean '" + hint + "'?"));
     }
     if (args.values[k]) fail("type_error", fname() + " got multiple values for argument '" + kw + "'");

@@ -36,8 +36,12 @@ Tensor sigmoid(const Tensor& a);
 Tensor relu(const Tensor& a);
 
 // Reductions (reduce.cpp). dims empty with has_dim=false: all elements.
-Tensor sum(const Tensor& a, const std::optional<std::vector<int64_t>>& dims, bool keepdim);
-Tensor mean(const Tensor& a, const std::optional<std::vector<int64_t>>& dims, bool keepdim);
+// dtype: the result's (the input is read as that type; the gradient comes back in the
+// input's dtype, measured: x.sum(dtype=torch.float64) is SumBackward0 straight over x).
+Tensor sum(const Tensor& a, const std::optional<std::vector<int64_t>>& dims, bool keepdim,
+           std::optional<DType> dtype = std::nullopt);
+Tensor mean(const Tensor& a, const std::optional<std::vector<int64_t>>& dims, bool keepdim,
+            std::optional<DType> dtype = std::nullopt);
 
 // Matrix products (linalg.cpp).
 Tensor mm(const Tensor& a, const Tensor& b);

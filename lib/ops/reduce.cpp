@@ -98,19 +98,29 @@ std::vector<Tensor> reduce_dbackward(Node& n, const std::vector<Tensor>& g) {
   return {e};
 }
 
-Tensor reduce(const Tensor& a, const std::optional<std::vector<int64_t>>& dims_in, bool keepdim, bool is_mean) {
+Tensor reduce(const Tensor& a, const std::optional<std::vector<int64_t>>& dims_in, bool keepdim, bool is_mean,
+              std::optional<DType> dtype) {
   OpScope scope(is_mean ? "mean" : "sum");
-  if (is_mean && !is_floating(a->dtype())) {
-    ScenarioError e("dtype_mismatch",
-                    "mean(): could not infer output dtype. Input dtype must be either a floating point or "
-                    "complex dtype. Got: " + dtype_tensor_type(a->dtype()).substr(0, dtype_tensor_type(a->dtype()).size() - 6));
+  const DType result_dtype = dtype ? *dtype : a->dtype();
+  if (is_mean && !is_floating(result_dtype)) {
+    const std::string type = dtype_tensor_type(result_dtype);
+    ScenarioError e("dtype_mismatch", std::string("mean(): could not infer output dtype. ") +
+                                          (dtype ? "Optional" : "Input") +
+                                          " dtype must be either a floating point or complex dtype. Got: " +
+                                          type.substr(0, type.size() - 6));
     throw e;
   }
+  // PyTorch casts the input to dtype before reducing. Widening to float64 (or no change) reads
+  // every element exactly, so summing in float64 is that; a narrowing cast is not modelled.
+  if (dtype && *dtype != a->dtype() && *dtype != DType::Float64)
+    throw ScenarioError("unsupported", std::string(is_mean ? "mean" : "sum") + "(dtype=" + dtype_name(*dtype) +
+                                           ") of a " + dtype_name(a->dtype()) + " tensor is not supported");
   std::vector<int64_t> dims = dims_in ? normalise_dims(*dims_in, a->dim()) : std::vector<int64_t>{};
   // An empty dim list reduces everything, like dims=None.
   std::vector<int64_t> kernel_dims = dims;
   if (a->dim() == 0) kernel_dims.clear();
-  Tensor r = kernels::sum(a, kernel_dims, keepdim && dims_in.has_value());
+  Tensor r = dtype ? kernels::sum(a, kernel_dims, keepdim && dims_in.has_value(), *dtype)
+                   : kernels::sum(a, kernel_dims, keepdim && dims_in.has_value());
   if (is_mean) {
     int64_t count = 1;
     if (dims.empty() || a->dim() == 0)
@@ -152,12 +162,12 @@ Tensor reduce(const Tensor& a, const std::optional<std::vector<int64_t>>& dims_i
 
 }  // namespace
 
-Tensor sum(const Tensor& a, const std::optional<std::vector<int64_t>>& dims, bool keepdim) {
-  return reduce(a, dims, keepdim, false);
+Tensor sum(const Tensor& a, const std::optional<std::vector<int64_t>>& dims, bool keepdim, std::optional<DType> dtype) {
+  return reduce(a, dims, keepdim, false, dtype);
 }
 
-Tensor mean(const Tensor& a, const std::optional<std::vector<int64_t>>& dims, bool keepdim) {
-  return reduce(a, dims, keepdim, true);
+Tensor mean(const Tensor& a, const std::optional<std::vector<int64_t>>& dims, bool keepdim, std::optional<DType> dtype) {
+  return reduce(a, dims, keepdim, true, dtype);
 }
 
 }  // namespace agtrace::ops

@@ -200,16 +200,26 @@ Value impl_relu(Args& a, Runtime&) {
   return T(relu(x));
 }
 
-Value impl_sum(Args& a, Runtime&) { return T(sum(a.tensor("self"), a.dims("dim"), a.flag("keepdim"))); }
-Value impl_mean(Args& a, Runtime&) { return T(mean(a.tensor("self"), a.dims("dim"), a.flag("keepdim"))); }
+std::optional<DType> optional_dtype(const Args& a) {
+  const Value& d = a.get("dtype");
+  if (d.kind == Value::Kind::None) return std::nullopt;
+  if (d.kind != Value::Kind::DType) type_error(short_fn(a.fn) + "(): argument 'dtype' must be torch.dtype, not " + type_name(d));
+  return d.dtype;
+}
+Value impl_sum(Args& a, Runtime&) {
+  return T(sum(a.tensor("self"), a.dims("dim"), a.flag("keepdim"), optional_dtype(a)));
+}
+Value impl_mean(Args& a, Runtime&) {
+  return T(mean(a.tensor("self"), a.dims("dim"), a.flag("keepdim"), optional_dtype(a)));
+}
 Value impl_mm(Args& a, Runtime&) { return T(mm(a.tensor("self"), a.tensor("mat2"))); }
 Value impl_matmul(Args& a, Runtime&) { return T(matmul(a.tensor("self"), a.tensor("other"))); }
 
 Value impl_view(Args& a, Runtime&) {
-  const Value& s = a.get("shape");
+  const Value& s = a.get("size");
   if (s.kind == Value::Kind::Tuple && s.items.size() == 1 && s.items[0].kind == Value::Kind::DType)
     throw ScenarioError("unsupported", "view(dtype) is not supported");
-  return T(view(a.tensor("self"), a.shape("shape")));
+  return T(view(a.tensor("self"), a.shape("size")));
 }
 Value impl_reshape(Args& a, Runtime&) { return T(reshape(a.tensor("self"), a.shape("shape"))); }
 Value impl_t(Args& a, Runtime&) { return T(t(a.tensor("self"))); }
@@ -332,12 +342,7 @@ Value impl_autograd_grad(Args& a, Runtime& rt) {
                      argument_error ? &*argument_error : nullptr);
 }
 
-DType creation_dtype(const Args& a, DType fallback) {
-  const Value& d = a.get("dtype");
-  if (d.kind == Value::Kind::None) return fallback;
-  if (d.kind != Value::Kind::DType) type_error(short_fn(a.fn) + "(): argument 'dtype' must be torch.dtype, not " + type_name(d));
-  return d.dtype;
-}
+DType creation_dtype(const Args& a, DType fallback) { return optional_dtype(a).value_or(fallback); }
 
 Value finish_creation(const Args& a, Tensor t) {
   if (a.flag("requires_grad")) {
@@ -476,6 +481,7 @@ Param parse_param(std::string text, bool kw_only) {
   if (!text.empty() && text[0] == '*') {
     p.varargs = true;
     text = text.substr(1);
+    p.keyword_list = text == "size" || text == "shape" || text == "dims";
   }
   auto eq = text.find('=');
   if (eq == std::string::npos) {
@@ -557,9 +563,9 @@ std::vector<OpEntry> core_ops() {
       {"relu", {"torch.relu", "Tensor.relu", "F.relu"}, "(self, inplace=False)", "pointwise", "ReluBackward0",
        "result (inplace=True behaves as relu_)", impl_relu, {}},
       // ---- reductions
-      {"sum", {"torch.sum", "Tensor.sum"}, "(self, dim=None, keepdim=False)", "reduction", "SumBackward0 / SumBackward1",
+      {"sum", {"torch.sum", "Tensor.sum"}, "(self, dim=None, keepdim=False, *, dtype=None)", "reduction", "SumBackward0 / SumBackward1",
        "sizes only (self_sym_sizes; dim and keepdim when by dim)", impl_sum, {}},
-      {"mean", {"torch.mean", "Tensor.mean"}, "(self, dim=None, keepdim=False)", "reduction",
+      {"mean", {"torch.mean", "Tensor.mean"}, "(self, dim=None, keepdim=False, *, dtype=None)", "reduction",
        "MeanBackward0 / MeanBackward1", "all: self_sizes and self_numel; by dim: the whole input (self)", impl_mean, {}},
       // ---- linear algebra
       {"mm", {"torch.mm", "Tensor.mm"}, "(self, mat2)", "linalg", "MmBackward0",
@@ -567,7 +573,7 @@ std::vector<OpEntry> core_ops() {
       {"matmul", {"torch.matmul", "Tensor.matmul", "a @ b"}, "(self, other)", "linalg", "MmBackward0 (2-D @ 2-D)",
        "as mm; other ranks are not supported yet", impl_matmul, {}},
       // ---- views and copies
-      {"view", {"Tensor.view"}, "(self, *shape)", "view", "ViewBackward0", "self_sym_sizes", impl_view, {}},
+      {"view", {"Tensor.view"}, "(self, *size)", "view", "ViewBackward0", "self_sym_sizes", impl_view, {}},
       {"reshape", {"torch.reshape", "Tensor.reshape"}, "(self, *shape)", "view",
        "ReshapeAliasBackward0 / UnsafeViewBackward0 over CloneBackward0", "self_sym_sizes (copies when no view fits)",
        impl_reshape, {}},
@@ -673,6 +679,26 @@ std::vector<OpEntry> build_table() {
 const std::vector<OpEntry>& op_table() {
   static const std::vector<OpEntry> table = build_table();
   return table;
+}
+
+std::string keyword_param(const OpEntry& entry, const std::string& spelling, bool method, const std::string& kw) {
+  // Measured in torch 1.13: these are Python functions, not parsed by PythonArgParser, so
+  // they take their own parameter names only (x.split(1, axis=1) and x.norm(axis=0) raise).
+  static const std::vector<std::string> python_defined = {"Tensor.split", "torch.split", "Tensor.norm", "torch.norm",
+                                                          "Tensor.backward", "torch.autograd.grad"};
+  const bool parsed = (spelling.rfind("torch.", 0) == 0 || spelling.rfind("Tensor.", 0) == 0) &&
+                      std::find(python_defined.begin(), python_defined.end(), spelling) == python_defined.end();
+  if (!parsed) return kw;
+  // python_arg_parser.cpp's numpy_compatibility_arg_names.
+  std::string name = kw;
+  if (kw == "axis") name = "dim";
+  else if (kw == "keepdims") name = "keepdim";
+  else if (kw == "x" || kw == "a" || kw == "x1") name = "input";
+  else if (kw == "x2") name = "other";
+  // A function's tensor `self` is named `input` (torch.sum(input=x)); a method's receiver
+  // has no keyword (x.sum(input=x) raises).
+  if (name == "input" && !method && !entry.params.empty() && entry.params[0].name == "self") return "self";
+  return name;
 }
 
 const OpEntry* find_op(const std::string& spelling) {

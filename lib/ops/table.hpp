@@ -20,6 +20,9 @@ struct Param {
   Value default_value;
   bool keyword_only = false;
   bool varargs = false;  // *shape: collects the remaining positional arguments
+  // An ATen int list written as varargs (view's *size, reshape's *shape, permute's *dims):
+  // PyTorch's argument parser also takes it by its name, as one sequence.
+  bool keyword_list = false;
 };
 
 // Services of the interpreter an entry may need (backward, printing, names).
@@ -89,6 +92,10 @@ std::vector<OpEntry> shape_ops();       // table_shapes.cpp: shape ops, indexing
 std::vector<OpEntry> nn_ops();          // table_nn.cpp: layer_norm, batch_norm, dropout, embedding, conv2d, pooling
 // Looks up "Tensor.<method>", "torch.<fn>", "F.<fn>", "torch.autograd.<fn>" or a builtin.
 const OpEntry* find_op(const std::string& spelling);
+// The parameter a keyword names, as PyTorch's argument parser reads it: NumPy's spellings
+// (axis, keepdims, x / a / x1, x2) and, for a torch.* function, `input` for the tensor
+// the table calls `self`. Other keywords are returned as written.
+std::string keyword_param(const OpEntry& entry, const std::string& spelling, bool method, const std::string& kw);
 // All spellings, for "did you mean" suggestions.
 std::vector<std::string> all_spellings();
 

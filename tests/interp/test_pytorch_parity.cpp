@@ -88,3 +88,34 @@ TEST_CASE("torch.autograd.grad: empty inputs, and grad_outputs entries as _make_
   CHECK(r.printed[0] == "10.0");
   CHECK(r.printed[1] == "4.0");
 }
+
+TEST_CASE("keywords as PyTorch's argument parser reads them", "[pytorch-parity]") {
+  auto r = run_text(scenario(R"JSON("x": {"shape": [2, 3], "requires_grad": true, "init": "ones"})JSON", R"JSON([
+    "print(x.sum(axis=0).shape, x.sum(axis=1, keepdims=True).shape, torch.sum(input=x).shape, torch.sum(a=x, dim=0).shape)",
+    "print(x.permute(dims=(1, 0)).shape, x.reshape(shape=(6,)).shape, x.expand(size=[2, 2, 3]).shape, x.view(size=(6,)).shape)",
+    "print(torch.mm(x1=x, mat2=x.t()).shape, torch.mul(x, x2=x).shape, len(x.split(split_size=1)), len(torch.split(x, split_size_or_sections=2, dim=1)))",
+    {"try": ["x.permute(dims=1)"]}, {"try": ["x.sum(input=x)"]}, {"try": ["x.split(1, axis=1)"]},
+    {"try": ["torch.split(x, split_size=1)"]}, {"try": ["x.view(shape=(6,))"]}
+  ])JSON"));
+  REQUIRE(r.printed.size() == 3);
+  CHECK(r.printed[0] == "torch.Size([3]) torch.Size([2, 1]) torch.Size([]) torch.Size([3])");
+  CHECK(r.printed[1] == "torch.Size([3, 2]) torch.Size([6]) torch.Size([2, 2, 3]) torch.Size([6])");
+  CHECK(r.printed[2] == "torch.Size([2, 2]) torch.Size([2, 3]) 2 2");
+  REQUIRE(r.errors.size() == 5);
+  for (const auto& e : r.errors) CHECK(e.kind == "type_error");
+}
+
+TEST_CASE("sum / mean with dtype= reduce in that dtype and send the gradient back in the input's", "[pytorch-parity]") {
+  auto r = run_text(scenario(R"JSON("x": {"shape": [2, 3], "requires_grad": true, "init": {"linspace": [-1, 1]}})JSON", R"JSON([
+    "y = x.sum(dtype=torch.float64)", "z = x.mean(0, dtype=torch.float64)",
+    "print(y.dtype, y.grad_fn.name(), z.dtype, z.grad_fn.name())",
+    {"try": ["x.mean(dtype=torch.int64)"]}, {"try": ["x.sum(dtype=torch.float16)"]},
+    "(y + z.sum()).backward()", "print(x.grad.dtype, x.grad[0, 0].item())"
+  ])JSON"));
+  REQUIRE(r.printed.size() == 2);
+  CHECK(r.printed[0] == "torch.float64 SumBackward0 torch.float64 MeanBackward1");
+  CHECK(r.printed[1] == "torch.float32 1.5");
+  REQUIRE(r.errors.size() == 2);
+  CHECK(r.errors[0].kind == "dtype_mismatch");
+  CHECK(r.errors[1].kind == "unsupported");
+}
