@@ -24,6 +24,7 @@ Tensor neg(const Tensor& a);
 Tensor pow_scalar(const Tensor& a, const Value& exponent);
 Tensor pow_tensor(const Tensor& a, const Tensor& exponent);
 Tensor rpow(const Value& base, const Tensor& exponent);  // base ** tensor
+Tensor pow_number_base(const Value& base, const Tensor& exponent);  // torch.pow(number, tensor)
 Tensor reciprocal(const Tensor& a);
 Tensor compare(const Tensor& a, const Tensor& b, const std::string& op);  // == != < <= > >=
 

@@ -157,24 +157,35 @@ std::vector<Tensor> Args::tensors(const std::string& name) const {
 
 namespace {
 
+// torch.add / sub / mul / div also take a Python number as self (PythonArgParser's
+// should_allow_numbers_as_tensors), wrapped as a 0-d tensor: torch.mul(2, x) is MulBackward0
+// with next_functions ((None, 0), (x, 0)) and _saved_self tensor(2) (measured; `2 * x` is
+// x.__rmul__(2) instead). Two numbers make a plain tensor, which is not modelled.
+Tensor arith_self(const Args& a) {
+  if (a.get("self").is_number() && a.get("other").kind != Value::Kind::Tensor)
+    throw ScenarioError("unsupported", short_fn(a.fn) + "() of two numbers is not supported");
+  return a.tensor_or_number("self");
+}
+
 // Python number or tensor operand of an arithmetic op.
 Value binary_dispatch(Args& a, Tensor (*f)(const Tensor&, const Tensor&)) {
-  return T(f(a.tensor("self"), a.tensor_or_number("other")));
+  return T(f(arith_self(a), a.tensor_or_number("other")));
 }
 
 Value impl_add(Args& a, Runtime&) {
   Value alpha = a.given("alpha") ? a.get("alpha") : Value::integer(1);
-  return T(add(a.tensor("self"), a.tensor_or_number("other"), alpha));
+  return T(add(arith_self(a), a.tensor_or_number("other"), alpha));
 }
 Value impl_sub(Args& a, Runtime&) {
   Value alpha = a.given("alpha") ? a.get("alpha") : Value::integer(1);
-  return T(sub(a.tensor("self"), a.tensor_or_number("other"), alpha));
+  return T(sub(arith_self(a), a.tensor_or_number("other"), alpha));
 }
 Value impl_mul(Args& a, Runtime&) { return binary_dispatch(a, mul); }
 Value impl_div(Args& a, Runtime&) { return binary_dispatch(a, div); }
 Value impl_neg(Args& a, Runtime&) { return T(neg(a.tensor("self"))); }
 Value impl_pow(Args& a, Runtime&) {
   const Value& e = a.get("exponent");
+  if (a.get("self").is_number() && e.kind == Value::Kind::Tensor) return T(pow_number_base(a.get("self"), e.t));
   if (e.kind == Value::Kind::Tensor) return T(pow_tensor(a.tensor("self"), e.t));
   if (!e.is_number()) type_error("pow(): argument 'exponent' must be Tensor or Number, not " + type_name(e));
   return T(pow_scalar(a.tensor("self"), e));
@@ -540,8 +551,9 @@ std::vector<OpEntry> core_ops() {
       {"rdiv", {"number / tensor"}, "(self, other)", "math", "MulBackward0 over ReciprocalBackward0",
        "reciprocal saves result; mul saves the number as a 0-d tensor", nullptr, {}},
       {"neg", {"torch.neg", "Tensor.neg", "-a"}, "(self)", "math", "NegBackward0", "nothing", impl_neg, {}},
-      {"pow", {"torch.pow", "Tensor.pow", "a ** b"}, "(self, exponent)", "math", "PowBackward0 / PowBackward1",
-       "number exponent: self and exponent; tensor exponent: self, exponent and result", impl_pow, {}},
+      {"pow", {"torch.pow", "Tensor.pow", "a ** b"}, "(self, exponent)", "math", "PowBackward0 / PowBackward1 / PowBackward2",
+       "number exponent: self and exponent; tensor exponent: self, exponent and result; torch.pow(number, tensor) "
+       "(PowBackward2): exponent, result and the number as self", impl_pow, {}},
       {"rpow", {"number ** tensor"}, "(self, exponent)", "math", "PowBackward1",
        "self (the number as a 0-d tensor of the result dtype), exponent, result; edges (None, exponent)", nullptr, {}},
       {"reciprocal", {"torch.reciprocal", "Tensor.reciprocal"}, "(self)", "pointwise", "ReciprocalBackward0",
