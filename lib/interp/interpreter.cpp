@@ -1472,6 +1472,10 @@ Value Interpreter::eval_call(const Expr& e) {
       return call_entry(*entry, spelling, nullptr, positional, keywords);
     }
   }
+  // PyTorch's nodes are callable (y.grad_fn(g) runs the node's apply and records a graph);
+  // agtrace does not model that call.
+  if (callee.kind == Value::Kind::Node)
+    fail("unsupported", "calling a node (" + type_name(callee) + "(...)) is not supported");
   fail("type_error", "'" + type_name(callee) + "' object is not callable");
 }
 

@@ -134,3 +134,14 @@ TEST_CASE("torch.pow(number, tensor) is PowBackward2; torch.mul(number, tensor) 
   REQUIRE(r.errors.size() == 1);
   CHECK(r.errors[0].kind == "unsupported");
 }
+
+TEST_CASE("calling a node is unsupported, naming the node", "[pytorch-parity]") {
+  // PyTorch's nodes are callable (y.grad_fn(g) runs the formula); agtrace does not model it.
+  auto r = run_text(scenario(R"JSON("x": {"shape": [1], "requires_grad": true, "init": "ones"})JSON", R"JSON([
+    "y = x ** 2", {"try": ["g = y.grad_fn(torch.ones(1))"]}, {"try": ["(1)(2)"]}
+  ])JSON"));
+  REQUIRE(r.errors.size() == 2);
+  CHECK(r.errors[0].kind == "unsupported");
+  CHECK(r.errors[0].message.find("PowBackward0") != std::string::npos);
+  CHECK(r.errors[1].kind == "type_error");
+}
