@@ -145,3 +145,13 @@ TEST_CASE("calling a node is unsupported, naming the node", "[pytorch-parity]") 
   CHECK(r.errors[0].message.find("PowBackward0") != std::string::npos);
   CHECK(r.errors[1].kind == "type_error");
 }
+
+TEST_CASE("an in-place edit of an expanded view checks autograd before memory overlap", "[pytorch-parity]") {
+  auto r = run_text(scenario(R"JSON("x": {"shape": [1, 3], "requires_grad": true, "init": "ones"})JSON", R"JSON([
+    "e = x.expand(2, 3)", {"try": ["e.mul_(2)"]}, {"try": ["e.exp_()"]}, {"try": ["e.copy_(torch.ones(2, 3))"]},
+    "f = (x * 1).expand(2, 3)", {"try": ["f.mul_(2)"]}
+  ])JSON"));
+  REQUIRE(r.errors.size() == 4);
+  for (size_t i = 0; i < 3; ++i) CHECK(r.errors[i].kind == "view_of_leaf_inplace");
+  CHECK(r.errors[3].kind == "unsupported");
+}
