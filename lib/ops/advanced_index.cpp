@@ -363,6 +363,7 @@ Tensor alias(const Tensor& self) {
   OpScope scope("alias");
   Tensor v = make_alias(self, self->sizes, self->strides, self->offset);
   v->base = self->base ? self->base : self;
+  v->multi_output_node = self->multi_output_node;  // CreationMeta propagates (see shapes.cpp)
   if (needs_grad({&self})) {
     auto node = make_node("AliasBackward0", alias_backward, {self});
     node->differentiable_backward = alias_backward;

@@ -32,8 +32,11 @@ void check_no_internal_overlap(const Tensor& self) {
 void check_inplace_allowed(const Tensor& self) {
   if (!autograd::grad_enabled()) return;
   if (self->is_view() && !self->multi_output_node.empty() && self->requires_grad()) {
+    // PyTorch names the edited view's own node ("Output 0 of ViewBackward0" for a view of
+    // an unbind output).
+    const std::string node = self->grad_fn ? self->grad_fn->name.str() : self->multi_output_node.str();
     ScenarioError e("view_inplace",
-                    "Output " + std::to_string(self->output_nr) + " of " + self->multi_output_node.str() +
+                    "Output " + std::to_string(self->output_nr) + " of " + node +
                         " is a view and is being modified inplace. This view is the output of a function that "
                         "returns multiple views. Such functions do not allow the output views to be modified "
                         "inplace. You should replace the inplace operation by an out-of-place one.");

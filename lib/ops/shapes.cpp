@@ -36,6 +36,9 @@ namespace {
 Tensor make_view(const Tensor& a, const Shape& sizes, const Shape& strides, int64_t offset) {
   Tensor v = make_alias(a, sizes, strides, offset);
   v->base = a->base ? a->base : a;
+  // CreationMeta propagates: a view of a split / chunk / unbind output is refused in-place
+  // edits too (measured: a.unbind(0)[0].view(1).mul_(2) raises view_inplace).
+  v->multi_output_node = a->multi_output_node;
   return v;
 }
 

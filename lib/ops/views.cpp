@@ -19,6 +19,7 @@ namespace {
 Tensor make_view(const Tensor& a, const Shape& sizes, const Shape& strides, int64_t offset) {
   Tensor v = make_alias(a, sizes, strides, offset);
   v->base = a->base ? a->base : a;  // _base is the root of the view family
+  v->multi_output_node = a->multi_output_node;  // CreationMeta propagates (see shapes.cpp)
   return v;
 }
 

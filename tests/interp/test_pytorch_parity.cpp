@@ -155,3 +155,16 @@ TEST_CASE("an in-place edit of an expanded view checks autograd before memory ov
   for (size_t i = 0; i < 3; ++i) CHECK(r.errors[i].kind == "view_of_leaf_inplace");
   CHECK(r.errors[3].kind == "unsupported");
 }
+
+TEST_CASE("a view of a split / unbind output is refused in-place edits as the output is", "[pytorch-parity]") {
+  auto r = run_text(scenario(R"JSON("a0": {"shape": [3], "requires_grad": true, "init": "ones"})JSON", R"JSON([
+    "a = a0.clone()", "c = a.unbind(0)[0].view(1)", {"try": ["c.mul_(2)"]},
+    "d = a.split(1)[1][0:1].view(1)", {"try": ["d.add_(1)"]}, "print(c._version, d._version)"
+  ])JSON"));
+  REQUIRE(r.errors.size() == 2);
+  CHECK(r.errors[0].kind == "view_inplace");
+  CHECK(r.errors[0].message.rfind("Output 0 of ViewBackward0 is a view", 0) == 0);
+  CHECK(r.errors[1].kind == "view_inplace");
+  REQUIRE(r.printed.size() == 1);
+  CHECK(r.printed[0] == "0 0");
+}
