@@ -139,6 +139,24 @@ EXCEPTION_TYPE_KINDS = [
 VERSION_RE = re.compile(r"is at version (\d+); expected version (\d+)")
 
 
+def readable_grad_fn(t):
+    """t.grad_fn, or None where reading it raises: a multi-output view (unbind, split, chunk)
+    whose base was edited in place raises from every grad_fn read; such a name has no walk
+    (agtrace records none either)."""
+    try:
+        return t.grad_fn
+    except RuntimeError:
+        return None
+
+
+def readable_is_leaf(t):
+    """t.is_leaf, False where reading it raises (the same views: they have a grad_fn)."""
+    try:
+        return t.is_leaf
+    except RuntimeError:
+        return False
+
+
 def classify_error(exc):
     """(kind, facts) for a PyTorch exception, in the spec's vocabulary."""
     msg = str(exc)
@@ -597,8 +615,11 @@ class TorchRun:
         for name, v in ns.items():
             if name in self.INJECTED or name.startswith("__"):
                 continue
-            if isinstance(v, torch.Tensor) and v.grad_fn is not None:
-                self.walks[name] = walk_names(v.grad_fn)
+            if not isinstance(v, torch.Tensor):
+                continue
+            fn = readable_grad_fn(v)
+            if fn is not None:
+                self.walks[name] = walk_names(fn)
 
         # Gradients of every leaf that requires grad and has one, keyed by the name a leaf
         # was declared with (the spec: never another name bound to the same object), else
@@ -623,10 +644,10 @@ class TorchRun:
             add(ref())
         # Leaves no name ever held, alive because a graph holds them (AccumulateGrad).
         for t in list(candidates):
-            for leaf in graph_leaves(t.grad_fn):
+            for leaf in graph_leaves(readable_grad_fn(t)):
                 add(leaf)
         for t in candidates:
-            if t.is_leaf and t.requires_grad and t.grad is not None:
+            if readable_is_leaf(t) and t.requires_grad and t.grad is not None:
                 entry = self._labels.get(id(t))
                 if id(t) in declared:
                     name = declared[id(t)]

@@ -1247,7 +1247,9 @@ const Interpreter::MethodSite* Interpreter::tensor_method(const Tensor& t, const
     }
   }
   if (site.data_attribute) return nullptr;
-  autograd::refresh_view_grad_fn(t);  // as an attribute read does (PyTorch regenerates a stale view's grad_fn)
+  // As an attribute read does (PyTorch regenerates a stale view's grad_fn); a method that
+  // reads it raises for a rebased multi-output view when its op takes the gradient edge.
+  if (!autograd::multi_output_view_rebased(t)) autograd::refresh_view_grad_fn(t);
   return site.entry ? &site : nullptr;  // outlives the call: method_sites_ is sized once, by parse_all
 }
 
@@ -1270,16 +1272,22 @@ Value Interpreter::attribute_of(Value obj, const Expr& e) {
     }
     case Value::Kind::Tensor: {
       const Tensor& t = obj.t;
-      autograd::refresh_view_grad_fn(t);  // PyTorch regenerates a stale view's grad_fn on access
+      // PyTorch regenerates a stale view's grad_fn on access (raised below for a rebased
+      // multi-output view, by the attributes that read grad_fn).
+      if (!autograd::multi_output_view_rebased(t)) autograd::refresh_view_grad_fn(t);
       // Attributes first, then methods; names of different lengths are told apart by length
       // alone (most lookups are methods, `h.tanh()`: issue #6).
       for (const auto& [text, attr] : kTensorAttrs) {
         if (name.size() != text.size() || name != text) continue;
         switch (attr) {
-          case TensorAttr::GradFn: return Value::node_of(t->grad_fn);
+          case TensorAttr::GradFn:
+            autograd::refresh_view_grad_fn(t);
+            return Value::node_of(t->grad_fn);
           case TensorAttr::Grad: return t->grad ? Value::tensor(t->grad) : Value::none();
           case TensorAttr::RequiresGrad: return Value::boolean(t->requires_grad());
-          case TensorAttr::IsLeaf: return Value::boolean(t->is_leaf());
+          case TensorAttr::IsLeaf:
+            autograd::refresh_view_grad_fn(t);
+            return Value::boolean(t->is_leaf());
           case TensorAttr::Shape: return Value::torch_size(t->sizes);
           case TensorAttr::Dtype: return Value::dtype_of(t->dtype());
           case TensorAttr::Version: return Value::integer(t->version->version);
@@ -1869,8 +1877,10 @@ void Interpreter::finish() {
   statement_ = kEndOfProgram;
   // Walks of every name bound to a tensor with a grad_fn at the end (spec: walks).
   for (const auto& [name, v] : env_.map()) {
-    if (v.kind == Value::Kind::Tensor) autograd::refresh_view_grad_fn(v.t);
-    if (v.kind != Value::Kind::Tensor || !v.t->grad_fn) continue;
+    // A name whose grad_fn read raises has no walk (the PyTorch runner records none).
+    if (v.kind != Value::Kind::Tensor || autograd::multi_output_view_rebased(v.t)) continue;
+    autograd::refresh_view_grad_fn(v.t);
+    if (!v.t->grad_fn) continue;
     record_walk(name, v.t->grad_fn);
   }
   // Latest snapshot of every node still alive that a walk reaches.

@@ -168,3 +168,21 @@ TEST_CASE("a view of a split / unbind output is refused in-place edits as the ou
   REQUIRE(r.printed.size() == 1);
   CHECK(r.printed[0] == "0 0");
 }
+
+TEST_CASE("the grad_fn of a multi-output view whose base was edited cannot be read", "[pytorch-parity]") {
+  auto r = run_text(scenario(R"JSON("x0": {"shape": [2, 3], "requires_grad": true, "init": "ones"})JSON", R"JSON([
+    "x = x0.clone()", "a, b = x.unbind(0)", "x.mul_(2)",
+    {"try": ["print(a.grad_fn)"]}, {"try": ["print(a.is_leaf)"]}, {"try": ["c = a * 2"]},
+    "print(a.shape, a._version, a.requires_grad)"
+  ])JSON"));
+  REQUIRE(r.errors.size() == 3);
+  for (const auto& e : r.errors) CHECK(e.kind == "view_inplace");
+  CHECK(r.errors[0].message.rfind("Output 0 of UnbindBackward0 is a view and its base", 0) == 0);
+  REQUIRE(r.printed.size() == 1);
+  CHECK(r.printed[0] == "torch.Size([3]) 1 True");
+  // a and b are still bound at the end: no walk for them (the runner records none either).
+  for (const auto& w : r.walks) {
+    CHECK(w.key != "a");
+    CHECK(w.key != "b");
+  }
+}
