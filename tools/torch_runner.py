@@ -90,7 +90,7 @@ ERROR_PATTERNS = [
                     "One of the differentiated Tensors does not require grad"]),
     ("unused_input", ["appears to not have been used in the graph"]),
     ("view_inplace", ["This view is the output of a function that returns multiple views",
-                      "Can't detach views in-place"]),
+                      "A view was created in no_grad mode", "Can't detach views in-place"]),
     ("unsupported", ["more than one element of the written-to tensor refers to a single memory location",
                      "Cannot copy out of meta tensor"]),
     ("grad_not_scalar", ["grad can be implicitly created only for scalar outputs"]),
@@ -114,7 +114,8 @@ ERROR_PATTERNS = [
                         "expected both vectors to have same dtype", "must have the same dtype",
                         "result type Float can't be cast", "Expected object of scalar type",
                         "Expected tensor for argument #1", "mixed dtype (CPU)",
-                        "Index put requires the source and destination dtypes match"]),
+                        "Index put requires the source and destination dtypes match",
+                        "assigned grad has data of a different type"]),
     ("index_out_of_range", ["out of bounds", "Dimension out of range", "invalid index of a 0-dim tensor",
                             "cannot be applied to a 0-dim tensor", "too many indices", "index out of range",
                             "single ellipsis", "out of range"]),
@@ -130,7 +131,8 @@ ERROR_PATTERNS = [
                     "Please look up dimensions by name", "argument to backward() cannot be empty",
                     "can't retain_grad on Tensor that has requires_grad=False", "but must be > 0",
                     "step must be nonzero", "bound inconsistent with step sign", "movedim: repeated dim",
-                    "expects 'from' to be less than 'to'"]),
+                    "expects 'from' to be less than 'to'", "can't assign Variable as its own grad",
+                    " tensors and "]),  # engine: "got 2 tensors and 1 gradients"
 ]
 
 EXCEPTION_TYPE_KINDS = [
@@ -141,6 +143,24 @@ EXCEPTION_TYPE_KINDS = [
 ]
 
 VERSION_RE = re.compile(r"is at version (\d+); expected version (\d+)")
+
+
+def readable_grad_fn(t):
+    """t.grad_fn, or None where reading it raises: a multi-output view (unbind, split, chunk)
+    whose base was edited in place raises from every grad_fn read; such a name has no walk
+    (agtrace records none either)."""
+    try:
+        return t.grad_fn
+    except RuntimeError:
+        return None
+
+
+def readable_is_leaf(t):
+    """t.is_leaf, False where reading it raises (the same views: they have a grad_fn)."""
+    try:
+        return t.is_leaf
+    except RuntimeError:
+        return False
 
 
 def classify_error(exc):
@@ -607,8 +627,11 @@ class TorchRun:
         for name, v in ns.items():
             if name in self.INJECTED or name.startswith("__"):
                 continue
-            if isinstance(v, torch.Tensor) and v.grad_fn is not None:
-                self.walks[name] = walk_names(v.grad_fn)
+            if not isinstance(v, torch.Tensor):
+                continue
+            fn = readable_grad_fn(v)
+            if fn is not None:
+                self.walks[name] = walk_names(fn)
 
         # Gradients of every leaf that requires grad and has one, keyed by the name a leaf
         # was declared with (the spec: never another name bound to the same object), else
@@ -633,10 +656,10 @@ class TorchRun:
             add(ref())
         # Leaves no name ever held, alive because a graph holds them (AccumulateGrad).
         for t in list(candidates):
-            for leaf in graph_leaves(t.grad_fn):
+            for leaf in graph_leaves(readable_grad_fn(t)):
                 add(leaf)
         for t in candidates:
-            if t.is_leaf and t.requires_grad and t.grad is not None:
+            if readable_is_leaf(t) and t.requires_grad and t.grad is not None:
                 entry = self._labels.get(id(t))
                 if id(t) in declared:
                     name = declared[id(t)]

@@ -240,6 +240,10 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
     root_edges.push_back({gradient_edge(r), g});
   }
 
+  // The engine checks the inputs after the roots (measured: a root without grad_fn raises
+  // no_grad_fn first); torch.autograd.grad raises ValueError for none.
+  if (req.capture && req.inputs.empty()) throw ScenarioError("type_error", "grad requires non-empty inputs.");
+
   // backward(inputs=...): torch 1.13's run_backward retains the grad of each input (so a
   // non-leaf input gets .grad and retains_grad; one that does not require grad raises
   // retain_grad's error) after refusing an empty list.
@@ -365,10 +369,11 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
       profile::Scope profile_node(profile::Section::OpBackward, n->name);  // --profile
       static const InternedString kAccumulateGrad("AccumulateGrad");
       if (n->name == kAccumulateGrad) {  // interned: one pointer comparison
-        if (req.create_graph)
-          accumulate_with_graph(*n, buf.grads.empty() ? nullptr : buf.grads[0]);
-        else
-          accumulate(*n, buf.grads.empty() ? nullptr : buf.grads[0]);
+        // AccumulateGrad::apply returns at once when its variable no longer requires grad
+        // (measured: x.requires_grad_(False) after the graph is built leaves x.grad None).
+        const Tensor incoming = buf.grads.empty() ? nullptr : buf.grads[0];
+        if (n->variable && n->variable->requires_grad())
+          (req.create_graph ? accumulate_with_graph : accumulate)(*n, incoming);
       } else {
         // PyTorch's generated apply() unpacks every saved variable before its formula runs,
         // so a released or modified one raises here whether or not the formula reads it

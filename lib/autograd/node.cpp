@@ -373,7 +373,7 @@ SavedVariable* Node::checked_entry(SavedEntry& entry) {
     std::string which;
     // For a saved input PyTorch names the tensor's *current* grad_fn (a stale view's is
     // regenerated first, as reading grad_fn does).
-    if (!v.is_output) refresh_view_grad_fn(v.original);
+    if (!v.is_output && !multi_output_view_rebased(v.original)) refresh_view_grad_fn(v.original);
     if (v.is_output) {
       which = ", which is output " + std::to_string(v.output_nr) + " of " + qualified_name() + ",";
     } else if (v.original->grad_fn) {
@@ -769,12 +769,26 @@ void rebase_view_history(const Tensor& view, const Shared<Node>& fn) {
   set_history(view, make_as_strided(view));
 }
 
+bool multi_output_view_rebased(const Tensor& t) {
+  return t && t->is_view() && t->grad_fn_version != t->version->version && t->grad_fn &&
+         t->base->requires_grad() && !t->multi_output_node.empty();
+}
+
 void refresh_view_grad_fn(const Tensor& t) {
   if (!t || !t->is_view() || t->grad_fn_version == t->version->version) return;
   // Views made in grad mode are regenerated, also one taken before its base required grad
   // (measured: b = a[:]; a.add_(r) gives b.grad_fn AsStridedBackward0 over AddBackward0).
   // A view made in no_grad is not: PyTorch raises when its grad_fn is read then.
   if (t->view_made_in_no_grad || !t->base->requires_grad()) return;
+  if (multi_output_view_rebased(t)) {
+    ScenarioError e("view_inplace",
+                    "Output " + std::to_string(t->output_nr) + " of " + t->grad_fn->name.str() +
+                        " is a view and its base or another view of its base has been modified inplace. This view "
+                        "is the output of a function that returns multiple views. Such functions do not allow the "
+                        "output views to be modified inplace. You should replace the inplace operation by an "
+                        "out-of-place one.");
+    throw e;
+  }
   set_history(t, make_as_strided(t));
 }
 

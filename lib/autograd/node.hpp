@@ -368,7 +368,12 @@ void rebase_view_history(const Tensor& view, const Shared<Node>& fn);
 
 // A view whose base was edited in place after the view's grad_fn was set gets a new
 // grad_fn, AsStridedBackward0 over the base's current one, as PyTorch regenerates it on
-// access. Called wherever a view's grad_fn is read.
+// access. Called wherever a view's grad_fn is read. An output of split / chunk / unbind (or a
+// view of one) is not regenerated: reading its grad_fn raises view_inplace
+// (handle_view_on_rebase for CreationMeta MULTI_OUTPUT_NODE).
 void refresh_view_grad_fn(const Tensor& t);
+// Such a view whose grad_fn read would raise (measured: grad_fn, is_leaf and using it in an
+// op raise; shape, _version and requires_grad do not).
+bool multi_output_view_rebased(const Tensor& t);
 
 }  // namespace agtrace::autograd

@@ -301,7 +301,7 @@ class Interpreter : public ops::Runtime {
   void print_line(const std::string& line) override { result_.printed.push_back(line); }
   Value backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph,
                  bool create_graph, const std::vector<Tensor>* inputs, bool allow_unused,
-                 bool accumulate_inputs) override;
+                 bool accumulate_inputs, const ScenarioError* argument_error) override;
   std::string device() const override { return device_; }
   SplitMix64& generator() override { return rng_; }
 
@@ -1125,6 +1125,13 @@ void Interpreter::assign(const Expr& target, const Value& v) {
           obj.t->grad.reset();
           notify_grad_changed(*obj.t);
         } else if (v.kind == Value::Kind::Tensor) {
+          // THPVariable_set_grad's checks, in its order: the tensor itself, then its type
+          // (dtype and device: measured "different type" for an int64 or meta grad, even of
+          // another size), then its size.
+          if (v.t.get() == obj.t.get()) fail("type_error", "can't assign Variable as its own grad");
+          if (v.t->dtype() != obj.t->dtype() || v.t->is_meta() != obj.t->is_meta() ||
+              v.t->storage->device != obj.t->storage->device)
+            fail("dtype_mismatch", "assigned grad has data of a different type");
           if (v.t->sizes != obj.t->sizes)
             fail("shape_mismatch", "assigned grad has data of a different size");
           obj.t->grad = v.t;
@@ -1252,7 +1259,9 @@ const Interpreter::MethodSite* Interpreter::tensor_method(const Tensor& t, const
     }
   }
   if (site.data_attribute) return nullptr;
-  autograd::refresh_view_grad_fn(t);  // as an attribute read does (PyTorch regenerates a stale view's grad_fn)
+  // As an attribute read does (PyTorch regenerates a stale view's grad_fn); a method that
+  // reads it raises for a rebased multi-output view when its op takes the gradient edge.
+  if (!autograd::multi_output_view_rebased(t)) autograd::refresh_view_grad_fn(t);
   return site.entry ? &site : nullptr;  // outlives the call: method_sites_ is sized once, by parse_all
 }
 
@@ -1275,16 +1284,22 @@ Value Interpreter::attribute_of(Value obj, const Expr& e) {
     }
     case Value::Kind::Tensor: {
       const Tensor& t = obj.t;
-      autograd::refresh_view_grad_fn(t);  // PyTorch regenerates a stale view's grad_fn on access
+      // PyTorch regenerates a stale view's grad_fn on access (raised below for a rebased
+      // multi-output view, by the attributes that read grad_fn).
+      if (!autograd::multi_output_view_rebased(t)) autograd::refresh_view_grad_fn(t);
       // Attributes first, then methods; names of different lengths are told apart by length
       // alone (most lookups are methods, `h.tanh()`: issue #6).
       for (const auto& [text, attr] : kTensorAttrs) {
         if (name.size() != text.size() || name != text) continue;
         switch (attr) {
-          case TensorAttr::GradFn: return Value::node_of(t->grad_fn);
+          case TensorAttr::GradFn:
+            autograd::refresh_view_grad_fn(t);
+            return Value::node_of(t->grad_fn);
           case TensorAttr::Grad: return t->grad ? Value::tensor(t->grad) : Value::none();
           case TensorAttr::RequiresGrad: return Value::boolean(t->requires_grad());
-          case TensorAttr::IsLeaf: return Value::boolean(t->is_leaf());
+          case TensorAttr::IsLeaf:
+            autograd::refresh_view_grad_fn(t);
+            return Value::boolean(t->is_leaf());
           case TensorAttr::Shape: return Value::torch_size(t->sizes);
           case TensorAttr::Dtype: return Value::dtype_of(t->dtype());
           case TensorAttr::Version: return Value::integer(t->version->version);
@@ -1383,15 +1398,23 @@ Value Interpreter::call_entry(const ops::OpEntry& entry, const std::string& spel
     fail("type_error", fname() + " takes " + std::to_string(max_pos - (self ? 1 : 0)) + " positional arguments but " +
                            std::to_string(given - (self ? 1 : 0)) + " were given");
   }
-  for (const auto& [kw, val] : keywords) {
+  for (const auto& [written_kw, written_val] : keywords) {
+    const std::string kw = ops::keyword_param(entry, spelling, self != nullptr, written_kw);
     size_t k = 0;
     for (; k < entry.params.size(); ++k)
-      if (entry.params[k].name == kw && !entry.params[k].varargs) break;
+      if (entry.params[k].name == kw && (!entry.params[k].varargs || entry.params[k].keyword_list)) break;
+    Value val = written_val;
+    if (k < entry.params.size() && entry.params[k].varargs) {
+      // view(size=(6,)): the whole list by its name, never one int (x.permute(dims=1) raises).
+      if (val.kind != Value::Kind::Tuple && val.kind != Value::Kind::List && val.kind != Value::Kind::Size)
+        fail("type_error", entry.name + "(): argument '" + kw + "' must be tuple of ints, not " + type_name(val));
+      val = Value::tuple({val});
+    }
     if (k == entry.params.size()) {
       std::vector<std::string> names;
       for (const auto& prm : entry.params) names.push_back(prm.name);
-      std::string hint = suggest(kw, names);
-      fail("type_error", fname() + " got an unexpected keyword argument '" + kw + "'" +
+      std::string hint = suggest(written_kw, names);
+      fail("type_error", fname() + " got an unexpected keyword argument '" + written_kw + "'" +
                              (hint.empty() ? "" : "; did you mean '" + hint + "'?"));
     }
     if (args.values[k]) fail("type_error", fname() + " got multiple values for argument '" + kw + "'");
@@ -1473,6 +1496,10 @@ Value Interpreter::eval_call(const Expr& e) {
       return call_entry(*entry, spelling, nullptr, positional, keywords);
     }
   }
+  // PyTorch's nodes are callable (y.grad_fn(g) runs the node's apply and records a graph);
+  // agtrace does not model that call.
+  if (callee.kind == Value::Kind::Node)
+    fail("unsupported", "calling a node (" + type_name(callee) + "(...)) is not supported");
   fail("type_error", "'" + type_name(callee) + "' object is not callable");
 }
 
@@ -1604,7 +1631,7 @@ Value Interpreter::eval_compare(const std::string& op, const Value& a, const Val
 
 Value Interpreter::backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph,
                             bool create_graph, const std::vector<Tensor>* inputs, bool allow_unused,
-                            bool accumulate_inputs) {
+                            bool accumulate_inputs, const ScenarioError* argument_error) {
   // The walk of each root, recorded before backward runs; snapshots after, so they show
   // what the backward released.
   std::vector<int64_t> reached;
@@ -1636,6 +1663,7 @@ Value Interpreter::backward(const std::vector<Tensor>& roots, const std::vector<
   // std::function call per node.
   std::vector<Tensor> captured;
   try {
+    if (argument_error) throw *argument_error;
     captured = autograd::run_backward(req);
   } catch (ScenarioError& e) {
     if (e.phase.empty()) e.phase = "backward";
@@ -1866,8 +1894,10 @@ void Interpreter::finish() {
   statement_ = kEndOfProgram;
   // Walks of every name bound to a tensor with a grad_fn at the end (spec: walks).
   for (const auto& [name, v] : env_.map()) {
-    if (v.kind == Value::Kind::Tensor) autograd::refresh_view_grad_fn(v.t);
-    if (v.kind != Value::Kind::Tensor || !v.t->grad_fn) continue;
+    // A name whose grad_fn read raises has no walk (the PyTorch runner records none).
+    if (v.kind != Value::Kind::Tensor || autograd::multi_output_view_rebased(v.t)) continue;
+    autograd::refresh_view_grad_fn(v.t);
+    if (!v.t->grad_fn) continue;
     record_walk(name, v.t->grad_fn);
   }
   // Latest snapshot of every node still alive that a walk reaches.

@@ -324,8 +324,8 @@ void index_put_(const Tensor& self, const std::vector<Tensor>& indices, const Te
   OpScope scope("index_put_");
   require_host({&self, &values}, "index_put_");
   for (const Tensor& t : indices) require_host({&t}, "index_put_");
-  check_no_internal_overlap(self);
   check_inplace_allowed(self);
+  check_no_internal_overlap(self);
   if (values->dtype() != self->dtype()) {
     index_error("dtype_mismatch",
                 "Index put requires the source and destination dtypes match, got " + dtype_scalar_name(self->dtype()) +
@@ -363,6 +363,7 @@ Tensor alias(const Tensor& self) {
   OpScope scope("alias");
   Tensor v = make_alias(self, self->sizes, self->strides, self->offset);
   v->base = self->base ? self->base : self;
+  v->multi_output_node = self->multi_output_node;  // CreationMeta propagates (see shapes.cpp)
   if (needs_grad({&self})) {
     auto node = make_node("AliasBackward0", alias_backward, {self});
     node->differentiable_backward = alias_backward;

@@ -100,6 +100,17 @@ std::vector<Tensor> pow_scalar_backward(Node& n, const std::vector<Tensor>& g) {
   return {grad_to_input(kmul(g[0], d), n, 0)};
 }
 
+// PowBackward2 (pow_backward_exponent with a Scalar base): grad * result * log(self),
+// 0 where self == 0 and exponent >= 0.
+std::vector<Tensor> pow_number_base_backward(Node& n, const std::vector<Tensor>& g) {
+  const double base = attr_number(n.attr("self"));
+  Tensor ex = n.unpack("exponent"), result = n.unpack("result");
+  Tensor d = kernels::binary(ex, result, result->dtype(), [base](double e, double r) {
+    return (base == 0.0 && e >= 0.0) ? 0.0 : r * std::log(base);
+  }, "pow");
+  return {grad_to_input(kmul(g[0], d), n, 0)};
+}
+
 // PowBackward1: grad_self = grad * exp * self^(exp-1); grad_exp = grad * result * log(self),
 // masked to 0 where self == 0 and exp >= 0 (derivatives.yaml pow_backward_exponent).
 std::vector<Tensor> pow_tensor_backward(Node& n, const std::vector<Tensor>& g) {
@@ -420,6 +431,27 @@ Tensor rpow(const Value& base, const Tensor& exponent) {
     b = scalar_tensor(base.number(), out);
   }
   return pow_tensor(b, exponent);
+}
+
+Tensor pow_number_base(const Value& base, const Tensor& exponent) {
+  // aten::pow.Scalar(Scalar self, Tensor exponent), what torch.pow(2, a) calls: PowBackward2
+  // saving exponent, result and the number itself (measured: _saved_self 2, 2.5 or True).
+  OpScope scope("pow");
+  DType out = exponent->dtype();
+  if (!is_floating(out) && base.kind == Value::Kind::Float) out = DType::Float32;
+  if (!is_floating(out)) throw ScenarioError("unsupported", "torch.pow(number, integer tensor) is not supported");
+  if (kernels::device::on_device(exponent))
+    throw ScenarioError("unsupported", "torch.pow(number, tensor) on cuda is not supported");
+  const double b = base.number();
+  Tensor r = kernels::unary(exponent, out, [b](double e) { return std::pow(b, e); });
+  if (needs_grad({&exponent})) {
+    auto node = make_node("PowBackward2", pow_number_base_backward, {exponent});
+    set_history(r, node);
+    node->save_input("exponent", exponent);
+    node->save_output("result", r, 0);
+    node->save_attr("self", number_attr(base));
+  }
+  return r;
 }
 
 Tensor reciprocal(const Tensor& a) {

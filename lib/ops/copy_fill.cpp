@@ -59,8 +59,8 @@ void fill_value(const Tensor& self, double v) {
 
 void copy_(const Tensor& self, const Tensor& src) {
   OpScope scope("copy_");
-  check_no_internal_overlap(self);
   check_inplace_allowed(self);
+  check_no_internal_overlap(self);
   const Shape shape = kernels::broadcast_shapes(self->sizes, src->sizes, "copy_");
   if (shape != self->sizes.vec()) {
     ScenarioError e("shape_mismatch", "output with shape " + shape_str(self->sizes) +

@@ -32,8 +32,11 @@ void check_no_internal_overlap(const Tensor& self) {
 void check_inplace_allowed(const Tensor& self) {
   if (!autograd::grad_enabled()) return;
   if (self->is_view() && !self->multi_output_node.empty() && self->requires_grad()) {
+    // PyTorch names the edited view's own node ("Output 0 of ViewBackward0" for a view of
+    // an unbind output).
+    const std::string node = self->grad_fn ? self->grad_fn->name.str() : self->multi_output_node.str();
     ScenarioError e("view_inplace",
-                    "Output " + std::to_string(self->output_nr) + " of " + self->multi_output_node.str() +
+                    "Output " + std::to_string(self->output_nr) + " of " + node +
                         " is a view and is being modified inplace. This view is the output of a function that "
                         "returns multiple views. Such functions do not allow the output views to be modified "
                         "inplace. You should replace the inplace operation by an out-of-place one.");
@@ -97,8 +100,8 @@ template <typename F>
 void binary_inplace_op(const Tensor& self, const Tensor& other, const std::string& op, F&& f,
                        cuda::pw::BinaryOp device_op, double s0, const Recorder& record) {
   OpScope scope(op);
-  check_no_internal_overlap(self);
   check_inplace_allowed(self);
+  check_no_internal_overlap(self);
   check_castable(self, other, op);
   kernels::broadcast_shapes(self->sizes, other->sizes, op);
   // The node is built before the edit: mul_ must save the old value of self.
@@ -160,8 +163,8 @@ namespace detail {
 
 void unary_inplace(const Tensor& self, const UnaryRecipe& op) {
   OpScope scope(std::string(op.op) + "_");
-  check_no_internal_overlap(self);
   check_inplace_allowed(self);
+  check_no_internal_overlap(self);
   if (op.float_only && !is_floating(self->dtype())) {
     ScenarioError e("dtype_mismatch", "result type Float can't be cast to the desired output type " +
                                           dtype_scalar_name(self->dtype()));
@@ -212,8 +215,8 @@ void pow_(const Tensor& self, const Value& exponent) {
   const bool tensor_exponent = exponent.kind == Value::Kind::Tensor;
   const Tensor exp_t = tensor_exponent ? exponent.t : nullptr;
   OpScope scope("pow_");
-  check_no_internal_overlap(self);
   check_inplace_allowed(self);
+  check_no_internal_overlap(self);
   if (tensor_exponent) {
     check_castable(self, exp_t, "pow_");
     kernels::broadcast_shapes(self->sizes, exp_t->sizes, "pow_");

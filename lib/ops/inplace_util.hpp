@@ -15,7 +15,9 @@
 namespace agtrace::ops::detail {
 
 // "more than one element of the written-to tensor refers to a single memory location"
-// (an expanded self), raised grad mode or not.
+// (an expanded self), raised grad mode or not, after check_inplace_allowed: the autograd
+// checks come first (measured: x.expand(2, 3).mul_(2) of a leaf x requiring grad is
+// view_of_leaf_inplace; of a non-leaf, the overlap error).
 void check_no_internal_overlap(const Tensor& self);
 // leaf_inplace, view_of_leaf_inplace, view_inplace (an output of split/chunk/unbind).
 void check_inplace_allowed(const Tensor& self);

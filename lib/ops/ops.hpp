@@ -24,6 +24,7 @@ Tensor neg(const Tensor& a);
 Tensor pow_scalar(const Tensor& a, const Value& exponent);
 Tensor pow_tensor(const Tensor& a, const Tensor& exponent);
 Tensor rpow(const Value& base, const Tensor& exponent);  // base ** tensor
+Tensor pow_number_base(const Value& base, const Tensor& exponent);  // torch.pow(number, tensor)
 Tensor reciprocal(const Tensor& a);
 Tensor compare(const Tensor& a, const Tensor& b, const std::string& op);  // == != < <= > >=
 
@@ -36,8 +37,12 @@ Tensor sigmoid(const Tensor& a);
 Tensor relu(const Tensor& a);
 
 // Reductions (reduce.cpp). dims empty with has_dim=false: all elements.
-Tensor sum(const Tensor& a, const std::optional<std::vector<int64_t>>& dims, bool keepdim);
-Tensor mean(const Tensor& a, const std::optional<std::vector<int64_t>>& dims, bool keepdim);
+// dtype: the result's (the input is read as that type; the gradient comes back in the
+// input's dtype, measured: x.sum(dtype=torch.float64) is SumBackward0 straight over x).
+Tensor sum(const Tensor& a, const std::optional<std::vector<int64_t>>& dims, bool keepdim,
+           std::optional<DType> dtype = std::nullopt);
+Tensor mean(const Tensor& a, const std::optional<std::vector<int64_t>>& dims, bool keepdim,
+            std::optional<DType> dtype = std::nullopt);
 
 // Matrix products (linalg.cpp).
 Tensor mm(const Tensor& a, const Tensor& b);

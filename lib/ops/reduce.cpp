@@ -28,10 +28,14 @@ std::vector<int64_t> normalise_dims(const std::vector<int64_t>& dims, int64_t nd
   return out;
 }
 
+// The reduced dims of the input, wrapped. A 0-d input has none: PyTorch accepts dim 0 / -1
+// for it (wrapped against max(ndim, 1)) but reduces nothing, and sum_backward skips the
+// unsqueeze for empty sizes, so the gradient is the incoming one expanded to ().
 std::vector<int64_t> dims_of(const Node& n) {
   const AttrValue& a = n.attr("dim");
   std::vector<int64_t> dims;
   const int64_t nd = static_cast<int64_t>(n.input_meta[0].sizes.size());
+  if (nd == 0) return dims;
   for (int64_t d : a.list) dims.push_back(d < 0 ? d + std::max<int64_t>(nd, 1) : d);
   return dims;
 }
@@ -51,7 +55,7 @@ std::vector<Tensor> sum_dim_backward(Node& n, const std::vector<Tensor>& g) {
   Tensor e = kernels::expand_to(g[0], m.sizes, dims, n.attr("keepdim").b);
   if (n.name == "MeanBackward1") {
     int64_t count = 1;
-    for (int64_t d : dims) count *= m.sizes.empty() ? 1 : m.sizes[static_cast<size_t>(d)];
+    for (int64_t d : dims) count *= m.sizes[static_cast<size_t>(d)];
     e = kscale(e, 1.0 / static_cast<double>(std::max<int64_t>(count, 1)));
   }
   return {as_dtype(e, m.dtype)};
@@ -87,26 +91,36 @@ std::vector<Tensor> reduce_dbackward(Node& n, const std::vector<Tensor>& g) {
     if (n.name == "MeanBackward0") {
       count = shape_numel(m.sizes);
     } else {
-      for (int64_t d : dims_of(n)) count *= m.sizes.empty() ? 1 : m.sizes[static_cast<size_t>(d)];
+      for (int64_t d : dims_of(n)) count *= m.sizes[static_cast<size_t>(d)];
     }
     e = div_scalar(e, Value::integer(count));
   }
   return {e};
 }
 
-Tensor reduce(const Tensor& a, const std::optional<std::vector<int64_t>>& dims_in, bool keepdim, bool is_mean) {
+Tensor reduce(const Tensor& a, const std::optional<std::vector<int64_t>>& dims_in, bool keepdim, bool is_mean,
+              std::optional<DType> dtype) {
   OpScope scope(is_mean ? "mean" : "sum");
-  if (is_mean && !is_floating(a->dtype())) {
-    ScenarioError e("dtype_mismatch",
-                    "mean(): could not infer output dtype. Input dtype must be either a floating point or "
-                    "complex dtype. Got: " + dtype_tensor_type(a->dtype()).substr(0, dtype_tensor_type(a->dtype()).size() - 6));
+  const DType result_dtype = dtype ? *dtype : a->dtype();
+  if (is_mean && !is_floating(result_dtype)) {
+    const std::string type = dtype_tensor_type(result_dtype);
+    ScenarioError e("dtype_mismatch", std::string("mean(): could not infer output dtype. ") +
+                                          (dtype ? "Optional" : "Input") +
+                                          " dtype must be either a floating point or complex dtype. Got: " +
+                                          type.substr(0, type.size() - 6));
     throw e;
   }
+  // PyTorch casts the input to dtype before reducing. Widening to float64 (or no change) reads
+  // every element exactly, so summing in float64 is that; a narrowing cast is not modelled.
+  if (dtype && *dtype != a->dtype() && *dtype != DType::Float64)
+    throw ScenarioError("unsupported", std::string(is_mean ? "mean" : "sum") + "(dtype=" + dtype_name(*dtype) +
+                                           ") of a " + dtype_name(a->dtype()) + " tensor is not supported");
   std::vector<int64_t> dims = dims_in ? normalise_dims(*dims_in, a->dim()) : std::vector<int64_t>{};
   // An empty dim list reduces everything, like dims=None.
   std::vector<int64_t> kernel_dims = dims;
   if (a->dim() == 0) kernel_dims.clear();
-  Tensor r = kernels::sum(a, kernel_dims, keepdim && dims_in.has_value());
+  Tensor r = dtype ? kernels::sum(a, kernel_dims, keepdim && dims_in.has_value(), *dtype)
+                   : kernels::sum(a, kernel_dims, keepdim && dims_in.has_value());
   if (is_mean) {
     int64_t count = 1;
     if (dims.empty() || a->dim() == 0)
@@ -148,12 +162,12 @@ Tensor reduce(const Tensor& a, const std::optional<std::vector<int64_t>>& dims_i
 
 }  // namespace
 
-Tensor sum(const Tensor& a, const std::optional<std::vector<int64_t>>& dims, bool keepdim) {
-  return reduce(a, dims, keepdim, false);
+Tensor sum(const Tensor& a, const std::optional<std::vector<int64_t>>& dims, bool keepdim, std::optional<DType> dtype) {
+  return reduce(a, dims, keepdim, false, dtype);
 }
 
-Tensor mean(const Tensor& a, const std::optional<std::vector<int64_t>>& dims, bool keepdim) {
-  return reduce(a, dims, keepdim, true);
+Tensor mean(const Tensor& a, const std::optional<std::vector<int64_t>>& dims, bool keepdim, std::optional<DType> dtype) {
+  return reduce(a, dims, keepdim, true, dtype);
 }
 
 }  // namespace agtrace::ops

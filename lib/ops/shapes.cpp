@@ -37,6 +37,9 @@ Tensor make_view(const Tensor& a, const Shape& sizes, const Shape& strides, int6
   Tensor v = make_alias(a, sizes, strides, offset);
   v->base = a->base ? a->base : a;
   v->view_made_in_no_grad = !autograd::grad_enabled();
+  // CreationMeta propagates: a view of a split / chunk / unbind output is refused in-place
+  // edits too (measured: a.unbind(0)[0].view(1).mul_(2) raises view_inplace).
+  v->multi_output_node = a->multi_output_node;
   return v;
 }
 

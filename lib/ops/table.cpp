@@ -162,24 +162,35 @@ bool retain_flag(const Args& a, bool create_graph) {
 
 namespace {
 
+// torch.add / sub / mul / div also take a Python number as self (PythonArgParser's
+// should_allow_numbers_as_tensors), wrapped as a 0-d tensor: torch.mul(2, x) is MulBackward0
+// with next_functions ((None, 0), (x, 0)) and _saved_self tensor(2) (measured; `2 * x` is
+// x.__rmul__(2) instead). Two numbers make a plain tensor, which is not modelled.
+Tensor arith_self(const Args& a) {
+  if (a.get("self").is_number() && a.get("other").kind != Value::Kind::Tensor)
+    throw ScenarioError("unsupported", short_fn(a.fn) + "() of two numbers is not supported");
+  return a.tensor_or_number("self");
+}
+
 // Python number or tensor operand of an arithmetic op.
 Value binary_dispatch(Args& a, Tensor (*f)(const Tensor&, const Tensor&)) {
-  return T(f(a.tensor("self"), a.tensor_or_number("other")));
+  return T(f(arith_self(a), a.tensor_or_number("other")));
 }
 
 Value impl_add(Args& a, Runtime&) {
   Value alpha = a.given("alpha") ? a.get("alpha") : Value::integer(1);
-  return T(add(a.tensor("self"), a.tensor_or_number("other"), alpha));
+  return T(add(arith_self(a), a.tensor_or_number("other"), alpha));
 }
 Value impl_sub(Args& a, Runtime&) {
   Value alpha = a.given("alpha") ? a.get("alpha") : Value::integer(1);
-  return T(sub(a.tensor("self"), a.tensor_or_number("other"), alpha));
+  return T(sub(arith_self(a), a.tensor_or_number("other"), alpha));
 }
 Value impl_mul(Args& a, Runtime&) { return binary_dispatch(a, mul); }
 Value impl_div(Args& a, Runtime&) { return binary_dispatch(a, div); }
 Value impl_neg(Args& a, Runtime&) { return T(neg(a.tensor("self"))); }
 Value impl_pow(Args& a, Runtime&) {
   const Value& e = a.get("exponent");
+  if (a.get("self").is_number() && e.kind == Value::Kind::Tensor) return T(pow_number_base(a.get("self"), e.t));
   if (e.kind == Value::Kind::Tensor) return T(pow_tensor(a.tensor("self"), e.t));
   if (!e.is_number()) type_error("pow(): argument 'exponent' must be Tensor or Number, not " + type_name(e));
   return T(pow_scalar(a.tensor("self"), e));
@@ -205,16 +216,26 @@ Value impl_relu(Args& a, Runtime&) {
   return T(relu(x));
 }
 
-Value impl_sum(Args& a, Runtime&) { return T(sum(a.tensor("self"), a.dims("dim"), a.flag("keepdim"))); }
-Value impl_mean(Args& a, Runtime&) { return T(mean(a.tensor("self"), a.dims("dim"), a.flag("keepdim"))); }
+std::optional<DType> optional_dtype(const Args& a) {
+  const Value& d = a.get("dtype");
+  if (d.kind == Value::Kind::None) return std::nullopt;
+  if (d.kind != Value::Kind::DType) type_error(short_fn(a.fn) + "(): argument 'dtype' must be torch.dtype, not " + type_name(d));
+  return d.dtype;
+}
+Value impl_sum(Args& a, Runtime&) {
+  return T(sum(a.tensor("self"), a.dims("dim"), a.flag("keepdim"), optional_dtype(a)));
+}
+Value impl_mean(Args& a, Runtime&) {
+  return T(mean(a.tensor("self"), a.dims("dim"), a.flag("keepdim"), optional_dtype(a)));
+}
 Value impl_mm(Args& a, Runtime&) { return T(mm(a.tensor("self"), a.tensor("mat2"))); }
 Value impl_matmul(Args& a, Runtime&) { return T(matmul(a.tensor("self"), a.tensor("other"))); }
 
 Value impl_view(Args& a, Runtime&) {
-  const Value& s = a.get("shape");
+  const Value& s = a.get("size");
   if (s.kind == Value::Kind::Tuple && s.items.size() == 1 && s.items[0].kind == Value::Kind::DType)
     throw ScenarioError("unsupported", "view(dtype) is not supported");
-  return T(view(a.tensor("self"), a.shape("shape")));
+  return T(view(a.tensor("self"), a.shape("size")));
 }
 Value impl_reshape(Args& a, Runtime&) { return T(reshape(a.tensor("self"), a.shape("shape"))); }
 Value impl_t(Args& a, Runtime&) { return T(t(a.tensor("self"))); }
@@ -318,22 +339,36 @@ Value impl_autograd_grad(Args& a, Runtime& rt) {
   std::vector<Tensor> outputs = a.tensors("outputs");
   std::vector<Tensor> inputs = a.tensors("inputs");
   std::vector<Tensor> grads(outputs.size());
-  if (a.given("grad_outputs")) {
-    std::vector<Tensor> g = a.tensors("grad_outputs");
-    for (size_t i = 0; i < g.size() && i < grads.size(); ++i) grads[i] = g[i];
+  // _tensor_or_tensors_to_tuple: None is one None per output, a tensor a 1-tuple.
+  const Value& given = a.get("grad_outputs");
+  std::vector<Value> entries(outputs.size(), Value::none());
+  if (given.kind == Value::Kind::Tensor) entries = {given};
+  else if (given.kind == Value::Kind::Tuple || given.kind == Value::Kind::List) entries = given.items;
+  else if (given.kind != Value::Kind::None) a.tensors("grad_outputs");  // raises the type error
+  // _make_grads pairs outputs with them by zip (extra entries are dropped), reading None as
+  // the implicit ones of a scalar output; the engine then refuses fewer gradients than
+  // outputs (measured: "got 2 tensors and 1 gradients"). PyTorch raises these inside the
+  // call, after the walks are recorded.
+  std::optional<ScenarioError> argument_error;
+  for (size_t i = 0; i < grads.size() && i < entries.size() && !argument_error; ++i) {
+    const Value& item = entries[i];
+    if (item.kind == Value::Kind::Tensor) grads[i] = item.t;
+    else if (item.kind == Value::Kind::None && outputs[i]->numel() != 1)
+      argument_error.emplace("grad_not_scalar", "grad can be implicitly created only for scalar outputs");
+    else if (item.kind != Value::Kind::None)
+      argument_error.emplace("type_error", "gradients can be either Tensors or None, but got " + type_name(item));
   }
+  if (!argument_error && entries.size() < outputs.size())
+    argument_error.emplace("type_error", "got " + std::to_string(outputs.size()) + " tensors and " +
+                                             std::to_string(entries.size()) + " gradients");
   const bool create = a.flag("create_graph");
-  return rt.backward(outputs, grads, retain_flag(a, create), create, &inputs, a.flag("allow_unused"));
+  return rt.backward(outputs, grads, retain_flag(a, create), create, &inputs, a.flag("allow_unused"), false,
+                     argument_error ? &*argument_error : nullptr);
 }
 
 }  // namespace
 
-DType creation_dtype(const Args& a, DType fallback) {
-  const Value& d = a.get("dtype");
-  if (d.kind == Value::Kind::None) return fallback;
-  if (d.kind != Value::Kind::DType) type_error(short_fn(a.fn) + "(): argument 'dtype' must be torch.dtype, not " + type_name(d));
-  return d.dtype;
-}
+DType creation_dtype(const Args& a, DType fallback) { return optional_dtype(a).value_or(fallback); }
 
 Value finish_creation(const Args& a, Tensor t) {
   if (a.flag("requires_grad")) {
@@ -484,6 +519,7 @@ Param parse_param(std::string text, bool kw_only) {
   if (!text.empty() && text[0] == '*') {
     p.varargs = true;
     text = text.substr(1);
+    p.keyword_list = text == "size" || text == "shape" || text == "dims";
   }
   auto eq = text.find('=');
   if (eq == std::string::npos) {
@@ -542,8 +578,9 @@ std::vector<OpEntry> core_ops() {
       {"rdiv", {"number / tensor"}, "(self, other)", "math", "MulBackward0 over ReciprocalBackward0",
        "reciprocal saves result; mul saves the number as a 0-d tensor", nullptr, {}},
       {"neg", {"torch.neg", "Tensor.neg", "-a"}, "(self)", "math", "NegBackward0", "nothing", impl_neg, {}},
-      {"pow", {"torch.pow", "Tensor.pow", "a ** b"}, "(self, exponent)", "math", "PowBackward0 / PowBackward1",
-       "number exponent: self and exponent; tensor exponent: self, exponent and result", impl_pow, {}},
+      {"pow", {"torch.pow", "Tensor.pow", "a ** b"}, "(self, exponent)", "math", "PowBackward0 / PowBackward1 / PowBackward2",
+       "number exponent: self and exponent; tensor exponent: self, exponent and result; torch.pow(number, tensor) "
+       "(PowBackward2): exponent, result and the number as self", impl_pow, {}},
       {"rpow", {"number ** tensor"}, "(self, exponent)", "math", "PowBackward1",
        "self (the number as a 0-d tensor of the result dtype), exponent, result; edges (None, exponent)", nullptr, {}},
       {"reciprocal", {"torch.reciprocal", "Tensor.reciprocal"}, "(self)", "pointwise", "ReciprocalBackward0",
@@ -565,9 +602,9 @@ std::vector<OpEntry> core_ops() {
       {"relu", {"torch.relu", "Tensor.relu", "F.relu"}, "(self, inplace=False)", "pointwise", "ReluBackward0",
        "result (inplace=True behaves as relu_)", impl_relu, {}},
       // ---- reductions
-      {"sum", {"torch.sum", "Tensor.sum"}, "(self, dim=None, keepdim=False)", "reduction", "SumBackward0 / SumBackward1",
+      {"sum", {"torch.sum", "Tensor.sum"}, "(self, dim=None, keepdim=False, *, dtype=None)", "reduction", "SumBackward0 / SumBackward1",
        "sizes only (self_sym_sizes; dim and keepdim when by dim)", impl_sum, {}},
-      {"mean", {"torch.mean", "Tensor.mean"}, "(self, dim=None, keepdim=False)", "reduction",
+      {"mean", {"torch.mean", "Tensor.mean"}, "(self, dim=None, keepdim=False, *, dtype=None)", "reduction",
        "MeanBackward0 / MeanBackward1", "all: self_sizes and self_numel; by dim: the whole input (self)", impl_mean, {}},
       // ---- linear algebra
       {"mm", {"torch.mm", "Tensor.mm"}, "(self, mat2)", "linalg", "MmBackward0",
@@ -575,7 +612,7 @@ std::vector<OpEntry> core_ops() {
       {"matmul", {"torch.matmul", "Tensor.matmul", "a @ b"}, "(self, other)", "linalg", "MmBackward0 (2-D @ 2-D)",
        "as mm; other ranks are not supported yet", impl_matmul, {}},
       // ---- views and copies
-      {"view", {"Tensor.view"}, "(self, *shape)", "view", "ViewBackward0", "self_sym_sizes", impl_view, {}},
+      {"view", {"Tensor.view"}, "(self, *size)", "view", "ViewBackward0", "self_sym_sizes", impl_view, {}},
       {"reshape", {"torch.reshape", "Tensor.reshape"}, "(self, *shape)", "view",
        "ReshapeAliasBackward0 / UnsafeViewBackward0 over CloneBackward0", "self_sym_sizes (copies when no view fits)",
        impl_reshape, {}},
@@ -690,6 +727,26 @@ std::vector<OpEntry> build_table() {
 const std::vector<OpEntry>& op_table() {
   static const std::vector<OpEntry> table = build_table();
   return table;
+}
+
+std::string keyword_param(const OpEntry& entry, const std::string& spelling, bool method, const std::string& kw) {
+  // Measured in torch 1.13: these are Python functions, not parsed by PythonArgParser, so
+  // they take their own parameter names only (x.split(1, axis=1) and x.norm(axis=0) raise).
+  static const std::vector<std::string> python_defined = {"Tensor.split", "torch.split", "Tensor.norm", "torch.norm",
+                                                          "Tensor.backward", "torch.autograd.grad"};
+  const bool parsed = (spelling.rfind("torch.", 0) == 0 || spelling.rfind("Tensor.", 0) == 0) &&
+                      std::find(python_defined.begin(), python_defined.end(), spelling) == python_defined.end();
+  if (!parsed) return kw;
+  // python_arg_parser.cpp's numpy_compatibility_arg_names.
+  std::string name = kw;
+  if (kw == "axis") name = "dim";
+  else if (kw == "keepdims") name = "keepdim";
+  else if (kw == "x" || kw == "a" || kw == "x1") name = "input";
+  else if (kw == "x2") name = "other";
+  // A function's tensor `self` is named `input` (torch.sum(input=x)); a method's receiver
+  // has no keyword (x.sum(input=x) raises).
+  if (name == "input" && !method && !entry.params.empty() && entry.params[0].name == "self") return "self";
+  return name;
 }
 
 const OpEntry* find_op(const std::string& spelling) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "errors.hpp"
 #include "interp/value.hpp"
 #include "scenario/random.hpp"
 
@@ -19,6 +20,9 @@ struct Param {
   Value default_value;
   bool keyword_only = false;
   bool varargs = false;  // *shape: collects the remaining positional arguments
+  // An ATen int list written as varargs (view's *size, reshape's *shape, permute's *dims):
+  // PyTorch's argument parser also takes it by its name, as one sequence.
+  bool keyword_list = false;
 };
 
 // Services of the interpreter an entry may need (backward, printing, names).
@@ -28,10 +32,12 @@ class Runtime {
   virtual void print_line(const std::string& line) = 0;
   // Runs backward / autograd.grad; records the walk of each root first.
   // `inputs` without `accumulate_inputs`: autograd.grad, the gradients are returned; with it:
-  // backward(inputs=...), only those tensors' .grad are filled.
+  // backward(inputs=...), only those tensors' .grad are filled. `argument_error`, if given, is
+  // raised right after that record, as the backward phase: an error PyTorch finds inside
+  // torch.autograd.grad (its grad_outputs) once the call has begun.
   virtual Value backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph,
                          bool create_graph, const std::vector<Tensor>* inputs, bool allow_unused,
-                         bool accumulate_inputs = false) = 0;
+                         bool accumulate_inputs = false, const ScenarioError* argument_error = nullptr) = 0;
   virtual std::string device() const = 0;
   // The run-wide generator for random operations (dropout masks), seeded with the
   // scenario seed XOR fnv1a64("__program__"); see lib/scenario/random.hpp.
@@ -92,6 +98,10 @@ std::vector<OpEntry> autograd_api_ops(); // interp/autograd_api.cpp: backward, r
 std::vector<OpEntry> creation_ops();     // creation.cpp: arange, full, empty, new_*, *_like, random creators
 // Looks up "Tensor.<method>", "torch.<fn>", "F.<fn>", "torch.autograd.<fn>" or a builtin.
 const OpEntry* find_op(const std::string& spelling);
+// The parameter a keyword names, as PyTorch's argument parser reads it: NumPy's spellings
+// (axis, keepdims, x / a / x1, x2) and, for a torch.* function, `input` for the tensor
+// the table calls `self`. Other keywords are returned as written.
+std::string keyword_param(const OpEntry& entry, const std::string& spelling, bool method, const std::string& kw);
 // All spellings, for "did you mean" suggestions.
 std::vector<std::string> all_spellings();
 

@@ -53,9 +53,11 @@ Value impl_flatten(Args& a, Runtime&) {
   return T(flatten(a.tensor("self"), a.integer("start_dim"), a.integer("end_dim")));
 }
 
+// torch.split(tensor, split_size_or_sections, dim) and Tensor.split(self, split_size, dim)
+// are Python functions with their own parameter names (measured: each refuses the other's).
 Value impl_split(Args& a, Runtime&) {
-  Tensor x = a.tensor("self");
-  const Value& s = a.get("split_size_or_sections");
+  Tensor x = a.tensor((*a.params)[0].name);
+  const Value& s = a.get((*a.params)[1].name);
   const int64_t dim = a.integer("dim");
   if (s.kind == Value::Kind::Int) return tensor_tuple(split(x, s.i, dim));
   if (s.kind == Value::Kind::Tuple || s.kind == Value::Kind::List) {
@@ -188,9 +190,11 @@ std::vector<OpEntry> shape_ops() {
       {"flatten", {"torch.flatten", "Tensor.flatten"}, "(self, start_dim=0, end_dim=-1)", "view",
        "ReshapeAliasBackward0 / UnsafeViewBackward0 over CloneBackward0",
        "self_sym_sizes; copies when no view fits; start_dim == end_dim returns the input itself", impl_flatten, {}},
-      {"split", {"torch.split", "Tensor.split"}, "(self, split_size_or_sections, dim=0)", "view",
+      {"split", {"torch.split"}, "(tensor, split_size_or_sections, dim=0)", "view",
        "SplitBackward0 / SplitWithSizesBackward0",
        "one node for all the views: dim, self_sizes, split_size (int) or split_sizes (list)", impl_split, {}},
+      {"split", {"Tensor.split"}, "(self, split_size, dim=0)", "view", "SplitBackward0 / SplitWithSizesBackward0",
+       "as torch.split", impl_split, {}},
       {"chunk", {"torch.chunk", "Tensor.chunk"}, "(self, chunks, dim=0)", "view", "SplitBackward0",
        "split(ceil(size / chunks)): dim, self_sizes, split_size", impl_chunk, {}},
       {"unbind", {"torch.unbind", "Tensor.unbind"}, "(self, dim=0)", "view", "UnbindBackward0",

@@ -21,6 +21,7 @@ Tensor make_view(const Tensor& a, const Shape& sizes, const Shape& strides, int6
   Tensor v = make_alias(a, sizes, strides, offset);
   v->base = a->base ? a->base : a;  // _base is the root of the view family
   v->view_made_in_no_grad = !autograd::grad_enabled();
+  v->multi_output_node = a->multi_output_node;  // CreationMeta propagates (see shapes.cpp)
   return v;
 }
 

@@ -588,6 +588,10 @@ def self_test(binary):
     unit = [
         (classify_error(RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation."))[0], "view_of_leaf_inplace"),
         (classify_error(RuntimeError("a leaf Variable that requires grad is being used in an in-place operation."))[0], "leaf_inplace"),
+        (classify_error(RuntimeError("A view was created in no_grad mode and is being modified inplace with grad mode enabled."))[0], "view_inplace"),
+        (classify_error(RuntimeError("Can't detach views in-place. Use detach() instead."))[0], "view_inplace"),
+        (classify_error(RuntimeError("assigned grad has data of a different type"))[0], "dtype_mismatch"),
+        (classify_error(RuntimeError("can't assign Variable as its own grad"))[0], "type_error"),
         (classify_error(RuntimeError("... is at version 3; expected version 1 instead."))[0], "unclassified:RuntimeError"),
         (classify_error(RuntimeError("has been modified by an inplace operation: [torch.FloatTensor [2]], which is output 0 of ExpBackward0, is at version 3; expected version 1 instead."))[1], {"found_version": 3, "expected_version": 1}),
         (root_labels("y.backward()"), ["y"]),
