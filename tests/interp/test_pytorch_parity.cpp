@@ -186,3 +186,15 @@ TEST_CASE("the grad_fn of a multi-output view whose base was edited cannot be re
     CHECK(w.key != "b");
   }
 }
+
+TEST_CASE("a transposed leaf's gradient keeps the leaf's strides", "[pytorch-parity]") {
+  // AccumulateGrad's clone_obey_contract for a non-overlapping, dense leaf.
+  auto r = run_text(scenario(R"JSON("w": {"shape": [3, 2], "init": "ones"})JSON", R"JSON([
+    "a = w.t().requires_grad_()", "a.sum().backward()",
+    "print(a.grad.is_contiguous(), a.grad.t().is_contiguous(), a.grad.sum().item())",
+    "b = torch.ones(2, 3, requires_grad=True)", "b.sum().backward()", "print(b.grad.is_contiguous())"
+  ])JSON"));
+  REQUIRE(r.printed.size() == 2);
+  CHECK(r.printed[0] == "False True 6.0");
+  CHECK(r.printed[1] == "True");
+}
