@@ -120,7 +120,7 @@ TEST_CASE("sum / mean with dtype= reduce in that dtype and send the gradient bac
   CHECK(r.errors[1].kind == "unsupported");
 }
 
-TEST_CASE("torch.pow(number, tensor) is PowBackward2; torch.mul(number, tensor) wraps the number as self", "[pytorch-parity]") {
+TEST_CASE("torch.pow(number, tensor) is PowBackward2, and torch.mul(number, tensor) wraps the number as self", "[pytorch-parity]") {
   auto r = run_text(scenario(R"JSON("a": {"shape": [3], "requires_grad": true, "init": {"arange": [1, 1]}})JSON", R"JSON([
     "y = torch.pow(2, a)", "print(y.grad_fn.name(), y.grad_fn._saved_self, y.grad_fn._saved_exponent is a)",
     "m = torch.mul(2, a)", "print(m.grad_fn.name(), m.grad_fn.next_functions[0][0] is None, m.grad_fn._saved_self.dtype)",
