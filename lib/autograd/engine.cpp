@@ -105,15 +105,37 @@ struct ReadyOrder {
   bool operator()(const Node* a, const Node* b) const { return a->sequence_nr() < b->sequence_nr(); }
 };
 
+// AccumulateGrad's layout contract (obeys_layout_contract): a non-overlapping, dense leaf's
+// gradient has the leaf's strides (sizes-1 dims aside), any other leaf's is contiguous.
+bool obeys_layout_contract(const Tensor& g, const Tensor& leaf) {
+  if (!ops::non_overlapping_and_dense(leaf)) return g->is_contiguous();
+  for (size_t d = 0; d < leaf->sizes.size(); ++d)
+    if (leaf->sizes[d] != 1 && g->strides[d] != leaf->strides[d]) return false;
+  return true;
+}
+
+// clone_obey_contract: a copy with the leaf's strides when the leaf is non-overlapping and
+// dense (measured: a.t() leaf's .grad is not contiguous, stride (1, 2)), else the
+// contiguous copy `contiguous` makes.
+Tensor clone_obey_contract(const Tensor& g, const Tensor& leaf, Tensor (*contiguous)(const Tensor&, DType)) {
+  if (g->sizes == leaf->sizes && ops::non_overlapping_and_dense(leaf) && !leaf->is_contiguous()) {
+    const Shape strides = leaf->strides.vec();
+    return copy_to(g, leaf->dtype(), leaf->storage->device, &strides);
+  }
+  return contiguous(g, leaf->dtype());
+}
+Tensor copy_in_dtype(const Tensor& g, DType dtype) { return g->dtype() == dtype ? kernels::copy(g) : kernels::cast(g, dtype); }
+
 // AccumulateGrad::apply: the first gradient becomes .grad (PyTorch steals it when nothing
-// else holds it, otherwise it copies); later ones are added in place (`grad += new`).
+// else holds it and it obeys the layout contract, otherwise it copies); later ones are
+// added in place (`grad += new`).
 void accumulate(Node& acc, const Tensor& g) {
   Tensor leaf = acc.variable;
   if (!leaf || !g) return;
   if (!leaf->grad) {
     const bool stealable = g.use_count() <= 2 && g->storage.use_count() == 1 && !g->is_view() &&
-                           g->is_contiguous() && g->sizes == leaf->sizes && g->dtype() == leaf->dtype();
-    leaf->grad = stealable ? g : kernels::cast(g, leaf->dtype());
+                           g->sizes == leaf->sizes && obeys_layout_contract(g, leaf) && g->dtype() == leaf->dtype();
+    leaf->grad = stealable ? g : clone_obey_contract(g, leaf, kernels::cast);
     if (leaf->grad->sizes != leaf->sizes)
       leaf->grad = make_alias(leaf->grad, leaf->sizes, contiguous_strides(leaf->sizes), 0);
     leaf->grad->grad_fn.reset();
@@ -143,7 +165,7 @@ void accumulate_with_graph(Node& acc, const Tensor& g) {
   Tensor leaf = acc.variable;
   if (!leaf || !g) return;
   if (!leaf->grad) {
-    Tensor copy = g->dtype() == leaf->dtype() ? kernels::copy(g) : kernels::cast(g, leaf->dtype());
+    Tensor copy = clone_obey_contract(g, leaf, copy_in_dtype);
     if (g->requires_grad()) {
       auto node = make_node("CopyBackwards", copy_backwards_backward, {nullptr, g});
       node->cpp_name_prefix = true;

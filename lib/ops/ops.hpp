@@ -25,6 +25,9 @@ Tensor pow_scalar(const Tensor& a, const Value& exponent);
 Tensor pow_tensor(const Tensor& a, const Tensor& exponent);
 Tensor rpow(const Value& base, const Tensor& exponent);  // base ** tensor
 Tensor pow_number_base(const Value& base, const Tensor& exponent);  // torch.pow(number, tensor)
+// is_non_overlapping_and_dense: the elements fill their storage span exactly once, in
+// some order of the dims.
+bool non_overlapping_and_dense(const Tensor& a);
 Tensor reciprocal(const Tensor& a);
 Tensor compare(const Tensor& a, const Tensor& b, const std::string& op);  // == != < <= > >=
 

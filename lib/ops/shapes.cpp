@@ -575,21 +575,6 @@ std::vector<Tensor> to_copy_backward(Node& n, const std::vector<Tensor>& g) {
   return {in_dtype(g[0], m)};
 }
 
-bool non_overlapping_and_dense(const Tensor& a) {
-  std::vector<size_t> perm(a->sizes.size());
-  std::iota(perm.begin(), perm.end(), 0);
-  std::sort(perm.begin(), perm.end(), [&](size_t x, size_t y) {
-    if (a->sizes[x] < 2 || a->sizes[y] < 2) return a->sizes[x] < 2 && a->sizes[y] >= 2;
-    return a->strides[x] < a->strides[y];
-  });
-  int64_t expected = 1;
-  for (size_t d : perm) {
-    if (a->sizes[d] == 1) continue;
-    if (a->strides[d] != expected) return false;
-    expected *= a->sizes[d];
-  }
-  return true;
-}
 
 // at::infer_dense_strides: dense strides in the order of the input's strides (a stable
 // insertion sort that leaves stride-0 dims in place).
@@ -1139,6 +1124,22 @@ Tensor to_device(const Tensor& a, DType dtype, const std::string& device, bool c
     set_history(r, node);
   }
   return r;
+}
+
+bool non_overlapping_and_dense(const Tensor& a) {
+  std::vector<size_t> perm(a->sizes.size());
+  std::iota(perm.begin(), perm.end(), 0);
+  std::sort(perm.begin(), perm.end(), [&](size_t x, size_t y) {
+    if (a->sizes[x] < 2 || a->sizes[y] < 2) return a->sizes[x] < 2 && a->sizes[y] >= 2;
+    return a->strides[x] < a->strides[y];
+  });
+  int64_t expected = 1;
+  for (size_t d : perm) {
+    if (a->sizes[d] == 1) continue;
+    if (a->strides[d] != expected) return false;
+    expected *= a->sizes[d];
+  }
+  return true;
 }
 
 }  // namespace agtrace::ops

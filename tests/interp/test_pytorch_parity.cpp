@@ -120,7 +120,7 @@ TEST_CASE("sum / mean with dtype= reduce in that dtype and send the gradient bac
   CHECK(r.errors[1].kind == "unsupported");
 }
 
-TEST_CASE("torch.pow(number, tensor) is PowBackward2; torch.mul(number, tensor) wraps the number as self", "[pytorch-parity]") {
+TEST_CASE("torch.pow(number, tensor) is PowBackward2, and torch.mul(number, tensor) wraps the number as self", "[pytorch-parity]") {
   auto r = run_text(scenario(R"JSON("a": {"shape": [3], "requires_grad": true, "init": {"arange": [1, 1]}})JSON", R"JSON([
     "y = torch.pow(2, a)", "print(y.grad_fn.name(), y.grad_fn._saved_self, y.grad_fn._saved_exponent is a)",
     "m = torch.mul(2, a)", "print(m.grad_fn.name(), m.grad_fn.next_functions[0][0] is None, m.grad_fn._saved_self.dtype)",
@@ -185,4 +185,16 @@ TEST_CASE("the grad_fn of a multi-output view whose base was edited cannot be re
     CHECK(w.key != "a");
     CHECK(w.key != "b");
   }
+}
+
+TEST_CASE("a transposed leaf's gradient keeps the leaf's strides", "[pytorch-parity]") {
+  // AccumulateGrad's clone_obey_contract for a non-overlapping, dense leaf.
+  auto r = run_text(scenario(R"JSON("w": {"shape": [3, 2], "init": "ones"})JSON", R"JSON([
+    "a = w.t().requires_grad_()", "a.sum().backward()",
+    "print(a.grad.is_contiguous(), a.grad.t().is_contiguous(), a.grad.sum().item())",
+    "b = torch.ones(2, 3, requires_grad=True)", "b.sum().backward()", "print(b.grad.is_contiguous())"
+  ])JSON"));
+  REQUIRE(r.printed.size() == 2);
+  CHECK(r.printed[0] == "False True 6.0");
+  CHECK(r.printed[1] == "True");
 }
