@@ -544,6 +544,7 @@ Shared<Node> grad_accumulator(const Tensor& leaf) {
 }  // namespace
 
 Edge gradient_edge(const Tensor& t) {
+  check_no_grad_view_current(t);
   refresh_view_grad_fn(t);
   if (!t || !t->requires_grad()) return {};
   if (t->grad_fn) return {t->grad_fn, t->output_nr};
@@ -647,7 +648,7 @@ std::vector<Tensor> copy_backwards_self_zero(Node&, const std::vector<Tensor>& g
 Tensor as_strided_view(const Tensor& base, const Shape& sizes, const Shape& strides, int64_t offset) {
   Tensor v = make_alias(base, sizes, strides, base->offset + offset);
   v->base = base->base ? base->base : base;
-  v->view_made_in_no_grad = !grad_enabled();
+  v->view_made_in_no_grad = view_creation_in_no_grad(base);
   if (grad_enabled() && base->requires_grad()) set_history(v, make_as_strided(v));
   return v;
 }
@@ -769,6 +770,25 @@ void rebase_view_history(const Tensor& view, const Shared<Node>& fn) {
   set_history(view, make_as_strided(view));
 }
 
+bool no_grad_view_stale(const Tensor& t) {
+  // VariableHooks::grad_fn returns early for a view with no grad_fn of a base that does not
+  // require grad; otherwise a version change goes to handle_view_on_rebase.
+  return t && t->is_view() && t->view_made_in_no_grad && t->grad_fn_version != t->version->version &&
+         (t->grad_fn || t->base->requires_grad());
+}
+
+void check_no_grad_view_current(const Tensor& t) {
+  if (!no_grad_view_stale(t)) return;
+  // A view made in grad mode of a no_grad view has a grad_fn and inherits NO_GRAD_MODE; 1.13's
+  // handle_view_on_rebase then fails `TORCH_INTERNAL_ASSERT(!grad_fn)` (measured) instead of
+  // raising a user error, so agtrace does not pretend to know the outcome.
+  if (t->grad_fn)
+    throw ScenarioError("unsupported",
+                        "a view of a view made in no_grad mode whose base was modified inplace: PyTorch 1.13 fails "
+                        "an internal assert (!grad_fn) here");
+  throw_view_rebase_error(t, true);
+}
+
 bool multi_output_view_rebased(const Tensor& t) {
   return t && t->is_view() && t->grad_fn_version != t->version->version && t->grad_fn &&
          t->base->requires_grad() && !t->multi_output_node.empty();
@@ -780,16 +800,30 @@ void refresh_view_grad_fn(const Tensor& t) {
   // (measured: b = a[:]; a.add_(r) gives b.grad_fn AsStridedBackward0 over AddBackward0).
   // A view made in no_grad is not: PyTorch raises when its grad_fn is read then.
   if (t->view_made_in_no_grad || !t->base->requires_grad()) return;
-  if (multi_output_view_rebased(t)) {
-    ScenarioError e("view_inplace",
-                    "Output " + std::to_string(t->output_nr) + " of " + t->grad_fn->name.str() +
-                        " is a view and its base or another view of its base has been modified inplace. This view "
-                        "is the output of a function that returns multiple views. Such functions do not allow the "
-                        "output views to be modified inplace. You should replace the inplace operation by an "
-                        "out-of-place one.");
-    throw e;
-  }
+  if (multi_output_view_rebased(t)) throw_view_rebase_error(t, true);
   set_history(t, make_as_strided(t));
+}
+
+// handle_view_on_rebase (torch/csrc/autograd/variable.cpp, 1.13): the message names the
+// view's node when it has one, else says it was made in no_grad mode (also for an output
+// of split/unbind made in grad mode of a base that did not require grad, measured).
+void throw_view_rebase_error(const Tensor& view, bool indirect) {
+  const std::string modified = indirect ? "its base or another view of its base has been" : "is being";
+  const bool multi_output = !view->multi_output_node.empty() && !view->view_made_in_no_grad;
+  std::string msg = view->grad_fn && multi_output
+                        ? "Output " + std::to_string(view->output_nr) + " of " + view->grad_fn->name.str() +
+                              " is a view and " + modified + " modified inplace."
+                        : "A view was created in no_grad mode and " + modified + " modified inplace with grad mode enabled.";
+  if (multi_output)
+    msg += " This view is the output of a function that returns multiple views. Such functions do not allow the "
+           "output views to be modified inplace. You should replace the inplace operation by an out-of-place one.";
+  else
+    msg += " Given that this use case is ambiguous and error-prone, it is forbidden. You can clarify your code by "
+           "moving both the view and the inplace either both inside the no_grad block (if you don't want the "
+           "inplace to be tracked) or both outside (if you want the inplace to be tracked).";
+  ScenarioError e("view_inplace", msg);
+  if (multi_output) e.facts = {{"node", view->multi_output_node.str()}};
+  throw e;
 }
 
 }  // namespace agtrace::autograd

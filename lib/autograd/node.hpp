@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "autograd/grad_mode.hpp"
 #include "tensor/tensor.hpp"
 #include "util/interned_string.hpp"
 
@@ -375,5 +376,19 @@ void refresh_view_grad_fn(const Tensor& t);
 // Such a view whose grad_fn read would raise (measured: grad_fn, is_leaf and using it in an
 // op raise; shape, _version and requires_grad do not).
 bool multi_output_view_rebased(const Tensor& t);
+// A view made in no_grad (CreationMeta NO_GRAD_MODE, inherited by views of it) whose family
+// was edited in place after it was made: PyTorch raises view_inplace where its grad_fn is read
+// (the grad_fn and is_leaf attributes, an op in grad mode taking its gradient edge), whether
+// the edit ran in grad mode or not (handle_view_on_rebase(indirect=true), measured in 1.13).
+void check_no_grad_view_current(const Tensor& t);
+bool no_grad_view_stale(const Tensor& t);
+// view_inplace for an in-place edit of `view` (indirect: of its base or another view of it)
+// that its creation (no_grad mode, a function returning several views) forbids.
+[[noreturn]] void throw_view_rebase_error(const Tensor& view, bool indirect);
+// The no_grad-mode creation of a new view of `source`: set when grad mode is off, inherited
+// from a source view that has it (propagate_creation_meta, 1.13).
+inline bool view_creation_in_no_grad(const Tensor& source) {
+  return !grad_enabled() || (source->is_view() && source->view_made_in_no_grad);
+}
 
 }  // namespace agtrace::autograd

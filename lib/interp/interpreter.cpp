@@ -1293,11 +1293,13 @@ Value Interpreter::attribute_of(Value obj, const Expr& e) {
         if (name.size() != text.size() || name != text) continue;
         switch (attr) {
           case TensorAttr::GradFn:
+            autograd::check_no_grad_view_current(t);
             autograd::refresh_view_grad_fn(t);
             return Value::node_of(t->grad_fn);
           case TensorAttr::Grad: return t->grad ? Value::tensor(t->grad) : Value::none();
           case TensorAttr::RequiresGrad: return Value::boolean(t->requires_grad());
           case TensorAttr::IsLeaf:
+            autograd::check_no_grad_view_current(t);
             autograd::refresh_view_grad_fn(t);
             return Value::boolean(t->is_leaf());
           case TensorAttr::Shape: return Value::torch_size(t->sizes);
@@ -1895,7 +1897,8 @@ void Interpreter::finish() {
   // Walks of every name bound to a tensor with a grad_fn at the end (spec: walks).
   for (const auto& [name, v] : env_.map()) {
     // A name whose grad_fn read raises has no walk (the PyTorch runner records none).
-    if (v.kind != Value::Kind::Tensor || autograd::multi_output_view_rebased(v.t)) continue;
+    if (v.kind != Value::Kind::Tensor || autograd::multi_output_view_rebased(v.t) || autograd::no_grad_view_stale(v.t))
+      continue;
     autograd::refresh_view_grad_fn(v.t);
     if (!v.t->grad_fn) continue;
     record_walk(name, v.t->grad_fn);

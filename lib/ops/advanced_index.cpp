@@ -324,7 +324,7 @@ void index_put_(const Tensor& self, const std::vector<Tensor>& indices, const Te
   OpScope scope("index_put_");
   require_host({&self, &values}, "index_put_");
   for (const Tensor& t : indices) require_host({&t}, "index_put_");
-  check_inplace_allowed(self);
+  check_inplace_allowed(self, {&values});
   check_no_internal_overlap(self);
   if (values->dtype() != self->dtype()) {
     index_error("dtype_mismatch",
@@ -361,9 +361,7 @@ void index_put_(const Tensor& self, const std::vector<Tensor>& indices, const Te
 
 Tensor alias(const Tensor& self) {
   OpScope scope("alias");
-  Tensor v = make_alias(self, self->sizes, self->strides, self->offset);
-  v->base = self->base ? self->base : self;
-  v->multi_output_node = self->multi_output_node;  // CreationMeta propagates (see shapes.cpp)
+  Tensor v = make_view(self, self->sizes, self->strides, self->offset);
   if (needs_grad({&self})) {
     auto node = make_node("AliasBackward0", alias_backward, {self});
     node->differentiable_backward = alias_backward;

@@ -34,6 +34,11 @@ inline bool rg(const Tensor& t) {
   return t->grad_fn != nullptr || t->requires_grad_flag;
 }
 
+// A view of `a`: same storage and version counter; _base is the root of the view family, and
+// the view inherits a's CreationMeta (no_grad mode, a split / chunk / unbind output: measured,
+// a.unbind(0)[0].view(1).mul_(2) raises view_inplace). views.cpp.
+Tensor make_view(const Tensor& a, const Shape& sizes, const Shape& strides, int64_t offset);
+
 // Names the op being computed, so allocations are attributed to it.
 struct OpScope {
   OpText previous;  // restored as it was (interned: no lookup again after the op)

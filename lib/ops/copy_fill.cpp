@@ -59,7 +59,7 @@ void fill_value(const Tensor& self, double v) {
 
 void copy_(const Tensor& self, const Tensor& src) {
   OpScope scope("copy_");
-  check_inplace_allowed(self);
+  check_inplace_allowed(self, {&src});
   check_no_internal_overlap(self);
   const Shape shape = kernels::broadcast_shapes(self->sizes, src->sizes, "copy_");
   if (shape != self->sizes.vec()) {
@@ -100,7 +100,7 @@ void fill_tensor_(const Tensor& self, const Tensor& value) {
     e.facts = {{"value_ndim", value->dim()}};
     throw e;
   }
-  check_inplace_allowed(self);
+  check_inplace_allowed(self, {&value});
   Shared<autograd::Node> node = fill_or_copy_node("FillBackward3", fill_tensor_backward, self, value);
   if (!self->is_meta() && !value->is_meta()) fill_value(self, host_values(value)[0]);
   bump(self);

@@ -29,29 +29,29 @@ void check_no_internal_overlap(const Tensor& self) {
                           "memory location. Please clone() the tensor before performing the operation.");
 }
 
-void check_inplace_allowed(const Tensor& self) {
+void check_inplace_allowed(const Tensor& self, std::initializer_list<const Tensor*> others) {
   if (!autograd::grad_enabled()) return;
-  if (self->is_view() && !self->multi_output_node.empty() && self->requires_grad()) {
-    // PyTorch names the edited view's own node ("Output 0 of ViewBackward0" for a view of
-    // an unbind output).
-    const std::string node = self->grad_fn ? self->grad_fn->name.str() : self->multi_output_node.str();
-    ScenarioError e("view_inplace",
-                    "Output " + std::to_string(self->output_nr) + " of " + node +
-                        " is a view and is being modified inplace. This view is the output of a function that "
-                        "returns multiple views. Such functions do not allow the output views to be modified "
-                        "inplace. You should replace the inplace operation by an out-of-place one.");
-    e.facts = {{"node", self->multi_output_node.str()}};
-    throw e;
+  bool requires = self->requires_grad();
+  for (const Tensor* o : others) requires = requires || (*o && (*o)->requires_grad());
+  if (!requires) return;
+  if (self->is_view()) {
+    // handle_view_on_rebase first (measured: a view of a leaf made in no_grad, edited in
+    // grad mode, is the no_grad-view error, not the leaf-view one).
+    if (self->view_made_in_no_grad && self->grad_fn)
+      throw ScenarioError("unsupported",
+                          "an in-place edit of a view of a view made in no_grad mode: PyTorch 1.13 fails an internal "
+                          "assert (!grad_fn) here");
+    if (self->view_made_in_no_grad || !self->multi_output_node.empty()) autograd::throw_view_rebase_error(self, false);
+    if (self->requires_grad() && self->base->is_leaf() && self->base->requires_grad()) {
+      ScenarioError e("view_of_leaf_inplace",
+                      "a view of a leaf Variable that requires grad is being used in an in-place operation.");
+      e.facts = {{"tensor_id", self->id}, {"base_id", self->base->id}};
+      throw e;
+    }
   }
   if (self->is_leaf() && self->requires_grad_flag) {
     ScenarioError e("leaf_inplace", "a leaf Variable that requires grad is being used in an in-place operation.");
     e.facts = {{"tensor_id", self->id}};
-    throw e;
-  }
-  if (self->is_view() && self->base->is_leaf() && self->base->requires_grad()) {
-    ScenarioError e("view_of_leaf_inplace",
-                    "a view of a leaf Variable that requires grad is being used in an in-place operation.");
-    e.facts = {{"tensor_id", self->id}, {"base_id", self->base->id}};
     throw e;
   }
 }
@@ -100,7 +100,7 @@ template <typename F>
 void binary_inplace_op(const Tensor& self, const Tensor& other, const std::string& op, F&& f,
                        cuda::pw::BinaryOp device_op, double s0, const Recorder& record) {
   OpScope scope(op);
-  check_inplace_allowed(self);
+  check_inplace_allowed(self, {&other});
   check_no_internal_overlap(self);
   check_castable(self, other, op);
   kernels::broadcast_shapes(self->sizes, other->sizes, op);
@@ -215,7 +215,7 @@ void pow_(const Tensor& self, const Value& exponent) {
   const bool tensor_exponent = exponent.kind == Value::Kind::Tensor;
   const Tensor exp_t = tensor_exponent ? exponent.t : nullptr;
   OpScope scope("pow_");
-  check_inplace_allowed(self);
+  check_inplace_allowed(self, {&exp_t});
   check_no_internal_overlap(self);
   if (tensor_exponent) {
     check_castable(self, exp_t, "pow_");

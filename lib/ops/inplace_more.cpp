@@ -30,10 +30,10 @@ std::vector<Tensor> clamp_min_backward(Node& n, const std::vector<Tensor>& g) {
 }
 
 // The checks every in-place edit makes first (inplace_util.hpp), and the cuda refusal.
-void begin_inplace(const Tensor& self) {
+void begin_inplace(const Tensor& self, std::initializer_list<const Tensor*> others = {}) {
   require_host(self);
   check_no_internal_overlap(self);
-  check_inplace_allowed(self);
+  check_inplace_allowed(self, others);
 }
 
 // Ends the edit: one bump, then the node (built before the write) becomes the history.
@@ -71,7 +71,7 @@ void masked_fill_(const Tensor& self, const Tensor& mask, const Value& value) {
     unsupported("masked_fill_ with a " + dtype_name(mask->dtype()) + " mask (only torch.bool masks)");
   Tensor vt = masked_fill_value(value, "masked_fill_");
   require_host(vt);
-  begin_inplace(self);
+  begin_inplace(self, {&vt});
   kernels::broadcast_shapes(self->sizes, mask->sizes, "masked_fill_");
   Shared<Node> node;
   if (vt ? needs_grad({&self, &vt}) : needs_grad({&self})) {

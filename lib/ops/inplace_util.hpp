@@ -19,8 +19,10 @@ namespace agtrace::ops::detail {
 // checks come first (measured: x.expand(2, 3).mul_(2) of a leaf x requiring grad is
 // view_of_leaf_inplace; of a non-leaf, the overlap error).
 void check_no_internal_overlap(const Tensor& self);
-// leaf_inplace, view_of_leaf_inplace, view_inplace (an output of split/chunk/unbind).
-void check_inplace_allowed(const Tensor& self);
+// leaf_inplace, view_of_leaf_inplace, view_inplace (an output of split/chunk/unbind, a view
+// made in no_grad), checked in grad mode when self or one of `others` requires grad
+// (VariableTypeUtils.h check_inplace(self, compute_requires_grad(inputs...)), 1.13).
+void check_inplace_allowed(const Tensor& self, std::initializer_list<const Tensor*> others = {});
 // The new node becomes self's grad_fn, or on a view its base's CopySlices wraps it.
 void record_history(const Tensor& self, const Shared<autograd::Node>& node);
 // Bumps self's version counter once and announces it.

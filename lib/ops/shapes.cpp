@@ -32,17 +32,6 @@ namespace {
 
 // ------------------------------------------------------------------ helpers
 
-// A view of `a`: same storage and version counter; _base is the root of the view family.
-Tensor make_view(const Tensor& a, const Shape& sizes, const Shape& strides, int64_t offset) {
-  Tensor v = make_alias(a, sizes, strides, offset);
-  v->base = a->base ? a->base : a;
-  v->view_made_in_no_grad = !autograd::grad_enabled();
-  // CreationMeta propagates: a view of a split / chunk / unbind output is refused in-place
-  // edits too (measured: a.unbind(0)[0].view(1).mul_(2) raises view_inplace).
-  v->multi_output_node = a->multi_output_node;
-  return v;
-}
-
 AttrValue dim_attr(int64_t dim) { return AttrValue::integer(dim, true); }
 
 // One version bump, announced to the accountant (what every in-place op does).
@@ -332,6 +321,14 @@ std::vector<Tensor> unbind_backward(Node& n, const std::vector<Tensor>& g) {
 
 // The views of one multi-output node: output i has output_nr i (measured: split outputs
 // share one SplitBackward0; their _base is x).
+// In grad mode the outputs are MULTI_OUTPUT_NODE views even when no node is recorded (a base
+// that does not require grad): an in-place edit with an input that requires grad is refused
+// (measured: a.unbind()[0].add_(r), r requiring grad, raises view_inplace).
+void mark_multi_output(const std::vector<Tensor>& outs, const char* node_name) {
+  if (!autograd::grad_enabled()) return;
+  for (const Tensor& t : outs) t->multi_output_node = InternedString(node_name);
+}
+
 void record_outputs(const std::vector<Tensor>& outs, const Shared<Node>& node) {
   for (size_t i = 0; i < outs.size(); ++i) {
     set_history(outs[i], node, static_cast<int>(i));
@@ -783,6 +780,7 @@ std::vector<Tensor> split(const Tensor& a, int64_t split_size, int64_t dim) {
   std::vector<int64_t> lengths(static_cast<size_t>(pieces), split_size);
   lengths.back() = split_size - (split_size * pieces - size);
   std::vector<Tensor> outs = narrow_views(a, d, lengths);
+  mark_multi_output(outs, "SplitBackward0");
   if (needs_grad({&a})) {
     auto node = make_node("SplitBackward0", split_backward, {a});
     node->differentiable_backward = split_dbackward;
@@ -812,6 +810,7 @@ std::vector<Tensor> split_with_sizes(const Tensor& a, const std::vector<int64_t>
                           shape_str(sizes),
                       {{"op", "split_with_sizes"}, {"size", size}, {"dim", d}});
   std::vector<Tensor> outs = narrow_views(a, d, sizes);
+  mark_multi_output(outs, "SplitWithSizesBackward0");
   if (needs_grad({&a})) {
     auto node = make_node("SplitWithSizesBackward0", split_backward, {a});
     node->differentiable_backward = split_dbackward;
@@ -852,6 +851,7 @@ std::vector<Tensor> unbind(const Tensor& a, int64_t dim) {
     st.erase(st.begin() + d);
     outs.push_back(make_view(a, sz, st, off));
   }
+  mark_multi_output(outs, "UnbindBackward0");
   if (needs_grad({&a})) {
     auto node = make_node("UnbindBackward0", unbind_backward, {a});
     node->differentiable_backward = unbind_dbackward;

@@ -15,15 +15,19 @@ using namespace detail;
 using autograd::make_node;
 using autograd::set_history;
 
-namespace {
+namespace detail {
 
 Tensor make_view(const Tensor& a, const Shape& sizes, const Shape& strides, int64_t offset) {
   Tensor v = make_alias(a, sizes, strides, offset);
-  v->base = a->base ? a->base : a;  // _base is the root of the view family
-  v->view_made_in_no_grad = !autograd::grad_enabled();
-  v->multi_output_node = a->multi_output_node;  // CreationMeta propagates (see shapes.cpp)
+  v->base = a->base ? a->base : a;
+  v->view_made_in_no_grad = autograd::view_creation_in_no_grad(a);
+  v->multi_output_node = a->multi_output_node;
   return v;
 }
+
+}  // namespace detail
+
+namespace {
 
 // Gradient of a reshaping view: the same elements in the input's shape.
 std::vector<Tensor> reshape_backward(Node& n, const std::vector<Tensor>& g) {
