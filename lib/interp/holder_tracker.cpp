@@ -170,6 +170,7 @@ void HolderTracker::tensor_relabelled(const TensorImpl& t) {
 }
 void HolderTracker::node_created(autograd::Node& n) { queue_node(n.id).live = &n; }
 void HolderTracker::node_destroyed(autograd::Node& n) { queue_node(n.id).live = nullptr; }
+void HolderTracker::node_changed(autograd::Node& n) { queue_node(n.id); }
 
 void HolderTracker::on_event(const Event& e) {
   if (e.node_id >= 0) queue_node(e.node_id);

@@ -60,6 +60,7 @@ class HolderTracker : public ObjectObserver, public EventSink {
 
   // ObjectObserver
   void tensor_created(TensorImpl& t) override;
+  void node_changed(autograd::Node& n) override;
   void tensor_destroyed(TensorImpl& t) override;
   void tensor_grad_changed(TensorImpl& t) override;
   void node_created(autograd::Node& n) override;

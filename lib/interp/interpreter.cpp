@@ -1152,6 +1152,11 @@ void Interpreter::assign(const Expr& target, const Value& v) {
         call_entry(*entry, "Tensor.requires_grad_", &obj, {Value::boolean(truthy(v))}, {});
         return;
       }
+      if (target.text == "data") {
+        if (v.kind != Value::Kind::Tensor) fail("type_error", "Variable data has to be a tensor, but got " + type_name(v));
+        ops::set_data(obj.t, v.t);
+        return;
+      }
       fail("unsupported", "assignment to Tensor." + target.text + " is not supported");
     }
     case ExprKind::Subscript: {

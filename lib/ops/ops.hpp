@@ -73,6 +73,9 @@ Tensor matrix_transpose(const Tensor& a);
 Tensor reversed_dims(const Tensor& a);
 // x.data: an alias with no history and a version counter of its own.
 Tensor data_alias(const Tensor& a);
+// `self.data = new_data` (VariableHooks::set_data, 1.13): self takes new_data's storage,
+// sizes, strides and dtype and keeps its own autograd metadata and version counter.
+void set_data(const Tensor& self, const Tensor& new_data);
 
 // In-place (inplace.cpp): each bumps the version counter once and rebases the history.
 void add_(const Tensor& self, const Tensor& other, const Value& alpha);

@@ -490,4 +490,37 @@ Tensor data_alias(const Tensor& a) {
   return d;
 }
 
+void set_data(const Tensor& self, const Tensor& new_data) {
+  // _has_compatible_shallow_copy_type: the same backend (measured: a meta tensor into a cpu
+  // one is refused; another dtype or size is not).
+  if (new_data->is_meta() != self->is_meta() || new_data->storage->device != self->storage->device)
+    throw ScenarioError("dtype_mismatch",
+                        "Attempted to call `variable.set_data(tensor)`, but `variable` and `tensor` have incompatible "
+                        "tensor type.");
+  if (self->requires_grad() && !is_floating(new_data->dtype()))
+    throw ScenarioError("dtype_mismatch", "data set to a tensor that requires gradients must be floating point or complex dtype");
+  // A saved input is the object itself, so PyTorch's backward then reads the new data
+  // (measured: y = x.sin(); x.data = torch.zeros(3) gives x.grad = cos(0)); the accountant
+  // keeps the storage each value was saved on, so agtrace does not follow that case.
+  for (const autograd::Node* n : autograd::live_nodes())
+    for (const autograd::SavedEntry& e : n->saved)
+      if (e.is_tensor && !e.var.released && e.var.original.get() == self.get())
+        throw ScenarioError("unsupported", "assigning .data of a tensor that " + autograd::saved_name(*n, e).str() +
+                                               " saved is not supported: the saved value would read the new data");
+  // The leaf's AccumulateGrad is dropped when the type changes, so the next backward makes
+  // one for the new dtype.
+  if (new_data->dtype() != self->dtype() || new_data->storage->device != self->storage->device)
+    self->grad_accumulator.reset();
+  self->storage = new_data->storage;
+  self->sizes = new_data->sizes;
+  self->strides = new_data->strides;
+  self->offset = new_data->offset;
+  // The accountant's holder index reads the tensor's storage again at the next commit, and
+  // its AccumulateGrad's hold on the leaf's data.
+  notify_grad_changed(*self);
+  if (ObjectObserver* o = object_observer())
+    for (autograd::Node* n : autograd::live_nodes())
+      if (n->variable.get() == self.get()) o->node_changed(*n);
+}
+
 }  // namespace agtrace::ops

@@ -185,6 +185,8 @@ class ObjectObserver {
   virtual void tensor_grad_changed(TensorImpl& t) = 0;
   virtual void node_created(autograd::Node& n) = 0;
   virtual void node_destroyed(autograd::Node& n) = 0;
+  // What a node holds changed without a new node (an AccumulateGrad whose leaf took new data).
+  virtual void node_changed(autograd::Node& n) = 0;
 };
 // The observer of the run in progress (single-threaded, one run at a time); null = none.
 namespace detail {

@@ -110,3 +110,23 @@ TEST_CASE(".data, allclose, tolist and item", "[autograd-api]") {
         "[0.3333333432674408, 0.6666666865348816, 1.0] [1, 2, 3] [False, True, True] 6.0 "
         "[0.333251953125, 0.66650390625, 1.0]");
 }
+
+TEST_CASE("assigning .data swaps the data and keeps the object, its history and version", "[autograd-api]") {
+  auto r = run_text(program(R"JSON(["h = x * 1", "v = x[0:1]", "v.data = torch.zeros(5)",
+    "h.data = torch.zeros(2, dtype=torch.float64)", "print(h.dtype, h.shape, h.grad_fn.name(), h._version)",
+    "print(v._base is x, v.grad_fn.name(), v.shape)",
+    {"try": ["x.data = 3"]}, {"try": ["x.data = torch.tensor([3])"]},
+    "x.data = torch.ones(2, dtype=torch.float64)", "(x * 3).sum().backward()", "print(x.grad.dtype, x.grad.tolist())",
+    "y = w.sin()", {"try": ["w.data = torch.zeros(3)"]}])JSON"));
+  REQUIRE(r.printed.size() == 3);
+  CHECK(r.printed[0] == "torch.float64 torch.Size([2]) MulBackward0 0");
+  CHECK(r.printed[1] == "True SliceBackward0 torch.Size([5])");
+  // The leaf's AccumulateGrad is made again for its new dtype.
+  CHECK(r.printed[2] == "torch.float64 [3.0, 3.0]");
+  REQUIRE(r.errors.size() == 3);
+  CHECK(r.errors[0].kind == "type_error");
+  CHECK(r.errors[0].message == "Variable data has to be a tensor, but got int");
+  CHECK(r.errors[1].message == "data set to a tensor that requires gradients must be floating point or complex dtype");
+  // A saved input would read the new data at backward: refused rather than misaccounted.
+  CHECK(r.errors[2].kind == "unsupported");
+}
