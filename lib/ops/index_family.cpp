@@ -15,9 +15,13 @@
 #include <cmath>
 #include <set>
 
+#include "ops/double_backward.hpp"
 #include "ops/index_family.hpp"
 #include "ops/inplace_util.hpp"
+#include "ops/more.hpp"
 #include "ops/more_util.hpp"
+#include "ops/ops.hpp"
+#include "ops/shapes.hpp"
 #include "ops/table_util.hpp"
 
 namespace agtrace::ops {
@@ -351,11 +355,16 @@ std::vector<double> scatter_values(const Tensor& self, int64_t d, const Tensor& 
 // validate_outputs refuses it unless that is src's shape (measured: "Function
 // ScatterBackward0 returned an invalid gradient at index 1 - got [2, 1] but expected shape
 // compatible with [4, 2]").
-Tensor gather_for_src(const Node& n, const Tensor& g, int64_t d, const Tensor& index) {
+void check_src_gradient_shape(const Node& n, const Tensor& index) {
   const auto& m = n.input_meta[1];
   if (index->sizes != m.sizes)
     fail("shape_mismatch", "Function " + n.name.str() + " returned an invalid gradient at index 1 - got " +
                                shape_str(index->sizes) + " but expected shape compatible with " + shape_str(m.sizes));
+}
+
+Tensor gather_for_src(const Node& n, const Tensor& g, int64_t d, const Tensor& index) {
+  check_src_gradient_shape(n, index);
+  const auto& m = n.input_meta[1];
   if (g->is_meta()) return empty_tensor(m.sizes, m.dtype, true);
   const std::vector<int64_t> idx = index_values(index);
   const std::vector<double> gv = to_values(g);
@@ -399,6 +408,80 @@ Tensor scatter_src(const Value& src, const std::string& op) {
   return nullptr;
 }
 
+// ---------------------------------------------------------------- create_graph=True formulas
+// The same derivatives.yaml formulas written with the autograd-aware ops, so a backward with
+// create_graph=True records PyTorch's graph (measured: index_add's source gradient is
+// MulBackward1 (alpha != 1) over ExpandBackward0 over IndexSelectBackward0; index_copy's self
+// gradient IndexFillBackward0; index_fill's value gradient SumBackward0 over
+// IndexSelectBackward0; scatter's self gradient ScatterBackward1, its src's GatherBackward0;
+// self's gradient of index_add and scatter_add is the incoming gradient itself).
+
+// grad.index_select(dim, index).expand_as(source), times alpha unless it is 1 (maybe_multiply).
+Tensor selected_for_source(const Node& n, const Tensor& g, const Tensor& index, const Value& alpha) {
+  const auto& m = n.input_meta[1];
+  if (m.sizes.empty()) unsupported("create_graph=True through " + n.name.str() + " of a 0-d source");
+  Tensor r = expand(index_select(g, n.attr("dim").i, index), m.sizes.vec());
+  if (alpha.kind == Value::Kind::None || alpha.number() == 1.0) return r;
+  return mul_scalar(r, alpha);
+}
+
+Value alpha_value(const AttrValue& a) {
+  return a.kind == AttrValue::Kind::Double ? Value::real(a.d) : Value::integer(a.i);
+}
+
+std::vector<Tensor> index_add_dbackward(Node& n, const std::vector<Tensor>& g) {
+  std::vector<Tensor> out(2);
+  if (n.should_compute_output(0)) out[0] = g[0];
+  if (n.should_compute_output(1)) out[1] = selected_for_source(n, g[0], n.unpack("index"), alpha_value(n.attr("alpha")));
+  return out;
+}
+
+std::vector<Tensor> index_copy_dbackward(Node& n, const std::vector<Tensor>& g) {
+  Tensor index = n.unpack("index");
+  std::vector<Tensor> out(2);
+  if (n.should_compute_output(0)) out[0] = index_fill(g[0], n.attr("dim").i, index, Value::real(0.0));
+  if (n.should_compute_output(1)) out[1] = selected_for_source(n, g[0], index, Value());
+  return out;
+}
+
+std::vector<Tensor> index_fill_dbackward(Node& n, const std::vector<Tensor>& g) {
+  Tensor index = n.unpack("index");
+  std::vector<Tensor> out(n.input_meta.size());
+  if (n.should_compute_output(0)) out[0] = index_fill(g[0], n.attr("dim").i, index, Value::real(0.0));
+  if (out.size() > 1 && n.should_compute_output(1)) {
+    // at::_unique(index): each index once (the order does not change the sum).
+    std::vector<int64_t> idx = index_values(index);
+    std::sort(idx.begin(), idx.end());
+    idx.erase(std::unique(idx.begin(), idx.end()), idx.end());
+    Tensor unique = tensor_from_values({static_cast<int64_t>(idx.size())}, DType::Int64,
+                                       std::vector<double>(idx.begin(), idx.end()));
+    out[1] = sum(index_select(g[0], n.attr("dim").i, unique), std::nullopt, false);
+  }
+  return out;
+}
+
+std::vector<Tensor> scatter_dbackward(Node& n, const std::vector<Tensor>& g) {
+  Tensor index = n.unpack("index");
+  std::vector<Tensor> out(n.input_meta.size());
+  if (n.should_compute_output(0)) out[0] = scatter(g[0], n.attr("dim").i, index, Value::real(0.0));
+  if (out.size() > 1 && n.should_compute_output(1)) {
+    check_src_gradient_shape(n, index);  // the engine's check, before the op records anything
+    out[1] = gather(g[0], n.attr("dim").i, index);
+  }
+  return out;
+}
+
+std::vector<Tensor> scatter_add_dbackward(Node& n, const std::vector<Tensor>& g) {
+  std::vector<Tensor> out(2);
+  if (n.should_compute_output(0)) out[0] = g[0];
+  if (n.should_compute_output(1)) {
+    Tensor index = n.unpack("index");
+    check_src_gradient_shape(n, index);
+    out[1] = gather(g[0], n.attr("dim").i, index);
+  }
+  return out;
+}
+
 // ---------------------------------------------------------------- the shared recording
 
 // In-place: the checks every edit makes first (inplace_util.hpp), before the op's own.
@@ -424,6 +507,7 @@ Shared<Node> index_add_node(const Tensor& self, int64_t dim, const Tensor& index
                             const Value& alpha) {
   if (!needs_grad({&self, &source})) return nullptr;
   auto node = make_node("IndexAddBackward0", index_add_backward, {self, source});
+  node->differentiable_backward = index_add_dbackward;
   const bool for_source = rg(source);
   node->save_attr("alpha", number_attr(alpha));
   node->save_attr("dim", AttrValue::integer(dim, true));
@@ -436,6 +520,7 @@ Shared<Node> index_add_node(const Tensor& self, int64_t dim, const Tensor& index
 Shared<Node> index_copy_node(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source) {
   if (!needs_grad({&self, &source})) return nullptr;
   auto node = make_node("IndexCopyBackward0", index_copy_backward, {self, source});
+  node->differentiable_backward = index_copy_dbackward;
   node->save_attr("dim", AttrValue::integer(dim, true));
   node->save_input("index", index);
   node->save_input("source", source, rg(source));
@@ -447,6 +532,7 @@ Shared<Node> index_fill_node(const Tensor& self, int64_t dim, const Tensor& inde
   if (value ? !needs_grad({&self, &value}) : !needs_grad({&self})) return nullptr;
   auto node = value ? make_node("IndexFillBackward1", index_fill_backward, {self, value})
                     : make_node("IndexFillBackward0", index_fill_backward, {self});
+  node->differentiable_backward = index_fill_dbackward;
   node->save_attr("dim", AttrValue::integer(dim, true));
   node->save_input("index", index);
   return node;
@@ -456,6 +542,7 @@ Shared<Node> scatter_node(const Tensor& self, int64_t dim, const Tensor& index, 
   if (src ? !needs_grad({&self, &src}) : !needs_grad({&self})) return nullptr;
   auto node = src ? make_node("ScatterBackward0", scatter_src_backward, {self, src})
                   : make_node("ScatterBackward1", scatter_src_backward, {self});
+  node->differentiable_backward = scatter_dbackward;
   node->save_attr("dim", AttrValue::integer(dim, true));
   node->save_input("index", index);
   return node;
@@ -464,6 +551,7 @@ Shared<Node> scatter_node(const Tensor& self, int64_t dim, const Tensor& index, 
 Shared<Node> scatter_add_node(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
   if (!needs_grad({&self, &src})) return nullptr;
   auto node = make_node("ScatterAddBackward0", scatter_add_backward, {self, src});
+  node->differentiable_backward = scatter_add_dbackward;
   node->save_attr("dim", AttrValue::integer(dim, true));
   node->save_input("index", index, rg(src));
   return node;

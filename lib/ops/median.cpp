@@ -30,6 +30,13 @@ void refuse_meta(const Tensor& a, const char* op) {
   if (a->is_meta()) unsupported(std::string(op) + " on the meta device (PyTorch 1.13 has no meta kernel for it)");
 }
 
+// The CPU kernels lack Half and Bool (measured: "median_cpu" not implemented for 'Half',
+// "median_out" for the dim forms, "kthvalue_cpu"); meta has no kernels and passes.
+void require_cpu_kernel(const Tensor& a, const char* kernel) {
+  if (!a->is_meta() && (a->dtype() == DType::Float16 || a->dtype() == DType::Bool))
+    act_detail::not_implemented(kernel, a->dtype());
+}
+
 // The value's position in ascending order with NaN last, ties kept in index order.
 std::vector<int64_t> stable_order(const std::vector<double>& slice) {
   std::vector<int64_t> order(slice.size());
@@ -130,6 +137,7 @@ Tensor median_all(const Tensor& self, bool ignore_nan) {
   OpScope scope(ignore_nan ? "nanmedian" : "median");
   require_host(self);
   if (!ignore_nan) refuse_meta(self, "median");
+  require_cpu_kernel(self, "median_cpu");
   if (self->numel() == 0) unsupported(std::string(ignore_nan ? "nanmedian" : "median") + "() of an empty tensor");
   std::vector<double> v;
   if (!self->is_meta()) {
@@ -145,6 +153,7 @@ Tensor median_all(const Tensor& self, bool ignore_nan) {
 std::pair<Tensor, Tensor> median_dim(const Tensor& self, int64_t dim, bool keepdim, bool ignore_nan) {
   OpScope scope(ignore_nan ? "nanmedian" : "median");
   if (!ignore_nan) refuse_meta(self, "median");
+  require_cpu_kernel(self, "median_out");
   auto r = select_along(ignore_nan ? "nanmedian" : "median", self, dim, keepdim,
                         [&](const std::vector<double>& s) { return median_index(s, ignore_nan); });
   if (needs_grad({&self}))
@@ -156,6 +165,7 @@ std::pair<Tensor, Tensor> median_dim(const Tensor& self, int64_t dim, bool keepd
 std::pair<Tensor, Tensor> kthvalue(const Tensor& self, int64_t k, int64_t dim, bool keepdim) {
   OpScope scope("kthvalue");
   refuse_meta(self, "kthvalue");
+  require_cpu_kernel(self, "kthvalue_cpu");
   const int64_t d = kernels::wrap_dim(dim, self->dim());
   const int64_t size = self->dim() == 0 ? 1 : self->sizes[static_cast<size_t>(d)];
   if (k < 1 || k > size)

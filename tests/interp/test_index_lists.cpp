@@ -23,7 +23,7 @@ std::vector<std::string> printed(const std::string& program) {
 }
 }  // namespace
 
-TEST_CASE("a list of lists is a tuple of indices; x[a,] keeps a lone list one index", "[interp][index-lists]") {
+TEST_CASE("a list of lists is a tuple of indices, and x[a,] keeps a lone list one index", "[interp][index-lists]") {
   CHECK(printed(R"P(["print(x[[[0, 1], [1, 2]]].tolist())", "print(x[[[0, 1], [1, 2]],].shape)"])P") ==
         std::vector<std::string>{"[1.0, 6.0]", "torch.Size([2, 2, 4])"});
   // Measured: x[[0, None]] is x[0, None]; x[(0, 1),] indexes dim 0 with [0, 1].
