@@ -47,6 +47,14 @@ struct Blocks {
   int64_t at(int64_t o, int64_t j, int64_t in) const { return (o * size + j) * inner + in; }
 };
 
+// A meta operand has no values to write into a self that has them (PyTorch raises a device
+// mismatch there); a meta self with host operands is fine: nothing is written.
+void refuse_meta_operands(const Tensor& self, std::initializer_list<const Tensor*> operands) {
+  if (self->is_meta()) return;
+  for (const Tensor* t : operands)
+    if (*t && (*t)->is_meta()) unsupported(run_position().op.str() + " of a " + device_name(self) + " tensor with meta operands");
+}
+
 std::vector<int64_t> index_values(const Tensor& index) {
   std::vector<int64_t> out;
   if (index->is_meta()) return out;
@@ -244,6 +252,7 @@ SliceWrite plan_source_write(const Tensor& self, int64_t dim, const Tensor& inde
   require_host(self);
   require_host(index);
   require_host(source);
+  refuse_meta_operands(self, {&index, &source});
   const int64_t d = check_source(self, dim, index, source, op);
   const int64_t size = self->dim() == 0 ? 1 : self->sizes[static_cast<size_t>(d)];
   return {d, checked_indices(index, d, size, op)};
@@ -265,6 +274,7 @@ Tensor fill_value(const Value& value) {
 SliceWrite plan_fill(const Tensor& self, int64_t dim, const Tensor& index) {
   require_host(self);
   require_host(index);
+  refuse_meta_operands(self, {&index});
   const int64_t d = kernels::wrap_dim(dim, self->dim());
   if (index->dtype() != DType::Int64) fail("type_error", "index_fill_(): Expected dtype int64 for index.");
   require_vector_index(index, "index_fill_");
@@ -302,6 +312,7 @@ int64_t check_scatter(const Tensor& self, int64_t dim, const Tensor& index, cons
   require_host(self);
   require_host(index);
   require_host(src);
+  refuse_meta_operands(self, {&index, &src});
   const int64_t d = kernels::wrap_dim(dim, self->dim());
   if (index->dtype() != DType::Int64) fail("type_error", op + "(): Expected dtype int64 for index");
   if (src && src->dtype() != self->dtype()) fail("dtype_mismatch", op + "(): Expected self.dtype to be equal to src.dtype");
