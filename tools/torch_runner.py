@@ -92,6 +92,7 @@ ERROR_PATTERNS = [
     ("view_inplace", ["This view is the output of a function that returns multiple views",
                       "A view was created in no_grad mode", "Can't detach views in-place"]),
     ("unsupported", ["more than one element of the written-to tensor refers to a single memory location",
+                     "some elements of the input tensor and the written-to tensor refer to a single memory location",
                      "Cannot copy out of meta tensor"]),
     ("grad_not_scalar", ["grad can be implicitly created only for scalar outputs"]),
     ("shape_mismatch", ["must match the size", "shapes cannot be multiplied", "is invalid for input of size",

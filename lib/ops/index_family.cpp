@@ -502,6 +502,27 @@ void begin_inplace(const Tensor& self) {
   detail::check_inplace_allowed(self);
 }
 
+// The elements [first, last] of its storage a tensor reaches.
+std::pair<int64_t, int64_t> element_span(const Tensor& t) {
+  int64_t last = t->offset;
+  for (size_t k = 0; k < t->sizes.size(); ++k) last += (t->sizes[k] - 1) * t->strides[k];
+  return {t->offset, last};
+}
+
+// at::assert_no_overlap(self, source) of these in-place kernels (measured: h.index_add_(0, i,
+// h[:2]) and h.scatter_(0, ix, h) raise "unsupported operation: some elements of the input
+// tensor and the written-to tensor refer to a single memory location"). PyTorch checks only
+// dense layouts; agtrace refuses every overlap, since its kernel's order of reads and writes
+// is not PyTorch's.
+void check_no_overlap(const Tensor& self, const Tensor& source) {
+  if (!source || source->storage != self->storage || self->numel() == 0 || source->numel() == 0) return;
+  const auto a = element_span(self), b = element_span(source);
+  if (a.second < b.first || b.second < a.first) return;
+  throw ScenarioError("unsupported",
+                      "unsupported operation: some elements of the input tensor and the written-to tensor refer to a "
+                      "single memory location. Please clone() the tensor before performing the operation.");
+}
+
 // Writes `values` into self, bumps its version once and rebases its history on `node`.
 void finish_inplace(const Tensor& self, const std::vector<double>& values, const Shared<Node>& node) {
   if (!self->is_meta()) write_values(self, values);
@@ -603,6 +624,7 @@ Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Ten
 void index_add_(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, const Value& alpha) {
   OpScope scope("index_add_");
   begin_inplace(self);
+  check_no_overlap(self, source);
   const SliceWrite w = plan_source_write(self, dim, index, source, "index_add_");
   auto node = index_add_node(self, dim, index, source, alpha);
   finish_inplace(self, add_or_copy(self, w, source, Write::Add, alpha.number()), node);
@@ -618,6 +640,7 @@ Tensor index_copy(const Tensor& self, int64_t dim, const Tensor& index, const Te
 void index_copy_(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source) {
   OpScope scope("index_copy_");
   begin_inplace(self);
+  check_no_overlap(self, source);
   const SliceWrite w = plan_source_write(self, dim, index, source, "index_copy_");
   auto node = index_copy_node(self, dim, index, source);
   finish_inplace(self, add_or_copy(self, w, source, Write::Copy, 1.0), node);
@@ -652,6 +675,7 @@ void scatter_(const Tensor& self, int64_t dim, const Tensor& index, const Value&
   OpScope scope("scatter_");
   const Tensor st = scatter_src(src, "scatter_");
   begin_inplace(self);
+  check_no_overlap(self, st);
   const int64_t d = check_scatter(self, dim, index, st, "scatter");
   auto node = scatter_node(self, dim, index, st);
   finish_inplace(self, scattered(self, d, index, st, Write::Copy, src), node);
@@ -667,6 +691,7 @@ Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const T
 void scatter_add_(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
   OpScope scope("scatter_add_");
   begin_inplace(self);
+  check_no_overlap(self, src);
   const int64_t d = check_scatter(self, dim, index, src, "scatter");
   auto node = scatter_add_node(self, dim, index, src);
   finish_inplace(self, scattered(self, d, index, src, Write::Add, Value()), node);

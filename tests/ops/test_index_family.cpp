@@ -134,6 +134,12 @@ TEST_CASE("index family: values, duplicates and PyTorch's errors", "[index-famil
   Tensor leaf = linspace_leaf({3, 2});
   CHECK(error_kind([&] { ops::index_add_(leaf, 0, longs({1}, {7}), s, Value::integer(1)); }) == "leaf_inplace");
   CHECK(leaf->version->version == 0);
+  // at::assert_no_overlap: a source on the edited memory is refused; a disjoint slice is not.
+  Tensor h = ops::clone(floats({3, 2}, {0, 1, 2, 3, 4, 5}));
+  CHECK(error_kind([&] { ops::index_add_(h, 0, longs({2}, {1, 2}), ops::slice(h, 0, 0, 2, 1), Value::integer(1)); }) ==
+        "unsupported");
+  ops::index_copy_(ops::slice(h, 0, 2, std::nullopt, 1), 0, longs({1}, {0}), ops::slice(h, 0, 0, 1, 1));
+  CHECK(values(h) == std::vector<double>{0, 1, 2, 3, 0, 1});
   // Meta: shapes only, the same nodes.
   Tensor m = agtrace::empty_tensor(Shape{3, 4}, DType::Float32, true);
   m->requires_grad_flag = true;
