@@ -47,6 +47,10 @@ const Value& scatter_operand(const Args& a) {
   if (a.given("reduce")) not_mirrored(short_fn(a.fn) + "(reduce=...)");
   if (a.given("src") && a.given("value")) type_error(short_fn(a.fn) + "() got both 'src' and 'value'");
   if (!a.given("src") && !a.given("value")) type_error(short_fn(a.fn) + "() missing required argument 'src' or 'value'");
+  // value= takes a number only (measured: value=<tensor> is the parser's TypeError).
+  if (a.given("value") && !a.get("value").is_number())
+    type_error(short_fn(a.fn) + "() received an invalid combination of arguments - got value=" +
+               type_name(a.get("value")) + ", but 'value' must be Number");
   return a.given("src") ? a.get("src") : a.get("value");
 }
 Value impl_scatter(Args& a, Runtime&) {
