@@ -213,6 +213,18 @@ int64_t check_source(const Tensor& self, int64_t dim, const Tensor& index, const
          "index_copy_(): When source and destination are not scalars, their dimensionality must match. Source "
          "dimensionality (" + std::to_string(source->dim()) + "), destination dimensionality (" +
              std::to_string(self->dim()) + ")");
+  // A 1-d self takes a 0-d source for its one index (measured; "source.dim() (2) must one or
+  // zero for given self.dim() (1)" otherwise).
+  const bool scalar_source = self->dim() == 1 && source->dim() == 0;
+  if (self->dim() > 0 && source->dim() != self->dim() && !scalar_source) {
+    // index_add_ reads a source of another rank through broadcasting rules of its own
+    // (measured: a [2] source for a [3, 4] self fills whole rows, a [1, 1, 4] one raises):
+    // not mirrored. index_copy_ refuses a 0-d source for a self with dims (measured).
+    if (add) unsupported("index_add_ with a source of " + std::to_string(source->dim()) + " dims for a self of " +
+                         std::to_string(self->dim()));
+    fail("shape_mismatch", "index_copy_(): Source/destination tensor must have same slice shapes. Destination slice "
+                           "shape: " + shape_str(self->sizes) + " and source slice shape: [] (a 0-d source)");
+  }
   const int64_t count = std::max<int64_t>(index->numel(), index->dim() == 0 ? 1 : 0);
   const int64_t source_count = source->dim() == 0 ? 1 : source->sizes[static_cast<size_t>(std::min(d, source->dim() - 1))];
   if (count != source_count)
