@@ -216,6 +216,8 @@ int64_t check_source(const Tensor& self, int64_t dim, const Tensor& index, const
   // A 1-d self takes a 0-d source for its one index (measured; "source.dim() (2) must one or
   // zero for given self.dim() (1)" otherwise).
   const bool scalar_source = self->dim() == 1 && source->dim() == 0;
+  if (self->dim() == 0 && source->numel() != 1)
+    unsupported(op + " of a 0-d self with a source of " + std::to_string(source->numel()) + " elements");
   if (self->dim() > 0 && source->dim() != self->dim() && !scalar_source) {
     // index_add_ reads a source of another rank through broadcasting rules of its own
     // (measured: a [2] source for a [3, 4] self fills whole rows, a [1, 1, 4] one raises):
