@@ -92,6 +92,7 @@ ERROR_PATTERNS = [
     ("view_inplace", ["This view is the output of a function that returns multiple views",
                       "A view was created in no_grad mode", "Can't detach views in-place"]),
     ("unsupported", ["more than one element of the written-to tensor refers to a single memory location",
+                     "some elements of the input tensor and the written-to tensor refer to a single memory location",
                      "Cannot copy out of meta tensor"]),
     ("grad_not_scalar", ["grad can be implicitly created only for scalar outputs"]),
     ("shape_mismatch", ["must match the size", "shapes cannot be multiplied", "is invalid for input of size",
@@ -108,7 +109,12 @@ ERROR_PATTERNS = [
                         "only supports 0-dimension value tensor",
                         "exceeds dimension size", "maximum size for tensor at dimension",
                         "is only supported on matrices or batches of matrices",
-                        "should contain the same number of dims"]),
+                        "should contain the same number of dims",
+                        # index_add / index_copy / index_fill / scatter (measured messages)
+                        "should be equal to source.size(dim)", "must have same slice shapes",
+                        "Index has to be a vector/scalar", "only supports a 0-dimensional value tensor",
+                        "Index tensor must have the same number of dimensions", "to be smaller than self",
+                        "returned an invalid gradient at index"]),
     ("dtype_mismatch", ["not implemented for", "expected scalar type", "can't be cast to the desired output type",
                         "could not infer output dtype", "to have same dtype", "Found dtype",
                         "expected both vectors to have same dtype", "must have the same dtype",
@@ -117,7 +123,9 @@ ERROR_PATTERNS = [
                         "Index put requires the source and destination dtypes match",
                         "assigned grad has data of a different type",
                         "data set to a tensor that requires gradients must be floating point",
-                        "have incompatible tensor type"]),
+                        "have incompatible tensor type",
+                        "must have the same scalar type", "expected to have the same dtype",
+                        "Expected self.dtype to be equal to src.dtype"]),
     ("index_out_of_range", ["out of bounds", "Dimension out of range", "invalid index of a 0-dim tensor",
                             "cannot be applied to a 0-dim tensor", "too many indices", "index out of range",
                             "single ellipsis", "out of range"]),
@@ -134,7 +142,9 @@ ERROR_PATTERNS = [
                     "can't retain_grad on Tensor that has requires_grad=False", "but must be > 0",
                     "step must be nonzero", "bound inconsistent with step sign", "movedim: repeated dim",
                     "expects 'from' to be less than 'to'", "can't assign Variable as its own grad",
-                    " tensors and "]),  # engine: "got 2 tensors and 1 gradients"
+                    " tensors and ",  # engine: "got 2 tensors and 1 gradients"
+                    "Expected dtype int64 for index", "Expected dtype int32/int64 for index",
+                    "Expected a long tensor for index"]),
 ]
 
 EXCEPTION_TYPE_KINDS = [

@@ -20,6 +20,7 @@
 #include "ops/indexing.hpp"
 #include "ops/ops.hpp"
 #include "ops/shapes.hpp"
+#include "ops/table_util.hpp"
 
 namespace agtrace::interp {
 
@@ -32,23 +33,46 @@ struct Sliced {
   std::vector<Tensor> tensor_indices;  // entry d: the advanced index of dim d (null: none)
 };
 
-// A Python list used as an index (x[[0, 2]], x[[True, False, True]]): a tensor of its values,
-// int64, or bool when every item is a bool. A list holding sequences is NumPy's legacy
-// "tuple of indices" reading, not mirrored.
+// A Python list used as one index (x[[0, 2]], x[[True, False, True]], an item of a tuple
+// such as the [[0, 1], [1, 2]] of x[[[0, 1], [1, 2]], 0]): sequenceToVariable, i.e.
+// torch.tensor(list): nested lists give a tensor of their depth, int64, or bool when every
+// element is a bool (a float element is a float tensor, which indexing then refuses).
 Tensor list_index(const Value& v) {
-  bool all_bool = !v.items.empty();
+  Shape shape;
   std::vector<double> values;
-  for (const Value& item : v.items) {
-    if (item.kind == Value::Kind::Bool) {
-      values.push_back(item.b ? 1.0 : 0.0);
-    } else if (item.kind == Value::Kind::Int) {
-      all_bool = false;
-      values.push_back(static_cast<double>(item.i));
-    } else {
-      fail("unsupported", "indexing with a list holding " + type_name(item) + " is not supported");
+  int kind = 0;  // flatten_data's: 0 bool, 1 int, 2 float
+  for (const Value& item : v.items)
+    if (item.kind == Value::Kind::Tensor)
+      fail("unsupported", "indexing with a list holding a tensor inside a nested list is not supported");
+  ops::flatten_data(v, shape, 0, values, kind);
+  if (values.empty()) kind = 1;  // torch.tensor([]) is float, but x[[]] indexes with an empty long tensor
+  const DType d = kind == 2 ? DType::Float32 : kind == 1 ? DType::Int64 : DType::Bool;
+  return tensor_from_values(shape, d, values);
+}
+
+// treatSequenceAsTuple (python_variable_indexing.cpp, 1.13): a tuple is a tuple of indices;
+// so is a list (of fewer than 32 items) holding a tensor, a sequence, a slice, `...` or None
+// (NumPy's legacy reading: x[[[0, 1], [1, 2]]] is x[[0, 1], [1, 2]]). Any other list is one
+// index.
+std::vector<Value> index_items(const std::vector<Value>& indices) {
+  if (indices.size() != 1) return indices;
+  const Value& only = indices[0];
+  if (only.kind == Value::Kind::Tuple) return only.items;
+  if (only.kind != Value::Kind::List || only.items.size() >= 32) return indices;
+  for (const Value& item : only.items)
+    switch (item.kind) {
+      case Value::Kind::Tensor:
+      case Value::Kind::List:
+      case Value::Kind::Tuple:
+      case Value::Kind::Size:
+      case Value::Kind::Slice:
+      case Value::Kind::Ellipsis:
+      case Value::Kind::None:
+        return only.items;
+      default:
+        break;
     }
-  }
-  return tensor_from_values({static_cast<int64_t>(values.size())}, all_bool ? DType::Bool : DType::Int64, values);
+  return indices;
 }
 
 // x[True] / x[False] as a tensor index (boolToIndexingTensor): [0] or an empty long tensor.
@@ -114,6 +138,7 @@ Sliced apply_slicing(const Tensor& self, const std::vector<Value>& indices, bool
         record(s, dim, bool_index(v.b));
         break;
       case Value::Kind::List:
+      case Value::Kind::Tuple:  // a sequence inside the tuple of indices: torch.tensor of it
         record(s, dim, list_index(v));
         break;
       case Value::Kind::Tensor: {
@@ -183,7 +208,8 @@ Tensor value_tensor(const Tensor& self, const Value& value) {
 
 }  // namespace
 
-Value tensor_getitem(const Tensor& t, const std::vector<Value>& indices) {
+Value tensor_getitem(const Tensor& t, const std::vector<Value>& written) {
+  const std::vector<Value> indices = index_items(written);
   Sliced s = apply_slicing(t, indices, false);
   check_index_dtypes(s);
   if (s.tensor_indices.empty()) return Value::tensor(s.result == t ? ops::alias(t) : s.result);
@@ -192,7 +218,8 @@ Value tensor_getitem(const Tensor& t, const std::vector<Value>& indices) {
   return Value::tensor(ops::index_advanced(s.result, s.tensor_indices));
 }
 
-void tensor_setitem(const Tensor& t, const std::vector<Value>& indices, const Value& value) {
+void tensor_setitem(const Tensor& t, const std::vector<Value>& written, const Value& value) {
+  const std::vector<Value> indices = index_items(written);
   // x[False] = v does nothing (THPVariable_setitem returns before looking at the value).
   if (indices.size() == 1 && indices[0].kind == Value::Kind::Bool && !indices[0].b) return;
   const Tensor v = value_tensor(t, value);

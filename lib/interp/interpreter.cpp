@@ -429,6 +429,8 @@ class Interpreter : public ops::Runtime {
   const MethodSite* tensor_method(const Tensor& t, const Expr& attr);
   Value eval_call(const Expr& e);
   Value eval_subscript(const Expr& e);
+  // The values of x[...]'s indices, as the one tuple Python passes for `x[a,]`.
+  std::vector<Value> subscript_indices(const Expr& e);
   Value eval_binary(const std::string& op, const Value& a, const Value& b);
   Value eval_compare(const std::string& op, const Value& a, const Value& b);
   Value call_entry(const ops::OpEntry& entry, const std::string& spelling, const Value* self,
@@ -1074,7 +1076,7 @@ void Interpreter::exec_augmented(const Stmt& s) {
     current = eval_name(target);
   } else if (target.kind == ExprKind::Subscript) {
     obj = eval(*target.a);
-    for (const auto& item : target.items) idx.push_back(eval(*item));
+    idx = subscript_indices(target);
     if (obj.kind != Value::Kind::Tensor) fail("unsupported", "augmented assignment to an item of " + type_name(obj));
     current = index_tensor(obj.t, idx);
   } else {
@@ -1161,8 +1163,7 @@ void Interpreter::assign(const Expr& target, const Value& v) {
     }
     case ExprKind::Subscript: {
       Value obj = eval(*target.a);
-      std::vector<Value> idx;
-      for (const auto& item : target.items) idx.push_back(eval(*item));
+      const std::vector<Value> idx = subscript_indices(target);
       if (obj.kind != Value::Kind::Tensor) fail("type_error", "'" + type_name(obj) + "' object does not support item assignment");
       interp::tensor_setitem(obj.t, idx, v);
       return;
@@ -1514,10 +1515,17 @@ Value Interpreter::index_tensor(const Tensor& t, const std::vector<Value>& indic
   return interp::tensor_getitem(t, indices);
 }
 
-Value Interpreter::eval_subscript(const Expr& e) {
-  Value obj = eval(*e.a);
+std::vector<Value> Interpreter::subscript_indices(const Expr& e) {
   std::vector<Value> idx;
   for (const auto& item : e.items) idx.push_back(eval(*item));
+  // `x[a,]` is the tuple (a,): kept as one tuple, so that a lone list in it stays one index.
+  if (e.tuple_index && idx.size() == 1) idx = {Value::tuple(std::move(idx))};
+  return idx;
+}
+
+Value Interpreter::eval_subscript(const Expr& e) {
+  Value obj = eval(*e.a);
+  std::vector<Value> idx = subscript_indices(e);
   if (obj.kind == Value::Kind::Tensor) return index_tensor(obj.t, idx);
   std::vector<Value> seq;
   if (obj.kind == Value::Kind::Tuple || obj.kind == Value::Kind::List) seq = obj.items;

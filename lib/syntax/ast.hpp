@@ -47,6 +47,9 @@ struct Expr {
   std::vector<Keyword> keywords;
   ExprPtr a, b, c;
   bool parenthesized = false;  // written inside (...) in the source (for `(g,)` vs `g,`)
+  // Subscript: written with a comma (`x[a,]`), so Python passes a tuple of indices even when
+  // it holds one item (`x[[0, 1],]` differs from `x[[0, 1]]` once the list holds lists).
+  bool tuple_index = false;
   // Name: a number the interpreter gives each distinct name of a program, so that reading
   // or binding it does not look the text up every time (-1: not given).
   int name_slot = -1;

@@ -890,6 +890,7 @@ class Parser {
       e->items.push_back(subscript_item());
       if (!at_op(",")) break;
       take();
+      e->tuple_index = true;
       if (at_op("]")) break;
     }
     expect_close("]", open.column, "',' or ']'");
@@ -1196,6 +1197,7 @@ void emit(const Expr* e, std::string& out) {
           if (i) out += ", ";
           emit(e->items[i].get(), out);  // a Slice renders itself; the rest are full exprs
         }
+        if (e->tuple_index && e->items.size() == 1) out += ',';  // x[a,]: the one-item tuple
         out += ']';
       }
       break;

@@ -260,6 +260,20 @@ const std::map<std::string, std::vector<std::string>>& no_cuda_route() {
       {"transpose_", {"h = x * 1.0", "h.transpose_(0, 1)", "s = h.sum()"}},
       {"unsqueeze_", {"h = x * 1.0", "h.unsqueeze_(0)", "s = h.sum()"}},
       {"squeeze_", {"h = x.unsqueeze(0) * 1.0", "h.squeeze_()", "s = h.sum()"}},
+      // index/scatter family and median/kthvalue (index_family.cpp, median.cpp): host and meta kernels only.
+      {"index_add", {"s = x.index_add(0, i, y, alpha=2).sum()"}},
+      {"index_add_", {"h = x * 1.0", "h.index_add_(0, i, y)", "s = h.sum()"}},
+      {"index_copy", {"s = x.index_copy(1, t, y[:, :3]).sum()"}},
+      {"index_copy_", {"h = x * 1.0", "h.index_copy_(1, t, y[:, :3])", "s = h.sum()"}},
+      {"index_fill", {"s = x.index_fill(1, t, 0.5).sum()"}},
+      {"index_fill_", {"h = x * 1.0", "h.index_fill_(1, t, 0.5)", "s = h.sum()"}},
+      {"scatter", {"s = x.scatter(1, t.unsqueeze(0), y[:1, :3]).sum()"}},
+      {"scatter_", {"h = x * 1.0", "h.scatter_(1, t.unsqueeze(0), 2.0)", "s = h.sum()"}},
+      {"scatter_add", {"s = x.scatter_add(1, t.unsqueeze(0), y[:1, :3]).sum()"}},
+      {"scatter_add_", {"h = x * 1.0", "h.scatter_add_(1, i.unsqueeze(0), y[:1, :3])", "s = h.sum()"}},
+      {"median", {"s = x.median() + x.median(1).values.sum()"}},
+      {"nanmedian", {"s = x.nanmedian(1).values.sum()"}},
+      {"kthvalue", {"s = x.kthvalue(2).values.sum()"}},
   };
   return m;
 }

@@ -232,6 +232,13 @@ TEST_CASE("subscripts and slices", "[syntax]") {
     CHECK(range.column == 6);
     CHECK(to_source(*e) == "x[:, 1:3]");
   }
+  SECTION("x[a,] is a one-item tuple of indices, x[a] is not") {
+    auto with_comma = expr("x[[0, 1],]");
+    CHECK(with_comma->tuple_index);
+    CHECK(to_source(*with_comma) == "x[[0, 1],]");
+    CHECK_FALSE(expr("x[[0, 1]]")->tuple_index);
+    CHECK(expr("x[0, 1]")->tuple_index);
+  }
   SECTION("x[..., -1]") {
     auto e = expr("x[..., -1]");
     REQUIRE(e->items.size() == 2);
