@@ -101,7 +101,7 @@ ERROR_PATTERNS = [
                         "expects split_sizes to sum exactly"]),
     ("type_error", ["does not appear in the equation for any input operand", "appears more than once in the output",
                     "operands were provided than specified", "invalid subscript given", "must provide at least one operand",
-                    "diagonal dimensions cannot be identical"]),
+                    "diagonal dimensions cannot be identical", "expects a non-empty TensorList"]),
     ("shape_mismatch", ["must match the size", "shapes cannot be multiplied", "is invalid for input of size",
                         "Mismatch in shape", "only one dimension can be inferred", "invalid shape dimension",
                         "view size is not compatible", "expects a tensor with <= 2 dimensions",
