@@ -98,7 +98,7 @@ ERROR_PATTERNS = [
     # argument); diagonal's dims.
     ("shape_mismatch", ["does not match the number of dimensions", "which does not broadcast with previously seen",
                         "is repeated for operand", "non-broadcast dimensions must match",
-                        "expects split_sizes to sum exactly"]),
+                        "expects split_sizes to sum exactly", "matrix or a vector expected"]),
     ("type_error", ["does not appear in the equation for any input operand", "appears more than once in the output",
                     "operands were provided than specified", "invalid subscript given", "must provide at least one operand",
                     "diagonal dimensions cannot be identical", "expects a non-empty TensorList"]),

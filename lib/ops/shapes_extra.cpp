@@ -129,6 +129,56 @@ Tensor diagonal(const Tensor& a, int64_t offset, int64_t dim1, int64_t dim2) {
   return v;
 }
 
+// ================================================================ diag
+
+namespace {
+
+// The diagonal of a matrix as a new contiguous tensor.
+Tensor copy_diagonal(const Tensor& m, int64_t offset) {
+  if (m->is_meta()) {
+    const DiagonalGeometry geo = diagonal_geometry(m->sizes, m->strides, offset, 0, 1);
+    return empty_tensor(geo.sizes, m->dtype(), true);
+  }
+  Tensor c = m->is_contiguous() ? m : kernels::copy(m);
+  const DiagonalGeometry geo = diagonal_geometry(c->sizes, c->strides, offset, 0, 1);
+  return kernels::copy(make_alias(c, geo.sizes, geo.strides, c->offset + geo.offset));
+}
+
+// DiagBackward0 (derivatives.yaml diag: diag_backward): a vector's gradient is the matrix
+// gradient's diagonal; a matrix's is zeros with the gradient on the diagonal.
+std::vector<Tensor> diag_backward(Node& n, const std::vector<Tensor>& g) {
+  const auto& m = n.input_meta[0];
+  const int64_t offset = n.attr("diagonal").i;
+  if (m.sizes.size() == 1) return {as_dtype(copy_diagonal(g[0], offset), m.dtype)};
+  return {as_dtype(place_on_diagonal(g[0], m.sizes, offset, {0, 1}), m.dtype)};
+}
+
+}  // namespace
+
+Tensor diag(const Tensor& a, int64_t offset) {
+  OpScope scope("diag");
+  if (a->dim() != 1 && a->dim() != 2) throw ScenarioError("shape_mismatch", "matrix or a vector expected");
+  Tensor r;
+  if (a->dim() == 2) {
+    // at::diag does not clamp a diagonal past the matrix to size 0 (measured: a 3x4
+    // matrix's diag(5) raises, diag(4) has size 0).
+    const int64_t length = offset >= 0 ? std::min(a->sizes[0], a->sizes[1] - offset)
+                                       : std::min(a->sizes[0] + offset, a->sizes[1]);
+    if (length < 0) type_error("numel: integer multiplication overflow");
+    r = copy_diagonal(a, offset);
+  } else {
+    const int64_t n = a->sizes[0] + (offset < 0 ? -offset : offset);
+    r = a->is_meta() ? empty_tensor(Shape{n, n}, a->dtype(), true) : place_on_diagonal(a, Shape{n, n}, offset, {0, 1});
+  }
+  if (needs_grad({&a})) {
+    auto node = make_node("DiagBackward0", diag_backward, {a});
+    node->save_attr("diagonal", AttrValue::integer(offset, true));  // as written: -1 reads 2**64 - 1 (measured)
+    node->save_attr("self_sym_sizes", AttrValue::ints(a->sizes));
+    set_history(r, node);
+  }
+  return r;
+}
+
 // ================================================================ hstack vstack dstack
 
 namespace {
@@ -155,6 +205,7 @@ Tensor stack_along(const std::vector<Tensor>& tensors, int64_t ndim, const char*
 
 }  // namespace
 
+Tensor atleast_nd(const Tensor& t, int64_t ndim) { return at_least(t, ndim); }
 Tensor hstack(const std::vector<Tensor>& tensors) { return stack_along(tensors, 1, "hstack"); }
 Tensor vstack(const std::vector<Tensor>& tensors) { return stack_along(tensors, 2, "vstack"); }
 Tensor dstack(const std::vector<Tensor>& tensors) { return stack_along(tensors, 3, "dstack"); }
@@ -418,6 +469,20 @@ Value tensors_value(const std::vector<Tensor>& ts) {
 Value impl_diagonal(Args& a, Runtime&) {
   return T(diagonal(a.tensor("self"), a.integer("offset"), a.integer("dim1"), a.integer("dim2")));
 }
+Value impl_diag(Args& a, Runtime&) { return T(diag(a.tensor("self"), a.integer("diagonal"))); }
+// torch.atleast_1d(x) is a tensor; several tensors, or one list of them, a tuple.
+Value impl_atleast(Args& a, Runtime&) {
+  const int64_t ndim = a.fn[a.fn.size() - 2] - '0';  // torch.atleast_<n>d
+  const Value& v = a.get("tensors");
+  const bool one_list =
+      v.items.size() == 1 && (v.items[0].kind == Value::Kind::List || v.items[0].kind == Value::Kind::Tuple);
+  Args inner = a;
+  if (one_list) inner.values[0] = v.items[0];
+  std::vector<Tensor> out;
+  for (const Tensor& t : inner.tensors("tensors")) out.push_back(atleast_nd(t, ndim));
+  if (out.size() == 1 && !one_list) return T(out[0]);
+  return tensors_value(out);
+}
 Value impl_hstack(Args& a, Runtime&) { return T(hstack(a.tensors("tensors"))); }
 Value impl_vstack(Args& a, Runtime&) { return T(vstack(a.tensors("tensors"))); }
 Value impl_dstack(Args& a, Runtime&) { return T(dstack(a.tensors("tensors"))); }
@@ -526,6 +591,15 @@ std::vector<OpEntry> shapes_extra_ops() {
       {"diagonal", {"torch.diagonal", "Tensor.diagonal"}, "(self, offset=0, dim1=0, dim2=1)", "view",
        "DiagonalBackward0", "dim1, dim2, offset (as written), self_sym_sizes; create_graph: DiagonalBackwardBackward0",
        impl_diagonal, {}},
+      {"diag", {"torch.diag", "Tensor.diag"}, "(self, diagonal=0)", "shape", "DiagBackward0",
+       "diagonal (as written), self_sym_sizes; a matrix's diagonal or a vector's matrix, a new tensor", impl_diag, {}},
+      {"atleast_1d", {"torch.atleast_1d"}, "(*tensors)", "view", "ReshapeAliasBackward0",
+       "self_sym_sizes for a 0-d tensor (reshape to (1,)); other tensors are returned themselves", impl_atleast, {}},
+      {"atleast_2d", {"torch.atleast_2d"}, "(*tensors)", "view", "ReshapeAliasBackward0 / UnsqueezeBackward0",
+       "0-d: reshape (1, 1); 1-d: unsqueeze(0) (dim); others are returned themselves", impl_atleast, {}},
+      {"atleast_3d", {"torch.atleast_3d"}, "(*tensors)", "view", "ReshapeAliasBackward0 / UnsqueezeBackward0",
+       "0-d: reshape (1, 1, 1); 1-d: unsqueeze(0) then unsqueeze(-1); 2-d: unsqueeze(-1); others themselves",
+       impl_atleast, {}},
       {"hstack", {"torch.hstack"}, "(tensors)", "shape", "CatBackward0",
        "cat(atleast_1d(tensors), dim 0 for 1-d else 1): dim; ReshapeAliasBackward0 for a 0-d tensor", impl_hstack, {}},
       {"vstack", {"torch.vstack"}, "(tensors)", "shape", "CatBackward0",

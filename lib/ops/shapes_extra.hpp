@@ -20,6 +20,13 @@ Tensor make_family_view(const Tensor& a, const Shape& sizes, const Shape& stride
 // written) and self_sym_sizes.
 Tensor diagonal(const Tensor& a, int64_t offset, int64_t dim1, int64_t dim2);
 
+// torch.diag(x, diagonal): a matrix's diagonal or a vector's diagonal matrix, a new tensor;
+// DiagBackward0 saves diagonal (as written) and self_sym_sizes.
+Tensor diag(const Tensor& a, int64_t offset);
+
+// torch.atleast_1d / 2d / 3d of one tensor (`ndim` 1, 2, 3).
+Tensor atleast_nd(const Tensor& t, int64_t ndim);
+
 // torch.hstack / vstack / dstack: cat over atleast_1d / 2d / 3d of each tensor
 // (ReshapeAliasBackward0 for a 0-d tensor, UnsqueezeBackward0 for a missing dim).
 Tensor hstack(const std::vector<Tensor>& tensors);

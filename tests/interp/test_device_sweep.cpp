@@ -190,6 +190,10 @@ const std::map<std::string, std::vector<std::string>>& sweep() {
       {"max_pool2d", {"s = (F.max_pool2d(img, 2) ** 2).sum() + (F.max_pool2d(img, 3, stride=1, padding=1) * 2).sum()"}},
       // shapes_extra.cpp and einsum.cpp: views, cat and the ops einsum decomposes into.
       {"diagonal", {"s = (x.diagonal() ** 2).sum() + (torch.diagonal(B, 1, 1, 2) * 3).sum()"}},
+      {"diag", {"s = (torch.diag(x, 1) ** 2).sum() + (v.diag(-1) * 3).sum()"}},
+      {"atleast_1d", {"s = (torch.atleast_1d(x[0, 0]) ** 2).sum()"}},
+      {"atleast_2d", {"s = (torch.atleast_2d(v) ** 2).sum()"}},
+      {"atleast_3d", {"p, q = torch.atleast_3d(v, x)", "s = (p ** 2).sum() + q.sum()"}},
       {"hstack", {"s = (torch.hstack([x, y]) ** 2).sum() + torch.hstack([v, v]).sum()"}},
       {"vstack", {"s = (torch.vstack([x, v]) ** 2).sum()"}},
       {"dstack", {"s = (torch.dstack([x, y]) ** 2).sum()"}},

@@ -34,6 +34,9 @@ TEST_CASE("diagonal, stacking and cumprod gradients match central differences", 
                   [](const Inputs& x) { return ops::vstack(x); });
   check_gradients("dstack", {leaf64({}, -1, 1), leaf64({}, -1, 1, true, 0.5)},
                   [](const Inputs& x) { return ops::dstack(x); });
+  check_gradients("diag of a matrix", {leaf64({3, 4}, -1, 1)}, [](const Inputs& x) { return ops::diag(x[0], -1); });
+  check_gradients("diag of a vector", {leaf64({3}, -1, 1)}, [](const Inputs& x) { return ops::diag(x[0], 2); });
+  check_gradients("atleast_3d of a vector", {leaf64({3}, -1, 1)}, [](const Inputs& x) { return ops::atleast_nd(x[0], 3); });
   check_gradients("cumprod", {leaf64({3, 4}, -1.5, 1.5)}, [](const Inputs& x) { return ops::cumprod(x[0], 1); });
   check_gradients("cumprod(-2)", {leaf64({3, 4}, -1.5, 1.5)}, [](const Inputs& x) { return ops::cumprod(x[0], -2); });
   // A zero, and two zeros, in a line: the gradient is exact (no division by the input).
@@ -105,4 +108,16 @@ TEST_CASE("broadcast_tensors returns a tensor of the shape itself", "[shapes_ext
   CHECK(r.printed[0] == "ExpandBackward0 (3,) True");
   REQUIRE(r.errors.size() == 1);
   CHECK(r.errors[0].kind == "shape_mismatch");
+}
+
+TEST_CASE("diag past the matrix raises as at::diag does", "[shapes_extra]") {
+  const RunResult r = run_text(R"JSON({"name": "t", "tensors": {"a": {"shape": [3, 4], "requires_grad": true}},
+      "program": ["print(a.diag(4).shape, a.diag(-3).shape)", {"try": ["a.diag(5)"]}, {"try": ["a.diag(-4)"]},
+                  {"try": ["torch.diag(a.unsqueeze(0))"]}]})JSON");
+  REQUIRE(r.printed.size() == 1);
+  CHECK(r.printed[0] == "torch.Size([0]) torch.Size([0])");
+  REQUIRE(r.errors.size() == 3);
+  CHECK(r.errors[0].kind == "type_error");
+  CHECK(r.errors[1].kind == "type_error");
+  CHECK(r.errors[2].kind == "shape_mismatch");
 }
