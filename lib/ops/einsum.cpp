@@ -3,7 +3,7 @@
 //   1. every operand: diagonal + movedim (a permute) for a repeated label, unsqueeze(dim) at
 //      the end for each label it lacks, then one permute into the order (output labels,
 //      then the contracted ones: ellipsis dims, then labels A-Z, a-z);
-//   2. two operands: dims only one of them has that are contracted are summed first
+//   2. each pair, left to right: dims only one of them has that are contracted are summed first
 //      (sum(dims, keepdim=True)), then sumproduct_pair: permute + reshape to (batch, m, k)
 //      and (batch, k, n), bmm, view, permute back (keepdim), or mul when nothing is
 //      contracted;
@@ -12,7 +12,9 @@
 // 'bhqd,bhkd->bhqk', 'ii->i', 'i,j->ij', '...ij,...jk->...ik', 'ij->j', 'ii'): e.g. 'ij,jk->ik'
 // is ViewBackward0 > PermuteBackward0 > ViewBackward0 > BmmBackward0 > (ReshapeAliasBackward0 >
 // PermuteBackward0 > PermuteBackward0 > UnsqueezeBackward0) for each operand. Three or more
-// operands go through opt_einsum's contraction order in Python, which is not mirrored.
+// operands are contracted left to right, as torch.einsum does without opt_einsum (the
+// measured install: torch.backends.opt_einsum.is_available() is False); with opt_einsum
+// PyTorch would pick another order.
 #include <string>
 #include <vector>
 
@@ -149,9 +151,6 @@ Tensor sumproduct_pair(Tensor left, Tensor right, const std::vector<int64_t>& su
 Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands) {
   OpScope scope("einsum");
   if (operands.empty()) einsum_error("must provide at least one operand");
-  if (operands.size() > 2)
-    throw ScenarioError("unsupported",
-                        "einsum with more than two operands (opt_einsum's contraction order) is not supported");
   for (const Tensor& t : operands)
     if (t->numel() == 0) throw ScenarioError("unsupported", "einsum of an operand with no elements is not supported");
   const size_t num_ops = operands.size();
@@ -290,9 +289,11 @@ Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands) 
     ops.push_back(permute(op, permutation));
   }
 
-  Tensor result = ops[0];
-  if (num_ops == 2) {
+  // Contract left to right: each pair's result becomes the first operand (torch.einsum
+  // passes no contraction path when opt_einsum is not installed, as in the measured 1.13).
+  while (ops.size() > 1) {
     Tensor a = ops[0], b = ops[1];
+    ops.erase(ops.begin(), ops.begin() + 2);
     std::vector<int64_t> sum_dims, a_dims_to_sum, b_dims_to_sum;
     for (int64_t d = out_num_dim; d < perm_index; ++d) {
       const bool sa = a->sizes[static_cast<size_t>(d)] != 1, sb = b->sizes[static_cast<size_t>(d)] != 1;
@@ -310,8 +311,9 @@ Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands) 
     }
     if (!a_dims_to_sum.empty()) a = sum(a, a_dims_to_sum, true);
     if (!b_dims_to_sum.empty()) b = sum(b, b_dims_to_sum, true);
-    result = sumproduct_pair(a, b, sum_dims, true);
+    ops.insert(ops.begin(), sumproduct_pair(a, b, sum_dims, true));
   }
+  Tensor result = ops[0];
 
   if (perm_index - out_num_dim > 0) {
     if (num_ops > 1) {

@@ -641,7 +641,7 @@ std::vector<OpEntry> shapes_extra_ops() {
        {}},
       {"einsum", {"torch.einsum"}, "(equation, *operands)", "linalg",
        "PermuteBackward0, DiagonalBackward0, SumBackward1, MulBackward0, BmmBackward0, ...",
-       "what each op of at::einsum's decomposition saves (1 or 2 operands)", impl_einsum, {}},
+       "what each op of at::einsum's decomposition saves; three or more operands contracted left to right", impl_einsum, {}},
   };
 }
 
