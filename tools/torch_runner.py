@@ -100,7 +100,7 @@ ERROR_PATTERNS = [
                         "is repeated for operand", "non-broadcast dimensions must match",
                         "expects split_sizes to sum exactly", "matrix or a vector expected"]),
     ("type_error", ["does not appear in the equation for any input operand", "appears more than once in the output",
-                    "operands were provided than specified", "invalid subscript given", "must provide at least one operand",
+                    "operands were provided than specified", "invalid subscript given", "must provide at least one operand", "must be greater or equal to 0, got",
                     "diagonal dimensions cannot be identical", "expects a non-empty TensorList"]),
     ("shape_mismatch", ["must match the size", "shapes cannot be multiplied", "is invalid for input of size",
                         "Mismatch in shape", "only one dimension can be inferred", "invalid shape dimension",

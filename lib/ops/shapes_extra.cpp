@@ -14,6 +14,7 @@
 #include "ops/shapes.hpp"
 #include "ops/table.hpp"
 #include "ops/table_util.hpp"
+#include "tensor/device_backend.hpp"
 
 namespace agtrace::ops {
 
@@ -484,6 +485,20 @@ Value impl_atleast(Args& a, Runtime&) {
   if (out.size() == 1 && !one_list) return T(out[0]);
   return tensors_value(out);
 }
+// torch.eye(n, m=None, *, dtype, device, requires_grad): ones on the diagonal of zeros (no node).
+Value impl_eye(Args& a, Runtime& rt) {
+  const int64_t n = a.integer("n");
+  const int64_t m = a.given("m") ? a.integer("m") : n;
+  if (n < 0) type_error("n must be greater or equal to 0, got " + std::to_string(n));
+  if (m < 0) type_error("m must be greater or equal to 0, got " + std::to_string(m));
+  const std::string device = creation_device(a, rt, "cpu");
+  const DType dtype = creation_dtype(a, DType::Float32);
+  const Shape shape{n, m};
+  if (device == "meta") return finish_creation(a, empty_tensor(shape, dtype, true));
+  DeviceScope on(device);
+  Tensor ones = kernels::full(Shape{std::min(n, m)}, 1.0, dtype, false);
+  return finish_creation(a, place_on_diagonal(ones, shape, 0, {0, 1}));
+}
 Value impl_hstack(Args& a, Runtime&) { return T(hstack(a.tensors("tensors"))); }
 Value impl_vstack(Args& a, Runtime&) { return T(vstack(a.tensors("tensors"))); }
 Value impl_dstack(Args& a, Runtime&) { return T(dstack(a.tensors("tensors"))); }
@@ -601,6 +616,8 @@ std::vector<OpEntry> shapes_extra_ops() {
       {"atleast_3d", {"torch.atleast_3d"}, "(*tensors)", "view", "ReshapeAliasBackward0 / UnsqueezeBackward0",
        "0-d: reshape (1, 1, 1); 1-d: unsqueeze(0) then unsqueeze(-1); 2-d: unsqueeze(-1); others themselves",
        impl_atleast, {}},
+      {"eye", {"torch.eye"}, "(n, m=None, *, dtype=None, device=None, requires_grad=False)", "creation", "-", "-",
+       impl_eye, {}},
       {"hstack", {"torch.hstack"}, "(tensors)", "shape", "CatBackward0",
        "cat(atleast_1d(tensors), dim 0 for 1-d else 1): dim; ReshapeAliasBackward0 for a 0-d tensor", impl_hstack, {}},
       {"vstack", {"torch.vstack"}, "(tensors)", "shape", "CatBackward0",

@@ -194,6 +194,7 @@ const std::map<std::string, std::vector<std::string>>& sweep() {
       {"atleast_1d", {"s = (torch.atleast_1d(x[0, 0]) ** 2).sum()"}},
       {"atleast_2d", {"s = (torch.atleast_2d(v) ** 2).sum()"}},
       {"atleast_3d", {"p, q = torch.atleast_3d(v, x)", "s = (p ** 2).sum() + q.sum()"}},
+      {"eye", {"s = (x * torch.eye(3, 4, device=x.device, dtype=x.dtype)).sum() + (torch.eye(4, device=x.device) * w[:, :4]).sum()"}},
       {"hstack", {"s = (torch.hstack([x, y]) ** 2).sum() + torch.hstack([v, v]).sum()"}},
       {"vstack", {"s = (torch.vstack([x, v]) ** 2).sum()"}},
       {"dstack", {"s = (torch.dstack([x, y]) ** 2).sum()"}},
