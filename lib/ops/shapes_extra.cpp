@@ -499,17 +499,23 @@ Value impl_eye(Args& a, Runtime& rt) {
   Tensor ones = kernels::full(Shape{std::min(n, m)}, 1.0, dtype, false);
   return finish_creation(a, place_on_diagonal(ones, shape, 0, {0, 1}));
 }
-Value impl_hstack(Args& a, Runtime&) { return T(hstack(a.tensors("tensors"))); }
-Value impl_vstack(Args& a, Runtime&) { return T(vstack(a.tensors("tensors"))); }
-Value impl_dstack(Args& a, Runtime&) { return T(dstack(a.tensors("tensors"))); }
-Value impl_broadcast_tensors(Args& a, Runtime&) {
-  // torch.broadcast_tensors(*tensors); one list argument is the list (torch.functional).
+// A tensor list argument: a tensor alone is PyTorch's TypeError (measured: torch.hstack(x)).
+std::vector<Tensor> tensor_list(const Args& a) {
   const Value& v = a.get("tensors");
-  if (v.items.size() == 1 && (v.items[0].kind == Value::Kind::List || v.items[0].kind == Value::Kind::Tuple)) {
-    Args inner = a;
-    inner.values[0] = v.items[0];
-    return tensors_value(broadcast_tensors(inner.tensors("tensors")));
-  }
+  if (v.kind != Value::Kind::List && v.kind != Value::Kind::Tuple)
+    type_error(short_fn(a.fn) + "(): argument 'tensors' (position 1) must be tuple of Tensors, not " + type_name(v));
+  return a.tensors("tensors");
+}
+Value impl_hstack(Args& a, Runtime&) { return T(hstack(tensor_list(a))); }
+Value impl_vstack(Args& a, Runtime&) { return T(vstack(tensor_list(a))); }
+Value impl_dstack(Args& a, Runtime&) { return T(dstack(tensor_list(a))); }
+Value impl_broadcast_tensors(Args& a, Runtime&) {
+  // torch.broadcast_tensors(*tensors) only (measured: a list is "expected Tensor as element 0
+  // in argument 0, but got list").
+  const Value& v = a.get("tensors");
+  for (size_t k = 0; k < v.items.size(); ++k)
+    if (v.items[k].kind != Value::Kind::Tensor)
+      type_error("expected Tensor as element " + std::to_string(k) + " in argument 0, but got " + type_name(v.items[k]));
   return tensors_value(broadcast_tensors(a.tensors("tensors")));
 }
 Value var_mean_pair(Args& a, bool std_dev) {

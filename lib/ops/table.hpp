@@ -92,7 +92,7 @@ std::vector<OpEntry> core_ops();        // table.cpp
 std::vector<OpEntry> activation_ops();  // table_activations.cpp: pointwise math, activations, reductions, losses
 std::vector<OpEntry> shape_ops();       // table_shapes.cpp: shape ops, indexing, matmul family
 std::vector<OpEntry> nn_ops();          // table_nn.cpp: layer_norm, batch_norm, dropout, embedding, conv2d, pooling
-std::vector<OpEntry> rounding_trig_ops(); // rounding_trig.cpp: floor ceil round trunc frac sign, sinh cosh tan atan asin acos, log2 log10 exp2
+std::vector<OpEntry> rounding_trig_ops(); // rounding_trig.cpp: floor ceil round trunc frac sign, sinh cosh tan atan asin acos, log2 log10 exp2, erf erfc erfinv
 std::vector<OpEntry> more_ops();        // table_more.cpp: min, argmax, cumsum, prod, logsumexp, more activations
 std::vector<OpEntry> autograd_api_ops(); // interp/autograd_api.cpp: backward, retain_grad, grad mode, allclose, tolist
 std::vector<OpEntry> creation_ops();     // creation.cpp: arange, full, empty, new_*, *_like, random creators
