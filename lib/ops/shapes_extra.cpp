@@ -1,6 +1,7 @@
-// diagonal, hstack / vstack / dstack, broadcast_tensors, var_mean / std_mean, cumprod,
-// isnan / isinf / isfinite, Tensor.type, torch.Size, split_with_sizes and the unsafe
-// splits: forward, node, saved values and backward side by side, then the table fragment.
+// diagonal, diag, atleast_1d/2d/3d, hstack / vstack / dstack, broadcast_tensors, var_mean /
+// std_mean, cumprod, isnan / isinf / isfinite, Tensor.type, torch.Size, torch.eye,
+// split_with_sizes and the unsafe splits: forward, node, saved values and backward side by
+// side, then the table fragment (which also lists einsum, einsum.cpp).
 // Every fact measured with /usr/bin/python3 and torch 1.13 (type(node).__name__, dir(node),
 // `_base is`, `_version`); formulas from tools/autograd/derivatives.yaml of 1.13.
 #include "ops/shapes_extra.hpp"
