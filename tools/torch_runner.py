@@ -95,6 +95,14 @@ ERROR_PATTERNS = [
                      "some elements of the input tensor and the written-to tensor refer to a single memory location",
                      "Cannot copy out of meta tensor"]),
     ("grad_not_scalar", ["grad can be implicitly created only for scalar outputs"]),
+    # einsum's operands against its equation (shapes) and the equation itself (a malformed
+    # argument); diagonal's dims.
+    ("shape_mismatch", ["does not match the number of dimensions", "which does not broadcast with previously seen",
+                        "is repeated for operand", "non-broadcast dimensions must match",
+                        "expects split_sizes to sum exactly", "matrix or a vector expected"]),
+    ("type_error", ["does not appear in the equation for any input operand", "appears more than once in the output",
+                    "operands were provided than specified", "invalid subscript given", "must provide at least one operand", "must be greater or equal to 0, got",
+                    "diagonal dimensions cannot be identical", "expects a non-empty TensorList"]),
     ("shape_mismatch", ["must match the size", "shapes cannot be multiplied", "is invalid for input of size",
                         "Mismatch in shape", "only one dimension can be inferred", "invalid shape dimension",
                         "view size is not compatible", "expects a tensor with <= 2 dimensions",

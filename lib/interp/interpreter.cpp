@@ -1370,6 +1370,10 @@ Value Interpreter::attribute_of(Value obj, const Expr& e) {
       err.facts = {{"name", name}, {"column", e.column}};
       throw err;
     }
+    case Value::Kind::DType:
+      // torch.dtype.is_floating_point (measured: torch.int64.is_floating_point is False).
+      if (name == "is_floating_point") return Value::boolean(is_floating(obj.dtype));
+      fail("name_error", "'torch.dtype' object has no attribute '" + name + "'");
     default:
       if (const Value* field = return_type_field(obj, name)) return *field;
       fail("name_error", "'" + type_name(obj) + "' object has no attribute '" + name + "'");

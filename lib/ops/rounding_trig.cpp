@@ -1,5 +1,6 @@
 // Rounding and trigonometric pointwise ops: floor ceil round trunc frac sign (no saved
-// value), sinh cosh atan asin acos log2 log10 (saving self), tan exp2 (saving the result).
+// value), sinh cosh atan asin acos log2 log10 erf erfc erfinv (saving self), tan exp2 (saving
+// the result).
 // Measured with /usr/bin/python3 and torch 1.13: node names (FloorBackward0 ...), what each
 // saves, dtypes (rounding ops and sign keep an integer input's dtype, frac refuses it, the
 // others give float32), and which CPU kernels lack Half ("floor_vml_cpu" not implemented for
@@ -76,6 +77,44 @@ std::vector<Tensor> exp2_backward(Node& n, const std::vector<Tensor>& g) {  // g
   return grad_times(n, g, "result", [](double r) { return r * 0.6931471805599453; });
 }
 
+// erf: grad * 2 / sqrt(pi) * exp(-self^2); erfc: its negative; erfinv: grad * sqrt(pi) / 2 *
+// exp(self.erfinv()^2).
+constexpr double kTwoOverSqrtPi = 1.1283791670955126;
+std::vector<Tensor> erf_backward(Node& n, const std::vector<Tensor>& g) {
+  return grad_times(n, g, "self", [](double s) { return kTwoOverSqrtPi * std::exp(-s * s); });
+}
+std::vector<Tensor> erfc_backward(Node& n, const std::vector<Tensor>& g) {
+  return grad_times(n, g, "self", [](double s) { return -kTwoOverSqrtPi * std::exp(-s * s); });
+}
+double erfinv_f(double x);
+std::vector<Tensor> erfinv_backward(Node& n, const std::vector<Tensor>& g) {
+  return grad_times(n, g, "self", [](double s) {
+    const double r = erfinv_f(s);
+    return std::exp(r * r) / kTwoOverSqrtPi;
+  });
+}
+
+// The inverse of erf: ±inf at ±1, NaN outside [-1, 1]; Giles' single-precision
+// approximation refined by Newton steps on erf(r) - x to double precision.
+double erfinv_f(double x) {
+  if (std::isnan(x) || x < -1 || x > 1) return std::nan("");
+  if (x == 1 || x == -1) return x * HUGE_VAL;
+  const double w = -std::log((1.0 - x) * (1.0 + x));
+  double r;
+  if (w < 5) {
+    const double t = w - 2.5;
+    r = ((((((((2.81022636e-08 * t + 3.43273939e-07) * t - 3.5233877e-06) * t - 4.39150654e-06) * t +
+              0.00021858087) * t - 0.00125372503) * t - 0.00417768164) * t + 0.246640727) * t + 1.50140941);
+  } else {
+    const double t = std::sqrt(w) - 3;
+    r = ((((((((-0.000200214257 * t + 0.000100950558) * t + 0.00134934322) * t - 0.00367342844) * t +
+              0.00573950773) * t - 0.0076224613) * t + 0.00943887047) * t + 1.00167406) * t + 2.83297682);
+  }
+  r *= x;
+  for (int step = 0; step < 3; ++step) r -= (std::erf(r) - x) / (kTwoOverSqrtPi * std::exp(-r * r));
+  return r;
+}
+
 double frac_f(double x) { return x - std::trunc(x); }
 // (0 < x) - (x < 0), as the CPU kernel: sign(-0.0) and sign(nan) are 0.0 (measured).
 double sign_f(double x) { return static_cast<double>((0 < x) - (x < 0)); }
@@ -110,6 +149,13 @@ const PointwiseSpec kSpecs[] = {
      IntInput::ToFloat, false},
     {"exp2", "Exp2Backward0", "exp2_cpu", [](double x) { return std::exp2(x); }, exp2_backward, Saves::Result,
      IntInput::ToFloat, true},
+    // Measured: ErfBackward0 / ErfcBackward0 / ErfinvBackward0 save self; integer inputs give
+    // float32; "erf_vml_cpu" not implemented for 'Half'.
+    {"erf", "ErfBackward0", "erf_vml_cpu", [](double x) { return std::erf(x); }, erf_backward, Saves::Self,
+     IntInput::ToFloat, false},
+    {"erfc", "ErfcBackward0", "erfc_vml_cpu", [](double x) { return std::erfc(x); }, erfc_backward, Saves::Self,
+     IntInput::ToFloat, false},
+    {"erfinv", "ErfinvBackward0", "erfinv_vml_cpu", erfinv_f, erfinv_backward, Saves::Self, IntInput::ToFloat, false},
 };
 
 const PointwiseSpec& spec_of(const std::string& op) {

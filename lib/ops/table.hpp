@@ -92,11 +92,12 @@ std::vector<OpEntry> core_ops();        // table.cpp
 std::vector<OpEntry> activation_ops();  // table_activations.cpp: pointwise math, activations, reductions, losses
 std::vector<OpEntry> shape_ops();       // table_shapes.cpp: shape ops, indexing, matmul family
 std::vector<OpEntry> nn_ops();          // table_nn.cpp: layer_norm, batch_norm, dropout, embedding, conv2d, pooling
-std::vector<OpEntry> rounding_trig_ops(); // rounding_trig.cpp: floor ceil round trunc frac sign, sinh cosh tan atan asin acos, log2 log10 exp2
+std::vector<OpEntry> rounding_trig_ops(); // rounding_trig.cpp: floor ceil round trunc frac sign, sinh cosh tan atan asin acos, log2 log10 exp2, erf erfc erfinv
 std::vector<OpEntry> more_ops();        // table_more.cpp: min, argmax, cumsum, prod, logsumexp, more activations
 std::vector<OpEntry> autograd_api_ops(); // interp/autograd_api.cpp: backward, retain_grad, grad mode, allclose, tolist
 std::vector<OpEntry> creation_ops();     // creation.cpp: arange, full, empty, new_*, *_like, random creators
 std::vector<OpEntry> index_ops();        // table_index.cpp: index_add/copy/fill, scatter(_add), median, kthvalue
+std::vector<OpEntry> shapes_extra_ops();  // shapes_extra.cpp: diagonal, diag, atleast_nd, h/v/dstack, broadcast_tensors, var_mean, cumprod, isnan, type, Size, eye, unsafe splits, einsum
 // Looks up "Tensor.<method>", "torch.<fn>", "F.<fn>", "torch.autograd.<fn>" or a builtin.
 const OpEntry* find_op(const std::string& spelling);
 // The parameter a keyword names, as PyTorch's argument parser reads it: NumPy's spellings

@@ -188,6 +188,23 @@ const std::map<std::string, std::vector<std::string>>& sweep() {
       {"embedding", {"s = (F.embedding(i, e) ** 2).sum() + (F.embedding(i.view(3, 1), e) * 3).sum()"}},
       {"conv2d", {"s = (F.conv2d(img, k, v[:3]) ** 2).sum() + (F.conv2d(img, k, stride=2, padding=1) * 2).sum()"}},
       {"max_pool2d", {"s = (F.max_pool2d(img, 2) ** 2).sum() + (F.max_pool2d(img, 3, stride=1, padding=1) * 2).sum()"}},
+      // shapes_extra.cpp and einsum.cpp: views, cat and the ops einsum decomposes into.
+      {"diagonal", {"s = (x.diagonal() ** 2).sum() + (torch.diagonal(B, 1, 1, 2) * 3).sum()"}},
+      {"diag", {"s = (torch.diag(x, 1) ** 2).sum() + (v.diag(-1) * 3).sum()"}},
+      {"atleast_1d", {"s = (torch.atleast_1d(x[0, 0]) ** 2).sum()"}},
+      {"atleast_2d", {"s = (torch.atleast_2d(v) ** 2).sum()"}},
+      {"atleast_3d", {"p, q = torch.atleast_3d(v, x)", "s = (p ** 2).sum() + q.sum()"}},
+      {"eye", {"s = (x * torch.eye(3, 4, device=x.device, dtype=x.dtype)).sum() + (torch.eye(4, device=x.device) * w[:, :4]).sum()"}},
+      {"hstack", {"s = (torch.hstack([x, y]) ** 2).sum() + torch.hstack([v, v]).sum()"}},
+      {"vstack", {"s = (torch.vstack([x, v]) ** 2).sum()"}},
+      {"dstack", {"s = (torch.dstack([x, y]) ** 2).sum()"}},
+      {"broadcast_tensors", {"p, q = torch.broadcast_tensors(x, v)", "s = (p * q * y).sum()"}},
+      {"einsum", {"s = (torch.einsum('ij,jk->ik', x, w) ** 2).sum() + torch.einsum('bij,j->bi', B, v).sum() + (torch.einsum('ii->i', x[:, :3]) ** 2).sum()"}},
+      {"type", {"s = (x.type(torch.float64) ** 2).sum() + (x.type(torch.float32) * y).sum()"}},
+      {"split_with_sizes", {"p, q = x.split_with_sizes([1, 3], 1)", "s = (p ** 2).sum() + (q * 3).sum()"}},
+      {"unsafe_split", {"p, q = x.unsafe_split(2)", "s = (p ** 2).sum() + (q * 3).sum()"}},
+      {"unsafe_split_with_sizes", {"p, q = (x * 1.0).unsafe_split_with_sizes([3, 1], 1)", "p.mul_(2)", "s = (p ** 2).sum() + q.sum()"}},
+      {"unsafe_chunk", {"p, q = torch.unsafe_chunk(x, 2, 1)", "s = (p * q).sum()"}},
   };
   return m;
 }
@@ -232,6 +249,7 @@ const std::map<std::string, std::string>& checked_elsewhere() {
       {"clamp_min", "test_device_more.cpp: no cuda kernel, raises unsupported naming the op"},
       {"clamp_min_", "test_device_more.cpp: no cuda kernel, raises unsupported naming the op"},
       {"normalize", "test_device_more.cpp: its clamp_min has no cuda kernel"},
+      {"Size", "test_shapes_extra.cpp: torch.Size makes no tensor"},
   };
   return m;
 }
@@ -274,6 +292,16 @@ const std::map<std::string, std::vector<std::string>>& no_cuda_route() {
       {"median", {"s = x.median() + x.median(1).values.sum()"}},
       {"nanmedian", {"s = x.nanmedian(1).values.sum()"}},
       {"kthvalue", {"s = x.kthvalue(2).values.sum()"}},
+      // shapes_extra.cpp and rounding_trig.cpp: host kernels only.
+      {"erf", {"s = (x.erf() * y).sum()"}},
+      {"erfc", {"s = (x.erfc() * y).sum()"}},
+      {"erfinv", {"s = ((x * 0.3).erfinv() * y).sum()"}},
+      {"var_mean", {"a, b = torch.var_mean(x, 1)", "s = (a * b).sum()"}},
+      {"std_mean", {"a, b = torch.std_mean(x)", "s = a * b"}},
+      {"cumprod", {"s = (x.cumprod(1) * y).sum()"}},
+      {"isnan", {"s = (y + x.isnan()).sum()"}},
+      {"isinf", {"s = (y + torch.isinf(x)).sum()"}},
+      {"isfinite", {"s = (y + x.isfinite()).sum()"}},
   };
   return m;
 }
