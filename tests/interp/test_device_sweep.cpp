@@ -188,6 +188,12 @@ const std::map<std::string, std::vector<std::string>>& sweep() {
       {"embedding", {"s = (F.embedding(i, e) ** 2).sum() + (F.embedding(i.view(3, 1), e) * 3).sum()"}},
       {"conv2d", {"s = (F.conv2d(img, k, v[:3]) ** 2).sum() + (F.conv2d(img, k, stride=2, padding=1) * 2).sum()"}},
       {"max_pool2d", {"s = (F.max_pool2d(img, 2) ** 2).sum() + (F.max_pool2d(img, 3, stride=1, padding=1) * 2).sum()"}},
+      // binary and ternary math (lib/ops/binary_more.cpp, table_binary.cpp): the ops with cuda routes.
+      {"maximum", {"s = (torch.maximum(x, y) + x.max(y) + torch.maximum(x, v) + torch.max(x, x)).sum()"}},
+      {"minimum", {"s = (torch.minimum(x, y) + torch.min(x, v) + x.minimum(x)).sum()"}},
+      {"rsub_function", {"s = (torch.rsub(x, y, alpha=2) + torch.rsub(x, 1.5) + torch.rsub(x, v)).sum()"}},
+      {"true_divide", {"s = (x.true_divide(y) + torch.true_divide(x, 2)).sum()"}},
+      {"ger", {"s = (v.ger(v) * w[:, :4]).sum()"}},
   };
   return m;
 }
@@ -260,6 +266,21 @@ const std::map<std::string, std::vector<std::string>>& no_cuda_route() {
       {"transpose_", {"h = x * 1.0", "h.transpose_(0, 1)", "s = h.sum()"}},
       {"unsqueeze_", {"h = x * 1.0", "h.unsqueeze_(0)", "s = h.sum()"}},
       {"squeeze_", {"h = x.unsqueeze(0) * 1.0", "h.squeeze_()", "s = h.sum()"}},
+      // binary and ternary math (lib/ops/binary_more.cpp): host and meta kernels only.
+      {"fmax", {"s = torch.fmax(x, y).sum()"}},
+      {"fmin", {"s = x.fmin(y).sum()"}},
+      {"atan2", {"s = torch.atan2(x, y).sum()"}},
+      {"hypot", {"s = x.hypot(y).sum()"}},
+      {"remainder", {"s = (x.remainder(y) + torch.remainder(x, 1.5)).sum()"}},
+      {"fmod", {"s = (torch.fmod(x, y) + x.fmod(1.5)).sum()"}},
+      {"lerp", {"s = (torch.lerp(x, y, 0.3) + x.lerp(y, y)).sum()"}},
+      {"addcmul", {"s = x.addcmul(y, x, value=2).sum()"}},
+      {"addcdiv", {"s = torch.addcdiv(x, x, y, value=0.5).sum()"}},
+      {"dist", {"s = x.dist(y) + torch.dist(x, v, p=3)"}},
+      {"addmv", {"s = torch.addmv(v, w, e[:, 0], beta=2).sum()"}},
+      {"addr", {"s = torch.addr(x, x[:, 0], v, alpha=0.5).sum()"}},
+      {"addbmm", {"s = torch.addbmm(x, B[:, :, :3], B).sum()"}},
+      {"baddbmm", {"s = torch.baddbmm(B, B[:, :, :3], B, beta=0.5).sum()"}},
   };
   return m;
 }
