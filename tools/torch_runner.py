@@ -110,7 +110,7 @@ ERROR_PATTERNS = [
                         "is only supported on matrices or batches of matrices",
                         "should contain the same number of dims", "Expected 1-D argument",
                         "must have same number of batches", "Incompatible matrix sizes for bmm",
-                        "Expected size for first two dimensions"]),
+                        "Expected size for first two dimensions", "Bad in-place call"]),
     ("dtype_mismatch", ["not implemented for", "expected scalar type", "can't be cast to the desired output type",
                         "could not infer output dtype", "to have same dtype", "Found dtype",
                         "expected both vectors to have same dtype", "must have the same dtype",

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "autograd/grad_mode.hpp"
+#include "ops/inplace_util.hpp"
 #include "ops/more_util.hpp"
 #include "ops/ops.hpp"
 #include "ops/shapes.hpp"
@@ -41,6 +42,77 @@ void require_same_dtype(std::initializer_list<const Tensor*> ts, const std::stri
   for (const Tensor* t : ts)
     if ((*t)->dtype() != d) unsupported(op + " with operands of different dtypes");
 }
+
+// ================================================================ in-place forms
+// The steps of inplace_util.hpp in PyTorch's order: refuse the edit where autograd forbids
+// it, check the operands broadcast to self's shape and their type casts to self's, build the
+// node before the edit (it may save a clone of the old self), write the values, bump the
+// version once, rebase the history. The values are computed on the host from self and the
+// operands and written into self: no result tensor is made (PyTorch's in-place kernels
+// write self directly, so none shows in the memory accounting).
+
+// t viewed with `shape` by broadcasting (stride 0 along new and size-1 dims): no copy.
+Tensor broadcast_alias(const Tensor& t, const Shape& shape) {
+  Shape strides(shape.size(), 0);
+  const size_t lead = shape.size() - t->sizes.size();
+  for (size_t d = 0; d < t->sizes.size(); ++d)
+    strides[lead + d] = t->sizes[d] == shape[lead + d] ? t->strides[d] : 0;
+  return make_alias(t, shape, strides, t->offset);
+}
+
+void check_inplace_operands(const Tensor& self, const std::vector<Tensor>& operands, const std::string& op,
+                            bool float_result) {
+  require_host(self);
+  for (const Tensor& o : operands) require_host(o);
+  check_inplace_allowed(self);
+  check_no_internal_overlap(self);
+  Shape shape = self->sizes;
+  for (const Tensor& o : operands) shape = kernels::broadcast_shapes(shape, o->sizes, op);
+  if (shape != Shape(self->sizes)) {
+    // Measured wording (h[0].addcmul_(t, u) with t of shape (2, 1, 3)).
+    ScenarioError e("shape_mismatch", "output with shape " + shape_str(self->sizes) +
+                                          " doesn't match the broadcast shape " + shape_str(shape));
+    e.facts = {{"op", op}, {"shapes", std::vector<Shape>{self->sizes, shape}}};
+    throw e;
+  }
+  for (const Tensor& o : operands) check_castable(self, o, op);
+  if (float_result && !is_floating(self->dtype())) {
+    // Measured: an int64 i.atan2_(j) raises although both are integers.
+    ScenarioError e("dtype_mismatch", "result type Float can't be cast to the desired output type " +
+                                          dtype_scalar_name(self->dtype()));
+    e.facts = {{"op", op}};
+    throw e;
+  }
+}
+
+// Edits self with f(self, operand values...) elementwise; `record` builds the node before the
+// edit (null: no gradient recorded). Returns the node, recorded as self's history.
+template <typename F, typename Record>
+Shared<Node> edit_elementwise(const Tensor& self, const std::vector<Tensor>& operands, F&& f, Record&& record) {
+  bool grad = needs_grad({&self});
+  for (const Tensor& o : operands) grad = grad || needs_grad({&o});
+  Shared<Node> node = grad ? record() : nullptr;
+  bool meta = self->is_meta();
+  for (const Tensor& o : operands) meta = meta || o->is_meta();
+  if (!meta) {
+    std::vector<double> out = to_values(self);
+    std::vector<std::vector<double>> vals;
+    for (const Tensor& o : operands) vals.push_back(to_values(broadcast_alias(o, self->sizes)));
+    std::vector<double> args(vals.size());
+    for (size_t i = 0; i < out.size(); ++i) {
+      for (size_t k = 0; k < vals.size(); ++k) args[k] = vals[k][i];
+      out[i] = f(out[i], args.data());
+    }
+    write_values(self, out);
+  }
+  bump(self);
+  if (node) record_history(self, node);
+  return node;
+}
+
+// The clone of the old self an in-place node saves (measured: `_saved_self` has grad_fn
+// CloneBackward0, its own storage, version 0), made only when `needed`.
+Tensor old_self(const Tensor& self, bool needed) { return needed ? clone(self) : nullptr; }
 
 // ================================================================ self/other pointwise pairs
 // maximum, minimum, fmax, fmin, atan2 and hypot save other and self whatever requires grad
@@ -168,6 +240,24 @@ std::vector<Tensor> modulo_backward(Node& n, const std::vector<Tensor>& g, bool 
 std::vector<Tensor> remainder_backward(Node& n, const std::vector<Tensor>& g) { return modulo_backward(n, g, true); }
 std::vector<Tensor> fmod_backward(Node& n, const std::vector<Tensor>& g) { return modulo_backward(n, g, false); }
 
+double modulo_value(double x, double y, bool integral, bool python_sign) {
+  if (integral) {
+    const int64_t xi = static_cast<int64_t>(x), yi = static_cast<int64_t>(y);
+    int64_t m = xi % yi;
+    if (python_sign && m != 0 && ((m < 0) != (yi < 0))) m += yi;
+    return static_cast<double>(m);
+  }
+  double m = std::fmod(x, y);
+  if (python_sign && m != 0 && ((y < 0) != (m < 0))) m += y;
+  return m;
+}
+
+void refuse_integer_division_by_zero(const Tensor& divisor, bool integral, const std::string& op) {
+  if (!integral || divisor->is_meta()) return;
+  for (double v : to_values(divisor))
+    if (v == 0) unsupported(op + " of integers by zero (PyTorch's ZeroDivisionError)");
+}
+
 // remainder: Python's sign rule (the result takes the divisor's sign); fmod: C's (the
 // dividend's). Integers are computed as integers; integer division by zero raises in
 // PyTorch ("ZeroDivisionError"), which agtrace does not mirror.
@@ -183,23 +273,9 @@ Tensor modulo(const Tensor& a, const Value& other_value, bool python_sign) {
   const DType out = kernels::result_type(a, b);
   if (out == DType::Bool) not_implemented(python_sign ? "remainder_cpu" : "fmod_cpu", DType::Bool);
   const bool integral = !is_floating(out);
-  if (integral && !b->is_meta())
-    for (double v : to_values(b))
-      if (v == 0) unsupported(std::string(op) + " of integers by zero (PyTorch's ZeroDivisionError)");
+  refuse_integer_division_by_zero(b, integral, op);
   Tensor r = kernels::binary(
-      a, b, out,
-      [integral, python_sign](double x, double y) {
-        if (integral) {
-          const int64_t xi = static_cast<int64_t>(x), yi = static_cast<int64_t>(y);
-          int64_t m = xi % yi;
-          if (python_sign && m != 0 && ((m < 0) != (yi < 0))) m += yi;
-          return static_cast<double>(m);
-        }
-        double m = std::fmod(x, y);
-        if (python_sign && m != 0 && ((y < 0) != (m < 0))) m += y;
-        return m;
-      },
-      op);
+      a, b, out, [integral, python_sign](double x, double y) { return modulo_value(x, y, integral, python_sign); }, op);
   if (tensor_other && needs_grad({&a, &b})) {
     auto node = make_node(python_sign ? "RemainderBackward1" : "FmodBackward1",
                           python_sign ? remainder_backward : fmod_backward, {a, b});
@@ -214,6 +290,33 @@ Tensor modulo(const Tensor& a, const Value& other_value, bool python_sign) {
     set_history(r, node);
   }
   return r;
+}
+
+// self.remainder_(other) / self.fmod_(other): the out-of-place node over self's old history;
+// a tensor other saves it and a clone of the old self when it requires grad (measured).
+void modulo_inplace(const Tensor& self, const Value& other_value, bool python_sign) {
+  const std::string op = python_sign ? "remainder_" : "fmod_";
+  OpScope scope(op);
+  if (other_value.kind != Value::Kind::Tensor && !other_value.is_number())
+    type_error(op + "(): argument 'other' must be Tensor or Number, not " + type_name(other_value));
+  const bool tensor_other = other_value.kind == Value::Kind::Tensor;
+  Tensor b = tensor_other ? other_value.t : wrap_number(other_value);
+  check_inplace_operands(self, {b}, op, false);
+  if (self->dtype() == DType::Bool) not_implemented(python_sign ? "remainder_cpu" : "fmod_cpu", DType::Bool);
+  const bool integral = !is_floating(self->dtype());
+  refuse_integer_division_by_zero(b, integral, op);
+  edit_elementwise(
+      self, {b}, [integral, python_sign](double x, const double* y) { return modulo_value(x, y[0], integral, python_sign); },
+      [&] {
+        if (!tensor_other)
+          return make_node(python_sign ? "RemainderBackward0" : "FmodBackward0",
+                           python_sign ? remainder_backward : fmod_backward, {self});
+        auto node = make_node(python_sign ? "RemainderBackward1" : "FmodBackward1",
+                              python_sign ? remainder_backward : fmod_backward, {self, b});
+        node->save_input("other", b, rg(b));
+        node->save_input("self", old_self(self, rg(b)), rg(b));
+        return node;
+      });
 }
 
 // ================================================================ lerp
@@ -300,6 +403,38 @@ std::vector<Tensor> addcdiv_backward(Node& n, const std::vector<Tensor>& g) {
   return {gs, g1, g2};
 }
 
+// self + value * t1 * t2 or self + value * t1 / t2, each step rounded to the dtype (the CPU
+// kernel's self_val + scalar_val * t1_val * t2_val in that type).
+double addc_value(double s, double a, double b, double v, bool divide, DType dt) {
+  auto rd = [dt](double x) { return round_to_dtype(x, dt); };
+  return divide ? rd(s + rd(rd(v * a) / b)) : rd(s + rd(rd(v * a) * b));
+}
+
+// addcdiv's refusal of integer tensors and addcmul's of a float value with integer
+// tensors (which PyTorch truncates); both in and out of place.
+void check_addc_value(DType dt, const Value& value, bool divide, const std::string& op) {
+  if (!value.is_number()) type_error(op + "(): argument 'value' must be Number, not " + type_name(value));
+  if (divide && !is_floating(dt)) {
+    // Measured wording (torch 1.13), a RuntimeError.
+    throw ScenarioError("unsupported",
+                        "Integer division with addcdiv is no longer supported, and in a future  release addcdiv will "
+                        "perform a true division of tensor1 and tensor2.");
+  }
+  if (!is_floating(dt) && value.kind == Value::Kind::Float) unsupported(op + "(value=float) of integer tensors");
+}
+
+// The node of addcmul / addcdiv and their in-place forms. addcmul: each tensor read by the
+// other's formula only. addcdiv: tensor2 read by both tensors' formulas, so always saved
+// (measured, even when only self requires grad).
+Shared<Node> addc_node(const Tensor& self, const Tensor& t1, const Tensor& t2, const Value& value, bool divide) {
+  auto node = make_node(divide ? "AddcdivBackward0" : "AddcmulBackward0", divide ? addcdiv_backward : addcmul_backward,
+                        {self, t1, t2});
+  node->save_input("tensor1", t1, rg(t2));
+  node->save_input("tensor2", t2, divide || rg(t1));
+  node->save_attr("value", number_attr(value));
+  return node;
+}
+
 // The shared forward: self + value * (t1 op t2), one dtype for all three.
 Tensor pointwise_three(const Tensor& self, const Tensor& t1, const Tensor& t2, const Value& value, bool divide) {
   const char* op = divide ? "addcdiv" : "addcmul";
@@ -309,33 +444,12 @@ Tensor pointwise_three(const Tensor& self, const Tensor& t1, const Tensor& t2, c
   require_host(t2);
   require_same_dtype({&self, &t1, &t2}, op);
   const DType dt = self->dtype();
-  if (!value.is_number()) type_error(std::string(op) + "(): argument 'value' must be Number, not " + type_name(value));
-  if (divide && !is_floating(dt)) {
-    // Measured wording (torch 1.13), a RuntimeError.
-    throw ScenarioError("unsupported",
-                        "Integer division with addcdiv is no longer supported, and in a future  release addcdiv will "
-                        "perform a true division of tensor1 and tensor2.");
-  }
-  if (!is_floating(dt) && value.kind == Value::Kind::Float)
-    unsupported(std::string(op) + "(value=float) of integer tensors");
+  check_addc_value(dt, value, divide, op);
   const double v = value.number();
   Tensor r = kernels::ternary(
-      self, t1, t2, dt,
-      [divide, v, dt](double s, double a, double b) {
-        auto rd = [dt](double x) { return round_to_dtype(x, dt); };
-        return divide ? rd(s + rd(rd(v * a) / b)) : rd(s + rd(rd(v * a) * b));
-      },
+      self, t1, t2, dt, [divide, v, dt](double s, double a, double b) { return addc_value(s, a, b, v, divide, dt); },
       op);
-  if (needs_grad({&self, &t1, &t2})) {
-    auto node = make_node(divide ? "AddcdivBackward0" : "AddcmulBackward0",
-                          divide ? addcdiv_backward : addcmul_backward, {self, t1, t2});
-    // addcmul: each tensor read by the other's formula only. addcdiv: tensor2 read by both
-    // tensors' formulas, so always saved (measured, even when only self requires grad).
-    node->save_input("tensor1", t1, rg(t2));
-    node->save_input("tensor2", t2, divide || rg(t1));
-    node->save_attr("value", number_attr(value));
-    set_history(r, node);
-  }
+  if (needs_grad({&self, &t1, &t2})) set_history(r, addc_node(self, t1, t2, value, divide));
   return r;
 }
 
@@ -564,13 +678,13 @@ void check_matrix_operands(const Tensor& self, const Tensor& a, const Tensor& b,
   if (self->dtype() == DType::Bool) unsupported(op + " of bool tensors");
 }
 
-// Records the family's node: alpha, the two operands (each saved when the other requires
-// grad), `between` (addbmm's argsizes, saved between them in dir() order), beta.
-void record_matrix_node(const Tensor& r, const char* name, autograd::BackwardFn backward, const Tensor& self,
-                        const char* a_name, const Tensor& a, const char* b_name, const Tensor& b, const Value& beta,
-                        const Value& alpha, std::initializer_list<std::pair<const char*, AttrValue>> after_a = {},
-                        std::initializer_list<std::pair<const char*, AttrValue>> after_b = {}) {
-  if (!needs_grad({&self, &a, &b})) return;
+// The family's node: alpha, the two operands (each saved when the other requires grad),
+// addbmm's argsizes in their dir() places, beta. Null when no gradient is recorded.
+Shared<Node> matrix_node(const char* name, autograd::BackwardFn backward, const Tensor& self, const char* a_name,
+                         const Tensor& a, const char* b_name, const Tensor& b, const Value& beta, const Value& alpha,
+                         std::initializer_list<std::pair<const char*, AttrValue>> after_a = {},
+                         std::initializer_list<std::pair<const char*, AttrValue>> after_b = {}) {
+  if (!needs_grad({&self, &a, &b})) return nullptr;
   auto node = make_node(name, backward, {self, a, b});
   node->save_attr("alpha", number_attr(alpha));
   node->save_input(a_name, a, rg(b));
@@ -578,7 +692,7 @@ void record_matrix_node(const Tensor& r, const char* name, autograd::BackwardFn 
   node->save_input(b_name, b, rg(a));
   for (const auto& [k, v] : after_b) node->save_attr(k, v);
   node->save_attr("beta", number_attr(beta));
-  set_history(r, node);
+  return node;
 }
 
 }  // namespace
@@ -717,9 +831,10 @@ Tensor rsub_tensor(const Tensor& a, const Tensor& b, const Value& alpha) {
   return r;
 }
 
-Tensor addmv(const Tensor& self, const Tensor& mat, const Tensor& vec, const Value& beta, const Value& alpha) {
-  OpScope scope("addmv");
-  // addmv's meta function's checks (measured wording).
+namespace {
+
+// addmv's meta function's checks (measured wording); the result's shape.
+Shape addmv_shape(const Tensor& self, const Tensor& mat, const Tensor& vec) {
   if (mat->dim() != 2 || vec->dim() != 1 || self->dim() > 1)
     throw shape_error("vector + matrix @ vector expected, got " + std::to_string(self->dim()) + ", " +
                           std::to_string(mat->dim()) + ", " + std::to_string(vec->dim()),
@@ -732,48 +847,38 @@ Tensor addmv(const Tensor& self, const Tensor& mat, const Tensor& vec, const Val
                       "addmv");
   }
   check_matrix_operands(self, mat, vec, "addmv");
+  return {mat->sizes[0]};
+}
+std::vector<double> addmv_values(const Tensor& self_e, const Tensor& mat, const Tensor& vec, double beta,
+                                 double alpha) {
   const DType dt = mat->dtype();
-  const bool meta = self->is_meta() || mat->is_meta() || vec->is_meta();
-  const Shape shape{mat->sizes[0]};
-  Tensor self_e = expanded_self(self, shape);
-  std::vector<double> out;
-  if (!meta)
-    out = scaled_sum(product(dt, to_values(mat), 0, mat->sizes[0], mat->sizes[1], false, to_values(vec), 0,
-                             vec->sizes[0], 1, false),
-                     self_e, beta.number(), alpha.number(), dt);
-  Tensor r = tensor_of(shape, dt, meta, out);
-  record_matrix_node(r, "AddmvBackward0", addmv_backward, self, "mat", mat, "vec", vec, beta, alpha);
-  return r;
+  return scaled_sum(product(dt, to_values(mat), 0, mat->sizes[0], mat->sizes[1], false, to_values(vec), 0,
+                            vec->sizes[0], 1, false),
+                    self_e, beta, alpha, dt);
 }
 
-Tensor addr(const Tensor& self, const Tensor& vec1, const Tensor& vec2, const Value& beta, const Value& alpha) {
-  OpScope scope("addr");
+Shape addr_shape(const Tensor& self, const Tensor& vec1, const Tensor& vec2) {
   for (const auto& [v, name] : {std::pair<const Tensor*, const char*>{&vec1, "vec1"}, {&vec2, "vec2"}})
     if ((*v)->dim() != 1)
       throw shape_error("addr: Expected 1-D argument " + std::string(name) + ", but got " +
                             std::to_string((*v)->dim()) + "-D",
                         "addr");
   check_matrix_operands(self, vec1, vec2, "addr");
+  return {vec1->sizes[0], vec2->sizes[0]};
+}
+std::vector<double> addr_values(const Tensor& self_e, const Tensor& vec1, const Tensor& vec2, double beta,
+                                double alpha) {
   const DType dt = vec1->dtype();
-  const bool meta = self->is_meta() || vec1->is_meta() || vec2->is_meta();
-  const Shape shape{vec1->sizes[0], vec2->sizes[0]};
-  Tensor self_e = expanded_self(self, shape);
-  std::vector<double> out;
-  if (!meta)
-    out = scaled_sum(product(dt, to_values(vec1), 0, vec1->sizes[0], 1, false, to_values(vec2), 0, 1, vec2->sizes[0],
-                             false),
-                     self_e, beta.number(), alpha.number(), dt);
-  Tensor r = tensor_of(shape, dt, meta, out);
-  record_matrix_node(r, "AddrBackward0", addr_backward, self, "vec1", vec1, "vec2", vec2, beta, alpha);
-  return r;
+  return scaled_sum(product(dt, to_values(vec1), 0, vec1->sizes[0], 1, false, to_values(vec2), 0, 1, vec2->sizes[0],
+                            false),
+                    self_e, beta, alpha, dt);
 }
 
-namespace {
 // Both batches 3-D with matching batch counts and inner sizes; the messages of addbmm
 // ("batch1 and batch2 must have same number of batches, got 4 and 3", "Incompatible matrix
 // sizes for bmm (2x5 and 4x3)") and baddbmm ("Expected size for first two dimensions of batch2
-// tensor to be: [4, 5] but got: [3, 5].") as measured.
-void check_batches(const Tensor& b1, const Tensor& b2, bool summed) {
+// tensor to be: [4, 5] but got: [3, 5].") as measured. The result's shape.
+Shape batch_shape(const Tensor& self, const Tensor& b1, const Tensor& b2, bool summed) {
   const char* op = summed ? "addbmm" : "baddbmm";
   if (b1->dim() != 3 || b2->dim() != 3) unsupported(std::string(op) + " of batches that are not 3-D");
   const auto& s1 = b1->sizes;
@@ -793,6 +898,9 @@ void check_batches(const Tensor& b1, const Tensor& b2, bool summed) {
                           std::to_string(s2[1]) + "].",
                       op);
   }
+  check_matrix_operands(self, b1, b2, op);
+  if (summed) return {s1[1], s2[2]};
+  return {s1[0], s1[1], s2[2]};
 }
 
 // The B products batch1[b] @ batch2[b], one after the other, row-major (B, n, m).
@@ -807,50 +915,206 @@ std::vector<double> batch_products(DType dt, const Tensor& b1, const Tensor& b2)
   }
   return out;
 }
-}  // namespace
-
-Tensor addbmm(const Tensor& self, const Tensor& b1, const Tensor& b2, const Value& beta, const Value& alpha) {
-  OpScope scope("addbmm");
-  check_batches(b1, b2, true);
-  check_matrix_operands(self, b1, b2, "addbmm");
+std::vector<double> addbmm_values(const Tensor& self_e, const Tensor& b1, const Tensor& b2, double beta,
+                                  double alpha) {
+  // The batch's products summed in batch order, in the dtype (PyTorch's addbmm adds each
+  // product into the result in turn).
   const DType dt = b1->dtype();
-  const bool meta = self->is_meta() || b1->is_meta() || b2->is_meta();
-  const int64_t n = b1->sizes[1], m = b2->sizes[2];
-  const Shape shape{n, m};
-  Tensor self_e = expanded_self(self, shape);
-  std::vector<double> out;
-  if (!meta) {
-    // The batch's products summed in batch order, in the dtype (PyTorch's addbmm adds each
-    // product into the result in turn).
-    const std::vector<double> all = batch_products(dt, b1, b2);
-    std::vector<double> summed(static_cast<size_t>(n * m), 0.0);
-    for (size_t i = 0; i < all.size(); ++i) {
-      double& acc = summed[i % summed.size()];
-      acc = round_to_dtype(acc + all[i], dt);
-    }
-    out = scaled_sum(summed, self_e, beta.number(), alpha.number(), dt);
+  const std::vector<double> all = batch_products(dt, b1, b2);
+  std::vector<double> summed(static_cast<size_t>(b1->sizes[1] * b2->sizes[2]), 0.0);
+  for (size_t i = 0; i < all.size(); ++i) {
+    double& acc = summed[i % summed.size()];
+    acc = round_to_dtype(acc + all[i], dt);
   }
-  Tensor r = tensor_of(shape, dt, meta, out);
-  record_matrix_node(r, "AddbmmBackward0", addbmm_backward, self, "batch1", b1, "batch2", b2, beta, alpha,
-                     {{"batch1_argsize_0", AttrValue::integer(b1->sizes[0])},
-                      {"batch1_argsize_1", AttrValue::integer(b1->sizes[1])}},
-                     {{"batch2_argsize_2", AttrValue::integer(b2->sizes[2])}});
-  return r;
+  return scaled_sum(summed, self_e, beta, alpha, dt);
+}
+std::vector<double> baddbmm_values(const Tensor& self_e, const Tensor& b1, const Tensor& b2, double beta,
+                                   double alpha) {
+  return scaled_sum(batch_products(b1->dtype(), b1, b2), self_e, beta, alpha, b1->dtype());
 }
 
+// One op of the family, out of place (self expanded to the result's shape, a new result) or
+// in place (self must have the result's shape; its elements are overwritten).
+using MatrixValues = std::vector<double> (*)(const Tensor&, const Tensor&, const Tensor&, double, double);
+template <typename MakeNode>
+Tensor matrix_op(const Tensor& self, const Tensor& a, const Tensor& b, const Shape& shape, const Value& beta,
+                 const Value& alpha, MatrixValues values, bool in_place, const std::string& op, MakeNode&& make) {
+  const bool meta = self->is_meta() || a->is_meta() || b->is_meta();
+  if (!in_place) {
+    Tensor self_e = expanded_self(self, shape);
+    Tensor r = tensor_of(shape, a->dtype(), meta,
+                         meta ? std::vector<double>{} : values(self_e, a, b, beta.number(), alpha.number()));
+    if (Shared<Node> node = make()) set_history(r, node);
+    return r;
+  }
+  check_inplace_allowed(self);
+  check_no_internal_overlap(self);
+  if (Shape(self->sizes) != shape) {
+    // Measured wording (k[0].baddbmm_ of a (1, 2, 3) product).
+    ScenarioError e("shape_mismatch", "Bad in-place call: input tensor size " + shape_str(self->sizes) +
+                                          " and output tensor size " + shape_str(shape) + " should match");
+    e.facts = {{"op", op}};
+    throw e;
+  }
+  Shared<Node> node = make();
+  if (!meta) write_values(self, values(self, a, b, beta.number(), alpha.number()));
+  bump(self);
+  if (node) record_history(self, node);
+  return self;
+}
+
+Tensor addmv_impl(const Tensor& self, const Tensor& mat, const Tensor& vec, const Value& beta, const Value& alpha,
+                  bool in_place) {
+  OpScope scope(in_place ? "addmv_" : "addmv");
+  const Shape shape = addmv_shape(self, mat, vec);
+  return matrix_op(self, mat, vec, shape, beta, alpha, addmv_values, in_place, "addmv_", [&] {
+    return matrix_node("AddmvBackward0", addmv_backward, self, "mat", mat, "vec", vec, beta, alpha);
+  });
+}
+Tensor addr_impl(const Tensor& self, const Tensor& vec1, const Tensor& vec2, const Value& beta, const Value& alpha,
+                 bool in_place) {
+  OpScope scope(in_place ? "addr_" : "addr");
+  const Shape shape = addr_shape(self, vec1, vec2);
+  return matrix_op(self, vec1, vec2, shape, beta, alpha, addr_values, in_place, "addr_", [&] {
+    return matrix_node("AddrBackward0", addr_backward, self, "vec1", vec1, "vec2", vec2, beta, alpha);
+  });
+}
+Tensor addbmm_impl(const Tensor& self, const Tensor& b1, const Tensor& b2, const Value& beta, const Value& alpha,
+                   bool in_place) {
+  OpScope scope(in_place ? "addbmm_" : "addbmm");
+  const Shape shape = batch_shape(self, b1, b2, true);
+  return matrix_op(self, b1, b2, shape, beta, alpha, addbmm_values, in_place, "addbmm_", [&] {
+    return matrix_node("AddbmmBackward0", addbmm_backward, self, "batch1", b1, "batch2", b2, beta, alpha,
+                       {{"batch1_argsize_0", AttrValue::integer(b1->sizes[0])},
+                        {"batch1_argsize_1", AttrValue::integer(b1->sizes[1])}},
+                       {{"batch2_argsize_2", AttrValue::integer(b2->sizes[2])}});
+  });
+}
+Tensor baddbmm_impl(const Tensor& self, const Tensor& b1, const Tensor& b2, const Value& beta, const Value& alpha,
+                    bool in_place) {
+  OpScope scope(in_place ? "baddbmm_" : "baddbmm");
+  const Shape shape = batch_shape(self, b1, b2, false);
+  return matrix_op(self, b1, b2, shape, beta, alpha, baddbmm_values, in_place, "baddbmm_", [&] {
+    return matrix_node("BaddbmmBackward0", baddbmm_backward, self, "batch1", b1, "batch2", b2, beta, alpha);
+  });
+}
+
+}  // namespace
+
+Tensor addmv(const Tensor& self, const Tensor& mat, const Tensor& vec, const Value& beta, const Value& alpha) {
+  return addmv_impl(self, mat, vec, beta, alpha, false);
+}
+Tensor addr(const Tensor& self, const Tensor& vec1, const Tensor& vec2, const Value& beta, const Value& alpha) {
+  return addr_impl(self, vec1, vec2, beta, alpha, false);
+}
+Tensor addbmm(const Tensor& self, const Tensor& b1, const Tensor& b2, const Value& beta, const Value& alpha) {
+  return addbmm_impl(self, b1, b2, beta, alpha, false);
+}
 Tensor baddbmm(const Tensor& self, const Tensor& b1, const Tensor& b2, const Value& beta, const Value& alpha) {
-  OpScope scope("baddbmm");
-  check_batches(b1, b2, false);
-  check_matrix_operands(self, b1, b2, "baddbmm");
-  const DType dt = b1->dtype();
-  const bool meta = self->is_meta() || b1->is_meta() || b2->is_meta();
-  const Shape shape{b1->sizes[0], b1->sizes[1], b2->sizes[2]};
-  Tensor self_e = expanded_self(self, shape);
-  std::vector<double> out;
-  if (!meta) out = scaled_sum(batch_products(dt, b1, b2), self_e, beta.number(), alpha.number(), dt);
-  Tensor r = tensor_of(shape, dt, meta, out);
-  record_matrix_node(r, "BaddbmmBackward0", baddbmm_backward, self, "batch1", b1, "batch2", b2, beta, alpha);
-  return r;
+  return baddbmm_impl(self, b1, b2, beta, alpha, false);
+}
+void addmv_(const Tensor& self, const Tensor& mat, const Tensor& vec, const Value& beta, const Value& alpha) {
+  addmv_impl(self, mat, vec, beta, alpha, true);
+}
+void addr_(const Tensor& self, const Tensor& vec1, const Tensor& vec2, const Value& beta, const Value& alpha) {
+  addr_impl(self, vec1, vec2, beta, alpha, true);
+}
+void addbmm_(const Tensor& self, const Tensor& b1, const Tensor& b2, const Value& beta, const Value& alpha) {
+  addbmm_impl(self, b1, b2, beta, alpha, true);
+}
+void baddbmm_(const Tensor& self, const Tensor& b1, const Tensor& b2, const Value& beta, const Value& alpha) {
+  baddbmm_impl(self, b1, b2, beta, alpha, true);
+}
+
+// ---- in-place pointwise forms
+
+void atan2_(const Tensor& self, const Tensor& other) {
+  OpScope scope("atan2_");
+  check_inplace_operands(self, {other}, "atan2_", true);
+  edit_elementwise(self, {other}, [](double y, const double* x) { return std::atan2(y, x[0]); }, [&] {
+    auto node = make_node("Atan2Backward0", atan2_backward, {self, other});
+    node->save_input("other", other);
+    node->save_input("self", old_self(self, true));
+    return node;
+  });
+}
+
+void hypot_(const Tensor& self, const Tensor& other) {
+  OpScope scope("hypot_");
+  check_inplace_operands(self, {other}, "hypot_", false);
+  if (!is_floating(self->dtype())) not_implemented("hypot_cpu", self->dtype());
+  Tensor original;  // the clone of the old self, made before the edit
+  Shared<Node> node = edit_elementwise(self, {other}, [](double x, const double* y) { return std::hypot(x, y[0]); }, [&] {
+    original = old_self(self, true);
+    auto n = make_node("HypotBackward0", hypot_backward, {self, other});
+    n->save_input("other", other);
+    return n;
+  });
+  if (!node) return;
+  // dir() order: other, result (self after the edit: measured version 1, self's storage),
+  // self (the clone).
+  node->save_output("result", self, 0);
+  node->save_input("self", original);
+}
+
+void remainder_(const Tensor& self, const Value& other) { modulo_inplace(self, other, true); }
+void fmod_(const Tensor& self, const Value& other) { modulo_inplace(self, other, false); }
+
+void lerp_(const Tensor& self, const Tensor& end, const Value& weight) {
+  OpScope scope("lerp_");
+  const bool tensor_weight = weight.kind == Value::Kind::Tensor;
+  if (!tensor_weight && !weight.is_number())
+    type_error("lerp_(): argument 'weight' must be Tensor or Number, not " + type_name(weight));
+  std::vector<Tensor> operands{end};
+  if (tensor_weight) operands.push_back(weight.t);
+  check_inplace_operands(self, operands, "lerp_", false);
+  // Measured: "lerp_kernel_scalar" not implemented for 'Long'.
+  if (!is_floating(self->dtype())) {
+    if (tensor_weight) unsupported("lerp_ of " + dtype_name(self->dtype()) + " tensors");
+    not_implemented("lerp_kernel_scalar", self->dtype());
+  }
+  check_lerp_dtype(self, end, "end");
+  if (tensor_weight) check_lerp_dtype(self, weight.t, "weight");
+  const DType dt = self->dtype();
+  const double wv = tensor_weight ? 0.0 : weight.number();
+  edit_elementwise(
+      self, operands,
+      [tensor_weight, wv, dt](double s, const double* o) { return lerp_value(s, o[0], tensor_weight ? o[1] : wv, dt); },
+      [&] {
+        if (!tensor_weight) {
+          auto node = make_node("LerpBackward0", lerp_scalar_backward, {self, end});
+          node->save_attr("weight", number_attr(weight));
+          return node;
+        }
+        const Tensor& w = weight.t;
+        auto node = make_node("LerpBackward1", lerp_tensor_backward, {self, end, w});
+        node->save_input("end", end, rg(w));
+        node->save_input("self", old_self(self, rg(w)), rg(w));
+        node->save_input("weight", w);
+        return node;
+      });
+}
+
+namespace {
+void addc_inplace(const Tensor& self, const Tensor& t1, const Tensor& t2, const Value& value, bool divide) {
+  const std::string op = divide ? "addcdiv_" : "addcmul_";
+  OpScope scope(op);
+  check_inplace_operands(self, {t1, t2}, op, false);
+  require_same_dtype({&self, &t1, &t2}, op);
+  const DType dt = self->dtype();
+  check_addc_value(dt, value, divide, op);
+  const double v = value.number();
+  edit_elementwise(
+      self, {t1, t2}, [v, divide, dt](double s, const double* o) { return addc_value(s, o[0], o[1], v, divide, dt); },
+      [&] { return addc_node(self, t1, t2, value, divide); });
+}
+}  // namespace
+
+void addcmul_(const Tensor& self, const Tensor& t1, const Tensor& t2, const Value& value) {
+  addc_inplace(self, t1, t2, value, false);
+}
+void addcdiv_(const Tensor& self, const Tensor& t1, const Tensor& t2, const Value& value) {
+  addc_inplace(self, t1, t2, value, true);
 }
 
 }  // namespace agtrace::ops

@@ -52,4 +52,21 @@ Tensor addbmm(const Tensor& self, const Tensor& b1, const Tensor& b2, const Valu
 // BaddbmmBackward0: alpha, batch1, batch2, beta (each batch saved when the other requires grad).
 Tensor baddbmm(const Tensor& self, const Tensor& b1, const Tensor& b2, const Value& beta, const Value& alpha);
 
+// In-place forms: the out-of-place node over self's previous history, one version bump,
+// CopySlices on a view. Where the formula reads self, the node saves a clone of the old self
+// (measured: `_saved_self` has grad_fn CloneBackward0, its own storage, version 0); hypot_
+// saves self after the edit as its result. There are no maximum_, minimum_, fmax_, fmin_ or
+// dist_ in PyTorch 1.13.
+void atan2_(const Tensor& self, const Tensor& other);
+void hypot_(const Tensor& self, const Tensor& other);
+void remainder_(const Tensor& self, const Value& other);
+void fmod_(const Tensor& self, const Value& other);
+void lerp_(const Tensor& self, const Tensor& end, const Value& weight);
+void addcmul_(const Tensor& self, const Tensor& t1, const Tensor& t2, const Value& value);
+void addcdiv_(const Tensor& self, const Tensor& t1, const Tensor& t2, const Value& value);
+void addmv_(const Tensor& self, const Tensor& mat, const Tensor& vec, const Value& beta, const Value& alpha);
+void addr_(const Tensor& self, const Tensor& vec1, const Tensor& vec2, const Value& beta, const Value& alpha);
+void addbmm_(const Tensor& self, const Tensor& b1, const Tensor& b2, const Value& beta, const Value& alpha);
+void baddbmm_(const Tensor& self, const Tensor& b1, const Tensor& b2, const Value& beta, const Value& alpha);
+
 }  // namespace agtrace::ops

@@ -62,6 +62,41 @@ Value impl_addr(Args& a, Runtime&) { return matrix_op<addr>(a, "vec1", "vec2"); 
 Value impl_addbmm(Args& a, Runtime&) { return matrix_op<addbmm>(a, "batch1", "batch2"); }
 Value impl_baddbmm(Args& a, Runtime&) { return matrix_op<baddbmm>(a, "batch1", "batch2"); }
 
+// ---- in-place forms: each returns self.
+template <void (*F)(const Tensor&, const Tensor&)>
+Value pair_(Args& a, Runtime&) {
+  F(a.tensor("self"), a.tensor("other"));
+  return a.get("self");
+}
+template <void (*F)(const Tensor&, const Value&)>
+Value modulo_(Args& a, Runtime&) {
+  F(a.tensor("self"), a.get("other"));
+  return a.get("self");
+}
+template <void (*F)(const Tensor&, const Tensor&, const Tensor&, const Value&)>
+Value addc_(Args& a, Runtime&) {
+  F(a.tensor("self"), a.tensor("tensor1"), a.tensor("tensor2"), a.get("value"));
+  return a.get("self");
+}
+Value impl_lerp_(Args& a, Runtime&) {
+  lerp_(a.tensor("self"), a.tensor("end"), a.get("weight"));
+  return a.get("self");
+}
+// true_divide_ is div_ (measured: DivBackward0 saving other and a clone of the old self).
+Value impl_true_divide_(Args& a, Runtime&) {
+  div_(a.tensor("self"), a.tensor_or_number("other"));
+  return a.get("self");
+}
+template <void (*F)(const Tensor&, const Tensor&, const Tensor&, const Value&, const Value&)>
+Value matrix_op_(Args& a, const char* first, const char* second) {
+  F(a.tensor("self"), a.tensor(first), a.tensor(second), a.get("beta"), a.get("alpha"));
+  return a.get("self");
+}
+Value impl_addmv_(Args& a, Runtime&) { return matrix_op_<addmv_>(a, "mat", "vec"); }
+Value impl_addr_(Args& a, Runtime&) { return matrix_op_<addr_>(a, "vec1", "vec2"); }
+Value impl_addbmm_(Args& a, Runtime&) { return matrix_op_<addbmm_>(a, "batch1", "batch2"); }
+Value impl_baddbmm_(Args& a, Runtime&) { return matrix_op_<baddbmm_>(a, "batch1", "batch2"); }
+
 }  // namespace
 
 std::vector<OpEntry> binary_more_ops() {
@@ -111,6 +146,31 @@ std::vector<OpEntry> binary_more_ops() {
       {"baddbmm", {"torch.baddbmm", "Tensor.baddbmm"}, "(self, batch1, batch2, *, beta=1, alpha=1)", "linalg",
        "BaddbmmBackward0", "alpha, batch1 if batch2 requires grad, batch2 if batch1 does, beta; beta=0 ignores self",
        impl_baddbmm, {}},
+      // ---- in-place forms (no maximum_, minimum_, fmax_, fmin_, dist_ in PyTorch 1.13)
+      {"atan2_", {"Tensor.atan2_"}, "(self, other)", "inplace", "Atan2Backward0",
+       "other, self: a clone of the old self (CloneBackward0, its own storage)", pair_<atan2_>, {}},
+      {"hypot_", {"Tensor.hypot_"}, "(self, other)", "inplace", "HypotBackward0",
+       "other, result (self after the edit, version bumped), self: a clone of the old self", pair_<hypot_>, {}},
+      {"remainder_", {"Tensor.remainder_"}, "(self, other)", "inplace", "RemainderBackward1 / RemainderBackward0",
+       "tensor other: other and a clone of the old self, when other requires grad", modulo_<remainder_>, {}},
+      {"fmod_", {"Tensor.fmod_"}, "(self, other)", "inplace", "FmodBackward1 / FmodBackward0",
+       "tensor other: other and a clone of the old self, when other requires grad", modulo_<fmod_>, {}},
+      {"lerp_", {"Tensor.lerp_"}, "(self, end, weight)", "inplace", "LerpBackward0 / LerpBackward1",
+       "as lerp; self is a clone of the old self", impl_lerp_, {}},
+      {"addcmul_", {"Tensor.addcmul_"}, "(self, tensor1, tensor2, *, value=1)", "inplace", "AddcmulBackward0",
+       "as addcmul", addc_<addcmul_>, {}},
+      {"addcdiv_", {"Tensor.addcdiv_"}, "(self, tensor1, tensor2, *, value=1)", "inplace", "AddcdivBackward0",
+       "as addcdiv", addc_<addcdiv_>, {}},
+      {"true_divide_", {"Tensor.true_divide_"}, "(self, other)", "inplace", "DivBackward0",
+       "div_: other, a clone of the old self if other requires grad", impl_true_divide_, {}},
+      {"addmv_", {"Tensor.addmv_"}, "(self, mat, vec, *, beta=1, alpha=1)", "inplace", "AddmvBackward0", "as addmv",
+       impl_addmv_, {}},
+      {"addr_", {"Tensor.addr_"}, "(self, vec1, vec2, *, beta=1, alpha=1)", "inplace", "AddrBackward0", "as addr",
+       impl_addr_, {}},
+      {"addbmm_", {"Tensor.addbmm_"}, "(self, batch1, batch2, *, beta=1, alpha=1)", "inplace", "AddbmmBackward0",
+       "as addbmm", impl_addbmm_, {}},
+      {"baddbmm_", {"Tensor.baddbmm_"}, "(self, batch1, batch2, *, beta=1, alpha=1)", "inplace", "BaddbmmBackward0",
+       "as baddbmm", impl_baddbmm_, {}},
   };
 }
 

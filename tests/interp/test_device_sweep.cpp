@@ -194,6 +194,7 @@ const std::map<std::string, std::vector<std::string>>& sweep() {
       {"rsub_function", {"s = (torch.rsub(x, y, alpha=2) + torch.rsub(x, 1.5) + torch.rsub(x, v)).sum()"}},
       {"true_divide", {"s = (x.true_divide(y) + torch.true_divide(x, 2)).sum()"}},
       {"ger", {"s = (v.ger(v) * w[:, :4]).sum()"}},
+      {"true_divide_", {"h = x * 1.0", "h.true_divide_(y)", "s = h.sum()"}},
   };
   return m;
 }
@@ -281,6 +282,17 @@ const std::map<std::string, std::vector<std::string>>& no_cuda_route() {
       {"addr", {"s = torch.addr(x, x[:, 0], v, alpha=0.5).sum()"}},
       {"addbmm", {"s = torch.addbmm(x, B[:, :, :3], B).sum()"}},
       {"baddbmm", {"s = torch.baddbmm(B, B[:, :, :3], B, beta=0.5).sum()"}},
+      {"atan2_", {"h = x * 1.0", "h.atan2_(y)", "s = h.sum()"}},
+      {"hypot_", {"h = x * 1.0", "h.hypot_(y)", "s = h.sum()"}},
+      {"remainder_", {"h = x * 1.0", "h.remainder_(y)", "s = h.sum()"}},
+      {"fmod_", {"h = x * 1.0", "h.fmod_(1.5)", "s = h.sum()"}},
+      {"lerp_", {"h = x * 1.0", "h.lerp_(y, 0.25)", "s = h.sum()"}},
+      {"addcmul_", {"h = x * 1.0", "h.addcmul_(y, v)", "s = h.sum()"}},
+      {"addcdiv_", {"h = x * 1.0", "h.addcdiv_(x, y, value=2)", "s = h.sum()"}},
+      {"addmv_", {"h = v * 1.0", "h.addmv_(w, e[:, 0])", "s = h.sum()"}},
+      {"addr_", {"h = x * 1.0", "h.addr_(x[:, 0], v)", "s = h.sum()"}},
+      {"addbmm_", {"h = x * 1.0", "h.addbmm_(B[:, :, :3], B)", "s = h.sum()"}},
+      {"baddbmm_", {"h = B * 1.0", "h.baddbmm_(B[:, :, :3], B)", "s = h.sum()"}},
   };
   return m;
 }

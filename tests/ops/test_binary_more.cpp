@@ -220,3 +220,28 @@ TEST_CASE("the family runs on meta: shapes and nodes, no element access", "[bina
                                               "torch.Size([2, 3]) torch.Size([3]) torch.Size([4, 2, 5]) "
                                               "torch.Size([4, 5, 3])"});
 }
+
+TEST_CASE("in-place forms: gradients by central differences through the edited tensor", "[binary_more]") {
+  check_gradients({kA, kB, kC}, "((a * 1).atan2_(b) * c).sum()");
+  check_gradients({kA, kB, kC}, "((a * 1).hypot_(b) * c).sum()");
+  check_gradients({kA, kC}, "((a * 1).remainder_(c) * c + (a * 1).fmod_(c)).sum()");
+  check_gradients({kA, kB, kC}, "((a * 1).lerp_(b, c) * c + (a * 1).lerp_(b, 0.7)).sum()");
+  check_gradients({kA, kRow, kC}, "((a * 1).addcmul_(r, c, value=3) * c + (a * 1).addcdiv_(r, c)).sum()");
+  const Leaf v2{"v", "[2]", {0.4, -0.9}};
+  const Leaf v3{"w", "[3]", {0.5, 1.1, -0.6}};
+  check_gradients({kA, v2, v3}, "((v * 1).addmv_(a, w, alpha=2) ** 2).sum() + ((a * 1).addr_(v, w, beta=3) ** 2).sum()");
+}
+
+TEST_CASE("in-place forms save a clone of the old self and bump the version once", "[binary_more]") {
+  const RunResult r = run_program(
+      R"P({"a": {"shape": [3], "requires_grad": true}, "b": {"shape": [3], "requires_grad": true}})P",
+      R"P(["h = a * 1", "h.atan2_(b)", "f = h.grad_fn",
+          "print(h._version, f._saved_self.grad_fn.name(), f._saved_self._version, shares_storage(f._saved_self, h))",
+          "g = a * 1", "g.hypot_(b)", "print(g._version, g.grad_fn._saved_result._version, shares_storage(g.grad_fn._saved_result, g))",
+          {"try": ["a.lerp_(b, 0.5)"]}, {"try": ["h.addcmul_(torch.ones(2, 3), b)"]}])P");
+  CHECK(r.printed == std::vector<std::string>{"1 CloneBackward0 0 False", "1 1 True"});
+  REQUIRE(r.errors.size() == 2);
+  CHECK(r.errors[0].kind == "leaf_inplace");
+  CHECK(r.errors[1].kind == "shape_mismatch");
+  CHECK(r.errors[1].message == "output with shape [3] doesn't match the broadcast shape [2, 3]");
+}
