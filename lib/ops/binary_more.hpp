@@ -31,6 +31,9 @@ Tensor hypot(const Tensor& a, const Tensor& b);
 // self when other requires grad; with a Python number other: RemainderBackward0 /
 // FmodBackward0, nothing saved, one edge.
 Tensor remainder(const Tensor& a, const Value& other);
+// floor_divide: rounds toward minus infinity; no node is modelled (PyTorch's is named
+// NotImplemented and its backward raises), so inputs that require grad are unsupported.
+Tensor floor_divide(const Tensor& a, const Value& other);
 Tensor fmod(const Tensor& a, const Value& other);
 // lerp with a number weight: LerpBackward0 saves weight (the number as written); with a
 // tensor weight: LerpBackward1 saves weight always, end and self when weight requires grad.

@@ -29,6 +29,7 @@ Tensor modulo_self(const Args& a) {
 }
 Value impl_remainder(Args& a, Runtime&) { return T(remainder(modulo_self(a), a.get("other"))); }
 Value impl_fmod(Args& a, Runtime&) { return T(fmod(modulo_self(a), a.get("other"))); }
+Value impl_floor_divide(Args& a, Runtime&) { return T(floor_divide(modulo_self(a), a.get("other"))); }
 
 Value impl_lerp(Args& a, Runtime&) { return T(lerp(a.tensor("self"), a.tensor("end"), a.get("weight"))); }
 Value impl_addcmul(Args& a, Runtime&) {
@@ -119,6 +120,9 @@ std::vector<OpEntry> binary_more_ops() {
        {}},
       {"fmod", {"torch.fmod", "Tensor.fmod"}, "(self, other)", "pointwise", "FmodBackward1 / FmodBackward0",
        "tensor other: other and self, only when other requires grad; number other: nothing, one edge", impl_fmod, {}},
+      {"floor_divide", {"torch.floor_divide", "Tensor.floor_divide"}, "(self, other)", "pointwise", "-",
+       "no node modelled: inputs that require grad are unsupported (PyTorch's node is NotImplemented)",
+       impl_floor_divide, {}},
       {"lerp", {"torch.lerp", "Tensor.lerp"}, "(self, end, weight)", "pointwise", "LerpBackward0 / LerpBackward1",
        "number weight: weight (as written); tensor weight: weight always, end and self when weight requires grad",
        impl_lerp, {}},

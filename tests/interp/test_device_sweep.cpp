@@ -282,6 +282,7 @@ const std::map<std::string, std::vector<std::string>>& no_cuda_route() {
       {"addr", {"s = torch.addr(x, x[:, 0], v, alpha=0.5).sum()"}},
       {"addbmm", {"s = torch.addbmm(x, B[:, :, :3], B).sum()"}},
       {"baddbmm", {"s = torch.baddbmm(B, B[:, :, :3], B, beta=0.5).sum()"}},
+      {"floor_divide", {"q = torch.floor_divide(x.detach(), y.detach())", "s = (q * x).sum()"}},
       {"atan2_", {"h = x * 1.0", "h.atan2_(y)", "s = h.sum()"}},
       {"hypot_", {"h = x * 1.0", "h.hypot_(y)", "s = h.sum()"}},
       {"remainder_", {"h = x * 1.0", "h.remainder_(y)", "s = h.sum()"}},

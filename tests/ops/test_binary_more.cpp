@@ -245,3 +245,15 @@ TEST_CASE("in-place forms save a clone of the old self and bump the version once
   CHECK(r.errors[1].kind == "shape_mismatch");
   CHECK(r.errors[1].message == "output with shape [3] doesn't match the broadcast shape [2, 3]");
 }
+
+TEST_CASE("floor_divide rounds toward minus infinity; with grad it is unsupported", "[binary_more]") {
+  const RunResult r = run_program(
+      R"P({"a": {"shape": [3], "requires_grad": true, "init": {"values": [-3.0, 3.0, -7.5]}},
+          "n": {"shape": [3], "dtype": "int64", "init": {"values": [-3, 3, 7]}}})P",
+      R"P(["print(torch.floor_divide(a.detach(), 2).tolist(), n.floor_divide(-2).tolist())",
+          {"try": ["torch.floor_divide(a, 2)"]}, {"try": ["n.floor_divide(0)"]}])P");
+  CHECK(r.printed == std::vector<std::string>{"[-2.0, 1.0, -4.0] [1, -2, -4]"});
+  REQUIRE(r.errors.size() == 2);
+  CHECK(r.errors[0].kind == "unsupported");
+  CHECK(r.errors[1].kind == "unsupported");
+}
