@@ -125,7 +125,7 @@ TEST_CASE("addmv, addr, addbmm, baddbmm: gradients by central differences", "[bi
   check_gradients({s22, b1, b2}, "(p.baddbmm(p, q[:, :, :1].expand(2, 3, 3)) ** 2).sum() + s0.sum()");
 }
 
-TEST_CASE("maximum and minimum split ties; fmax and fmin give them to self (measured)", "[binary_more]") {
+TEST_CASE("maximum and minimum split ties, fmax and fmin give them to self (measured)", "[binary_more]") {
   auto grads = [](const std::string& op) {
     const RunResult r = run_program(kLeaves, "[\"torch." + op + "(a, b).sum().backward()\"]");
     REQUIRE(r.errors.empty());
@@ -246,7 +246,7 @@ TEST_CASE("in-place forms save a clone of the old self and bump the version once
   CHECK(r.errors[1].message == "output with shape [3] doesn't match the broadcast shape [2, 3]");
 }
 
-TEST_CASE("floor_divide rounds toward minus infinity; with grad it is unsupported", "[binary_more]") {
+TEST_CASE("floor_divide rounds toward minus infinity, with grad it is unsupported", "[binary_more]") {
   const RunResult r = run_program(
       R"P({"a": {"shape": [3], "requires_grad": true, "init": {"values": [-3.0, 3.0, -7.5]}},
           "n": {"shape": [3], "dtype": "int64", "init": {"values": [-3, 3, 7]}}})P",
