@@ -257,3 +257,22 @@ TEST_CASE("floor_divide rounds toward minus infinity, with grad it is unsupporte
   CHECK(r.errors[0].kind == "unsupported");
   CHECK(r.errors[1].kind == "unsupported");
 }
+
+TEST_CASE("create_graph through rsub, lerp and addcmul follows derivatives.yaml, maximum is unsupported", "[binary_more]") {
+  // d/dz of sum(dout/dy) for out = addcmul(x, y, z, value=3): 3 per element; d/dy of
+  // sum(dlerp/dx * y) = 1 - 0.25 per element; rsub's x gradient of a sum reads no saved
+  // tensor, so it does not require grad (measured: grad_fn None).
+  const RunResult r = run_program(
+      R"P({"x": {"shape": [2], "dtype": "float64", "requires_grad": true, "init": {"values": [0.5, -1.0]}},
+          "y": {"shape": [2], "dtype": "float64", "requires_grad": true, "init": {"values": [2.0, 0.25]}},
+          "z": {"shape": [2], "dtype": "float64", "requires_grad": true, "init": {"values": [1.5, -0.5]}}})P",
+      R"P(["gx, gy, gz = torch.autograd.grad(torch.addcmul(x, y, z, value=3).sum(), [x, y, z], create_graph=True)",
+          "dz, = torch.autograd.grad(gy.sum(), [z])", "print(dz.tolist())",
+          "lx, = torch.autograd.grad(torch.lerp(x, y, 0.25).sum(), [x], create_graph=True)",
+          "dy, = torch.autograd.grad((lx * y).sum(), [y])", "print(dy.tolist())",
+          "rx, = torch.autograd.grad(torch.rsub(x, y, alpha=2).sum(), [x], create_graph=True)", "print(rx.grad_fn is None, rx.requires_grad)",
+          {"try": ["torch.autograd.grad(torch.maximum(x, y).sum(), [x], create_graph=True)"]}])P");
+  CHECK(r.printed == std::vector<std::string>{"[3.0, 3.0]", "[0.75, 0.75]", "True False"});
+  REQUIRE(r.errors.size() == 1);
+  CHECK(r.errors[0].kind == "unsupported");
+}
