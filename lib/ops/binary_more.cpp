@@ -11,7 +11,9 @@
 #include <vector>
 
 #include "autograd/grad_mode.hpp"
+#include "ops/activations.hpp"
 #include "ops/double_backward.hpp"
+#include "ops/more.hpp"
 #include "ops/inplace_util.hpp"
 #include "ops/more_util.hpp"
 #include "ops/ops.hpp"
@@ -145,6 +147,27 @@ std::vector<Tensor> maximum_backward(Node& n, const std::vector<Tensor>& g) {
       [](double gv, double s, double o) { return s == o ? gv / 2 : (s > o ? 0.0 : gv); },
       cuda::pw::TernaryOp::MaximumBackwardSelf, cuda::pw::TernaryOp::MaximumBackwardOther);
 }
+// create_graph=True for maximum / minimum: each input's gradient is
+// at::where(self == other, grad / 2, grad).masked_fill_(mask, 0) with mask self < other
+// (maximum's self, minimum's other) or self > other (measured: MaskedFillBackward0 over
+// WhereBackward0 over (DivBackward1 saving 2, the incoming gradient)). The arguments of
+// where are evaluated right to left, as GCC does.
+Tensor extreme_grad_graph(const Tensor& grad, const Tensor& self, const Tensor& other, const char* mask_op) {
+  Tensor half = div_scalar(grad, Value::integer(2));
+  Tensor r = where(compare(self, other, "eq"), half, grad);
+  masked_fill_(r, compare(self, other, mask_op), Value::integer(0));
+  return r;
+}
+std::vector<Tensor> extreme_dbackward(Node& n, const std::vector<Tensor>& g, bool is_max) {
+  Tensor self = n.unpack("self"), other = n.unpack("other");
+  Tensor ga, gb;
+  if (n.should_compute_output(0)) ga = extreme_grad_graph(g[0], self, other, is_max ? "lt" : "gt");
+  if (n.should_compute_output(1)) gb = extreme_grad_graph(g[0], self, other, is_max ? "gt" : "lt");
+  return {ga, gb};
+}
+std::vector<Tensor> maximum_dbackward(Node& n, const std::vector<Tensor>& g) { return extreme_dbackward(n, g, true); }
+std::vector<Tensor> minimum_dbackward(Node& n, const std::vector<Tensor>& g) { return extreme_dbackward(n, g, false); }
+
 // minimum: masked_fill_(self > other, 0) for self, (self < other) for other.
 std::vector<Tensor> minimum_backward(Node& n, const std::vector<Tensor>& g) {
   return pair_backward(
@@ -185,7 +208,8 @@ std::vector<Tensor> hypot_backward(Node& n, const std::vector<Tensor>& g) {
 template <typename F>
 Tensor pair_forward(const Tensor& a, const Tensor& b, const char* op, const char* node_name,
                     autograd::BackwardFn backward, DType out, F&& f,
-                    cuda::pw::BinaryOp device_op = cuda::pw::BinaryOp::Count) {
+                    cuda::pw::BinaryOp device_op = cuda::pw::BinaryOp::Count,
+                    autograd::BackwardFn dbackward = nullptr) {
   OpScope scope(op);
   Tensor r;
   if (device_op != cuda::pw::BinaryOp::Count && kernels::device::any_on_device({&a, &b})) {
@@ -197,6 +221,7 @@ Tensor pair_forward(const Tensor& a, const Tensor& b, const char* op, const char
   }
   if (needs_grad({&a, &b})) {
     auto node = make_node(node_name, backward, {a, b});
+    node->differentiable_backward = dbackward;
     node->save_input("other", b);
     node->save_input("self", a);
     set_history(r, node);
@@ -737,12 +762,12 @@ Tensor maximum(const Tensor& a, const Tensor& b) {
   // NaN propagates from either side (measured: maximum([nan, 1], [1, nan]) is all NaN).
   return pair_forward(a, b, "maximum", "MaximumBackward0", maximum_backward, kernels::result_type(a, b),
                       [](double x, double y) { return std::isnan(x) ? x : (std::isnan(y) ? y : (x > y ? x : y)); },
-                      cuda::pw::BinaryOp::Maximum);
+                      cuda::pw::BinaryOp::Maximum, maximum_dbackward);
 }
 Tensor minimum(const Tensor& a, const Tensor& b) {
   return pair_forward(a, b, "minimum", "MinimumBackward0", minimum_backward, kernels::result_type(a, b),
                       [](double x, double y) { return std::isnan(x) ? x : (std::isnan(y) ? y : (x < y ? x : y)); },
-                      cuda::pw::BinaryOp::Minimum);
+                      cuda::pw::BinaryOp::Minimum, minimum_dbackward);
 }
 Tensor fmax(const Tensor& a, const Tensor& b) {
   return pair_forward(a, b, "fmax", "FmaxBackward0", fmax_backward, kernels::result_type(a, b),

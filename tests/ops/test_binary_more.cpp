@@ -258,7 +258,7 @@ TEST_CASE("floor_divide rounds toward minus infinity, with grad it is unsupporte
   CHECK(r.errors[1].kind == "unsupported");
 }
 
-TEST_CASE("create_graph through rsub, lerp and addcmul follows derivatives.yaml, maximum is unsupported", "[binary_more]") {
+TEST_CASE("create_graph through rsub, lerp, addcmul and maximum follows derivatives.yaml", "[binary_more]") {
   // d/dz of sum(dout/dy) for out = addcmul(x, y, z, value=3): 3 per element; d/dy of
   // sum(dlerp/dx * y) = 1 - 0.25 per element; rsub's x gradient of a sum reads no saved
   // tensor, so it does not require grad (measured: grad_fn None).
@@ -271,8 +271,10 @@ TEST_CASE("create_graph through rsub, lerp and addcmul follows derivatives.yaml,
           "lx, = torch.autograd.grad(torch.lerp(x, y, 0.25).sum(), [x], create_graph=True)",
           "dy, = torch.autograd.grad((lx * y).sum(), [y])", "print(dy.tolist())",
           "rx, = torch.autograd.grad(torch.rsub(x, y, alpha=2).sum(), [x], create_graph=True)", "print(rx.grad_fn is None, rx.requires_grad)",
-          {"try": ["torch.autograd.grad(torch.maximum(x, y).sum(), [x], create_graph=True)"]}])P");
-  CHECK(r.printed == std::vector<std::string>{"[3.0, 3.0]", "[0.75, 0.75]", "True False"});
-  REQUIRE(r.errors.size() == 1);
-  CHECK(r.errors[0].kind == "unsupported");
+          "w = torch.ones(2, dtype=torch.float64, requires_grad=True)",
+          "mx, = torch.autograd.grad(torch.maximum(x, y * 0 + 0.5), [x], w, create_graph=True)",
+          "print(mx.grad_fn.name(), mx.tolist())"])P");
+  // maximum's x gradient: 1 where x > 0.5, 1/2 on the tie x == 0.5, 0 below.
+  CHECK(r.printed == std::vector<std::string>{"[3.0, 3.0]", "[0.75, 0.75]", "True False", "MaskedFillBackward0 [0.5, 0.0]"});
+  CHECK(r.errors.empty());
 }
