@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "account/save_rules.hpp"
 #include "interp/run_helpers.hpp"
 
 using agtrace::RunResult;
@@ -277,4 +278,19 @@ TEST_CASE("create_graph through rsub, lerp, addcmul and maximum follows derivati
   // maximum's x gradient: 1 where x > 0.5, 1/2 on the tie x == 0.5, 0 below.
   CHECK(r.printed == std::vector<std::string>{"[3.0, 3.0]", "[0.75, 0.75]", "True False", "MaskedFillBackward0 [0.5, 0.0]"});
   CHECK(r.errors.empty());
+}
+
+TEST_CASE("the table's save rules of the family are what the ops save", "[binary_more]") {
+  // The accountant's what-if analysis reads "X if Y requires grad" from the op table.
+  const auto& rules = agtrace::conditional_save_rules();
+  CHECK(rules.at("AddcmulBackward0").at("tensor1") == "tensor2");
+  CHECK(rules.at("AddcmulBackward0").at("tensor2") == "tensor1");
+  CHECK(rules.at("AddcdivBackward0").at("tensor1") == "tensor2");
+  CHECK(rules.at("AddcdivBackward0").count("tensor2") == 0);
+  CHECK(rules.at("AddmvBackward0").at("mat") == "vec");
+  CHECK(rules.at("AddmvBackward0").at("vec") == "mat");
+  CHECK(rules.at("AddrBackward0").at("vec1") == "vec2");
+  CHECK(rules.at("AddbmmBackward0").at("batch2") == "batch1");
+  CHECK(rules.at("BaddbmmBackward0").at("batch1") == "batch2");
+  CHECK(rules.count("MaximumBackward0") == 0);  // both always saved
 }
