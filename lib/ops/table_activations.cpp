@@ -10,6 +10,7 @@
 // x.var(dim=None, correction=0) is valid while x.var(correction=0) raises) these impls
 // follow the omitted-argument reading.
 #include "ops/activations.hpp"
+#include "ops/binary_more.hpp"
 #include "ops/ops.hpp"
 #include "ops/table.hpp"
 #include "ops/table_util.hpp"
@@ -94,8 +95,8 @@ Value impl_f_log_softmax(Args& a, Runtime&) {
 Value impl_max(Args& a, Runtime&) {
   Tensor x = a.tensor("self");
   const Value& d = a.get("dim");
-  if (d.kind == Value::Kind::Tensor)
-    unsupported("max(input, other) (elementwise maximum, MaximumBackward0) is not supported");
+  // max(input, other) is torch.maximum (measured: MaximumBackward0).
+  if (d.kind == Value::Kind::Tensor) return T(maximum(x, d.t));
   a.reject_explicit_none_dim("dim");
   if (d.kind == Value::Kind::None) {
     // Only the (dim, keepdim) overload takes keepdim: x.max(keepdim=True) is a TypeError.

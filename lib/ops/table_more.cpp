@@ -5,6 +5,7 @@
 // argument parser applies (measured with /usr/bin/python3 and torch 1.13).
 #include "errors.hpp"
 #include "ops/activations.hpp"
+#include "ops/binary_more.hpp"
 #include "ops/more.hpp"
 #include "ops/more_util.hpp"
 #include "ops/ops.hpp"
@@ -38,7 +39,8 @@ void no_dtype(const Args& a) {
 
 Value impl_min(Args& a, Runtime&) {
   Tensor x = a.tensor("self");
-  if (a.get("dim").kind == Value::Kind::Tensor) unsupported("min(input, other) (elementwise minimum, MinimumBackward0)");
+  // min(input, other) is torch.minimum (measured: MinimumBackward0).
+  if (a.get("dim").kind == Value::Kind::Tensor) return T(minimum(x, a.get("dim").t));
   const auto dim = optional_dim(a, "min", "(), (Tensor other), (int dim, bool keepdim)");
   if (!dim) return T(min_all(x));
   auto [values, indices] = min_dim(x, *dim, a.flag("keepdim"));

@@ -205,6 +205,13 @@ const std::map<std::string, std::vector<std::string>>& sweep() {
       {"unsafe_split", {"p, q = x.unsafe_split(2)", "s = (p ** 2).sum() + (q * 3).sum()"}},
       {"unsafe_split_with_sizes", {"p, q = (x * 1.0).unsafe_split_with_sizes([3, 1], 1)", "p.mul_(2)", "s = (p ** 2).sum() + q.sum()"}},
       {"unsafe_chunk", {"p, q = torch.unsafe_chunk(x, 2, 1)", "s = (p * q).sum()"}},
+      // binary and ternary math (lib/ops/binary_more.cpp, table_binary.cpp): the ops with cuda routes.
+      {"maximum", {"s = (torch.maximum(x, y) + x.max(y) + torch.maximum(x, v) + torch.max(x, x)).sum()"}},
+      {"minimum", {"s = (torch.minimum(x, y) + torch.min(x, v) + x.minimum(x)).sum()"}},
+      {"rsub_function", {"s = (torch.rsub(x, y, alpha=2) + torch.rsub(x, 1.5) + torch.rsub(x, v)).sum()"}},
+      {"true_divide", {"s = (x.true_divide(y) + torch.true_divide(x, 2)).sum()"}},
+      {"ger", {"s = (v.ger(v) * w[:, :4]).sum()"}},
+      {"true_divide_", {"h = x * 1.0", "h.true_divide_(y)", "s = h.sum()"}},
   };
   return m;
 }
@@ -302,6 +309,33 @@ const std::map<std::string, std::vector<std::string>>& no_cuda_route() {
       {"isnan", {"s = (y + x.isnan()).sum()"}},
       {"isinf", {"s = (y + torch.isinf(x)).sum()"}},
       {"isfinite", {"s = (y + x.isfinite()).sum()"}},
+      // binary and ternary math (lib/ops/binary_more.cpp): host and meta kernels only.
+      {"fmax", {"s = torch.fmax(x, y).sum()"}},
+      {"fmin", {"s = x.fmin(y).sum()"}},
+      {"atan2", {"s = torch.atan2(x, y).sum()"}},
+      {"hypot", {"s = x.hypot(y).sum()"}},
+      {"remainder", {"s = (x.remainder(y) + torch.remainder(x, 1.5)).sum()"}},
+      {"fmod", {"s = (torch.fmod(x, y) + x.fmod(1.5)).sum()"}},
+      {"lerp", {"s = (torch.lerp(x, y, 0.3) + x.lerp(y, y)).sum()"}},
+      {"addcmul", {"s = x.addcmul(y, x, value=2).sum()"}},
+      {"addcdiv", {"s = torch.addcdiv(x, x, y, value=0.5).sum()"}},
+      {"dist", {"s = x.dist(y) + torch.dist(x, v, p=3)"}},
+      {"addmv", {"s = torch.addmv(v, w, e[:, 0], beta=2).sum()"}},
+      {"addr", {"s = torch.addr(x, x[:, 0], v, alpha=0.5).sum()"}},
+      {"addbmm", {"s = torch.addbmm(x, B[:, :, :3], B).sum()"}},
+      {"baddbmm", {"s = torch.baddbmm(B, B[:, :, :3], B, beta=0.5).sum()"}},
+      {"floor_divide", {"q = torch.floor_divide(x.detach(), y.detach())", "s = (q * x).sum()"}},
+      {"atan2_", {"h = x * 1.0", "h.atan2_(y)", "s = h.sum()"}},
+      {"hypot_", {"h = x * 1.0", "h.hypot_(y)", "s = h.sum()"}},
+      {"remainder_", {"h = x * 1.0", "h.remainder_(y)", "s = h.sum()"}},
+      {"fmod_", {"h = x * 1.0", "h.fmod_(1.5)", "s = h.sum()"}},
+      {"lerp_", {"h = x * 1.0", "h.lerp_(y, 0.25)", "s = h.sum()"}},
+      {"addcmul_", {"h = x * 1.0", "h.addcmul_(y, v)", "s = h.sum()"}},
+      {"addcdiv_", {"h = x * 1.0", "h.addcdiv_(x, y, value=2)", "s = h.sum()"}},
+      {"addmv_", {"h = v * 1.0", "h.addmv_(w, e[:, 0])", "s = h.sum()"}},
+      {"addr_", {"h = x * 1.0", "h.addr_(x[:, 0], v)", "s = h.sum()"}},
+      {"addbmm_", {"h = x * 1.0", "h.addbmm_(B[:, :, :3], B)", "s = h.sum()"}},
+      {"baddbmm_", {"h = B * 1.0", "h.baddbmm_(B[:, :, :3], B)", "s = h.sum()"}},
   };
   return m;
 }
