@@ -132,6 +132,7 @@ ERROR_PATTERNS = [
                     "can't retain_grad on Tensor that has requires_grad=False", "but must be > 0",
                     "step must be nonzero", "bound inconsistent with step sign", "movedim: repeated dim",
                     "expects 'from' to be less than 'to'", "can't assign Variable as its own grad",
+                    "backward calculation is triggered with a negative slope", "alpha cannot be 0 for CELU",
                     " tensors and "]),  # engine: "got 2 tensors and 1 gradients"
 ]
 

@@ -260,6 +260,19 @@ const std::map<std::string, std::vector<std::string>>& no_cuda_route() {
       {"transpose_", {"h = x * 1.0", "h.transpose_(0, 1)", "s = h.sum()"}},
       {"unsqueeze_", {"h = x * 1.0", "h.unsqueeze_(0)", "s = h.sum()"}},
       {"squeeze_", {"h = x.unsqueeze(0) * 1.0", "h.squeeze_()", "s = h.sum()"}},
+      // in-place activations and their out-of-place companions (activations_inplace.cpp)
+      {"elu_", {"h = x * 1.0", "F.elu_(h)", "s = h.sum()"}},
+      {"selu_", {"h = x * 1.0", "torch.selu_(h)", "s = h.sum()"}},
+      {"celu_", {"h = x * 1.0", "F.celu_(h, 2.0)", "s = h.sum()"}},
+      {"celu", {"s = F.celu(x).sum()"}},
+      {"leaky_relu_", {"h = x * 1.0", "F.leaky_relu_(h, 0.2)", "s = h.sum()"}},
+      {"hardtanh_", {"h = x * 1.0", "F.hardtanh_(h)", "s = h.sum()"}},
+      {"threshold_", {"h = x * 1.0", "F.threshold_(h, 0.5, 0.0)", "s = h.sum()"}},
+      {"rrelu", {"s = F.rrelu(x).sum()"}},
+      {"rrelu_", {"h = x * 1.0", "F.rrelu_(h)", "s = h.sum()"}},
+      {"hardsigmoid", {"s = (F.hardsigmoid(x) + F.hardsigmoid(x * 1.0, inplace=True)).sum()"}},
+      {"hardswish", {"s = F.hardswish(x).sum()"}},
+      {"mish", {"s = F.mish(x).sum()"}},
   };
   return m;
 }
