@@ -133,6 +133,8 @@ ERROR_PATTERNS = [
                     "step must be nonzero", "bound inconsistent with step sign", "movedim: repeated dim",
                     "expects 'from' to be less than 'to'", "can't assign Variable as its own grad",
                     "backward calculation is triggered with a negative slope", "alpha cannot be 0 for CELU",
+                    "uniform_ expects to return a [from, to) range", "normal expects std >= 0.0",
+                    "bernoulli_ expects p to be in [0, 1]", "Expected p_in >= 0 && p_in <= 1",
                     " tensors and "]),  # engine: "got 2 tensors and 1 gradients"
 ]
 

@@ -711,7 +711,7 @@ namespace {
 // Every fragment of the table, in the order `agtrace ops` lists them.
 const TableFragment kFragments[] = {core_ops,         activation_ops, shape_ops, nn_ops,
                                     autograd_api_ops, creation_ops,   more_ops,  rounding_trig_ops,
-                                    activation_inplace_ops};
+                                    activation_inplace_ops, random_inplace_ops};
 
 std::vector<OpEntry> build_table() {
   std::vector<OpEntry> all;

@@ -97,6 +97,7 @@ std::vector<OpEntry> more_ops();        // table_more.cpp: min, argmax, cumsum, 
 std::vector<OpEntry> autograd_api_ops(); // interp/autograd_api.cpp: backward, retain_grad, grad mode, allclose, tolist
 std::vector<OpEntry> creation_ops();     // creation.cpp: arange, full, empty, new_*, *_like, random creators
 std::vector<OpEntry> activation_inplace_ops(); // activations_inplace.cpp: elu_, leaky_relu_, hardtanh_, threshold_, celu, hardswish, mish, rrelu
+std::vector<OpEntry> random_inplace_ops();     // random_inplace.cpp: uniform_, normal_, bernoulli_, random_, torch.bernoulli
 // Looks up "Tensor.<method>", "torch.<fn>", "F.<fn>", "torch.autograd.<fn>" or a builtin.
 const OpEntry* find_op(const std::string& spelling);
 // The parameter a keyword names, as PyTorch's argument parser reads it: NumPy's spellings

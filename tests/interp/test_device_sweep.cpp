@@ -273,6 +273,12 @@ const std::map<std::string, std::vector<std::string>>& no_cuda_route() {
       {"hardsigmoid", {"s = (F.hardsigmoid(x) + F.hardsigmoid(x * 1.0, inplace=True)).sum()"}},
       {"hardswish", {"s = F.hardswish(x).sum()"}},
       {"mish", {"s = F.mish(x).sum()"}},
+      // random in-place fills and torch.bernoulli (random_inplace.cpp)
+      {"uniform_", {"h = x * 1.0", "h.uniform_()", "s = h.sum()"}},
+      {"normal_", {"h = x * 1.0", "h.normal_()", "s = h.sum()"}},
+      {"bernoulli_", {"h = x * 1.0", "h.bernoulli_(0.5)", "s = h.sum()"}},
+      {"bernoulli", {"s = torch.bernoulli(x.sigmoid()).sum()"}},
+      {"random_", {"h = x * 1.0", "h.random_(3)", "s = h.sum()"}},
   };
   return m;
 }
