@@ -155,7 +155,10 @@ ERROR_PATTERNS = [
                     "expects 'from' to be less than 'to'", "can't assign Variable as its own grad",
                     " tensors and ",  # engine: "got 2 tensors and 1 gradients"
                     "Expected dtype int64 for index", "Expected dtype int32/int64 for index",
-                    "Expected a long tensor for index"]),
+                    "Expected a long tensor for index",
+                    "backward calculation is triggered with a negative slope", "alpha cannot be 0 for CELU",
+                    "uniform_ expects to return a [from, to) range", "normal expects std >= 0.0",
+                    "bernoulli_ expects p to be in [0, 1]", "Expected p_in >= 0 && p_in <= 1"]),
 ]
 
 EXCEPTION_TYPE_KINDS = [

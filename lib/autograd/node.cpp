@@ -7,6 +7,7 @@
 
 #include "autograd/grad_mode.hpp"
 #include "ops/ops.hpp"
+#include "ops/shapes.hpp"
 #include "errors.hpp"
 #include "tensor/device_kernels.hpp"
 #include "tensor/events.hpp"
@@ -741,9 +742,21 @@ std::vector<Tensor> as_strided_dbackward(Node& n, const std::vector<Tensor>& g) 
     unsupported_through("AsStridedBackward0 of a non-contiguous base");
   for (size_t d = 0; d < geo.sizes.size(); ++d)
     if (geo.strides[d] == 0 && geo.sizes[d] > 1) unsupported_through("AsStridedBackward0 of an overlapping view");
+  // It first simplifies the output geometry: every size-1 dim of the gradient is squeezed,
+  // last dim first (grad.squeeze(i), SqueezeBackward1; measured in test_inplace_on_view_backward:
+  // SqueezeBackward1 under CopySlices for a (1, 3, 2, 2) view), and the slot has the other dims.
+  Tensor grad = g[0];
+  Shape out_sizes = geo.sizes, out_strides = geo.strides;
+  if (std::find(geo.sizes.begin(), geo.sizes.end(), 0) == geo.sizes.end())
+    for (size_t i = geo.sizes.size(); i-- > 0;)
+      if (geo.sizes[i] == 1) {
+        grad = ops::squeeze(grad, static_cast<int64_t>(i));
+        out_sizes.erase(out_sizes.begin() + static_cast<std::ptrdiff_t>(i));
+        out_strides.erase(out_strides.begin() + static_cast<std::ptrdiff_t>(i));
+      }
   Tensor storage = kernels::full(geo.base_sizes, 0.0, g[0]->dtype(), g[0]->is_meta());
-  Tensor slot = as_strided_view(storage, geo.sizes, geo.strides, geo.offset - geo.base_offset);
-  copy_in_place(slot, g[0]);
+  Tensor slot = as_strided_view(storage, out_sizes, out_strides, geo.offset - geo.base_offset);
+  copy_in_place(slot, grad);
   return {as_strided_view(storage, geo.base_sizes, geo.base_strides, 0)};
 }
 

@@ -1247,7 +1247,8 @@ Tensor masked_fill_value(const Value& value, const std::string& fn) {
 }
 
 const InplaceSharedFormulas& inplace_shared_formulas() {
-  static const InplaceSharedFormulas fns{clamp_backward, clamp_dbackward, masked_fill_backward, masked_fill_dbackward};
+  static const InplaceSharedFormulas fns{clamp_backward, clamp_dbackward, masked_fill_backward, masked_fill_dbackward,
+                                         silu_backward,  silu_dbackward};
   return fns;
 }
 

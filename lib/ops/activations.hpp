@@ -104,6 +104,8 @@ void record_extreme_all(const char* name, const Tensor& r, const Tensor& a);
 // which the in-place clamp_ and masked_fill_ (inplace_more.cpp) record too.
 struct InplaceSharedFormulas {
   autograd::BackwardFn clamp, clamp_differentiable, masked_fill, masked_fill_differentiable;
+  // SiluBackward0's, which silu_ records over a clone of the old self (activations_inplace.cpp).
+  autograd::BackwardFn silu, silu_differentiable;
 };
 const InplaceSharedFormulas& inplace_shared_formulas();
 // masked_fill's value: a 0-d tensor (returned) or a Python number (null); anything else is

@@ -713,7 +713,9 @@ const TableFragment kFragments[] = {core_ops,         activation_ops, shape_ops,
                                     autograd_api_ops, creation_ops,   more_ops,  rounding_trig_ops,
                                     index_ops,
                                     shapes_extra_ops,
-                                    binary_more_ops};
+                                    binary_more_ops,
+                                    activation_inplace_ops, random_inplace_ops};
+
 
 std::vector<OpEntry> build_table() {
   std::vector<OpEntry> all;

@@ -99,6 +99,8 @@ std::vector<OpEntry> creation_ops();     // creation.cpp: arange, full, empty, n
 std::vector<OpEntry> index_ops();        // table_index.cpp: index_add/copy/fill, scatter(_add), median, kthvalue
 std::vector<OpEntry> shapes_extra_ops();  // shapes_extra.cpp: diagonal, diag, atleast_nd, h/v/dstack, broadcast_tensors, var_mean, cumprod, isnan, type, Size, eye, unsafe splits, einsum
 std::vector<OpEntry> binary_more_ops();  // table_binary.cpp: maximum, fmax, atan2, remainder, lerp, addcmul, dist, addmv, addbmm, ...
+std::vector<OpEntry> activation_inplace_ops(); // activations_inplace.cpp: elu_, leaky_relu_, hardtanh_, threshold_, celu, hardswish, mish, rrelu
+std::vector<OpEntry> random_inplace_ops();     // random_inplace.cpp: uniform_, normal_, bernoulli_, random_, torch.bernoulli
 // Looks up "Tensor.<method>", "torch.<fn>", "F.<fn>", "torch.autograd.<fn>" or a builtin.
 const OpEntry* find_op(const std::string& spelling);
 // The parameter a keyword names, as PyTorch's argument parser reads it: NumPy's spellings

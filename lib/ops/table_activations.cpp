@@ -11,6 +11,7 @@
 // follow the omitted-argument reading.
 #include "ops/activations.hpp"
 #include "ops/binary_more.hpp"
+#include "ops/activations_inplace.hpp"
 #include "ops/ops.hpp"
 #include "ops/table.hpp"
 #include "ops/table_util.hpp"
@@ -44,10 +45,12 @@ Value impl_clamp(Args& a, Runtime&) {
 // ---------------------------------------------------------------- activations
 
 Value impl_leaky_relu(Args& a, Runtime&) {
-  if (a.flag("inplace")) unsupported("F.leaky_relu(inplace=True) (LeakyReluBackward1) is not supported");
   const Value& slope = a.get("negative_slope");
   if (!slope.is_number()) type_error("leaky_relu(): argument 'negative_slope' must be Number, not " + type_name(slope));
-  return T(leaky_relu(a.tensor("input"), slope));
+  Tensor x = a.tensor("input");
+  if (!a.flag("inplace")) return T(leaky_relu(x, slope));
+  leaky_relu_(x, slope);  // LeakyReluBackward1 saving the result (activations_inplace.cpp)
+  return T(x);
 }
 
 Value impl_gelu(Args& a, Runtime&) {
@@ -58,35 +61,32 @@ Value impl_gelu(Args& a, Runtime&) {
 }
 
 Value impl_silu(Args& a, Runtime&) {
-  if (a.flag("inplace")) unsupported("F.silu(inplace=True) is not supported");
-  return T(silu(a.tensor("input")));
+  Tensor x = a.tensor("input");
+  if (!a.flag("inplace")) return T(silu(x));
+  silu_(x);  // SiluBackward0 saving a clone of the old self (activations_inplace.cpp)
+  return T(x);
 }
 
-void no_softmax_dtype(const Args& a) {
-  // softmax(dtype=...) casts first (ToCopyBackward0 under SoftmaxBackward0, measured).
-  if (a.given("dtype")) unsupported(short_fn(a.fn) + "(dtype=...) is not supported");
+// dtype= casts first (ToCopyBackward0 under SoftmaxBackward0, measured; activations_inplace.cpp).
+Tensor softmax_arg(const Args& a, const char* name) {
+  const Value& d = a.get("dtype");
+  if (d.kind == Value::Kind::None) return a.tensor(name);
+  if (d.kind != Value::Kind::DType) type_error(short_fn(a.fn) + "(): argument 'dtype' must be torch.dtype, not " + type_name(d));
+  return softmax_input(a.tensor(name), d.dtype);
 }
 
-Value impl_softmax(Args& a, Runtime&) {
-  no_softmax_dtype(a);
-  return T(softmax(a.tensor("self"), a.integer("dim")));
-}
-Value impl_log_softmax(Args& a, Runtime&) {
-  no_softmax_dtype(a);
-  return T(log_softmax(a.tensor("self"), a.integer("dim")));
-}
+Value impl_softmax(Args& a, Runtime&) { return T(softmax(softmax_arg(a, "self"), a.integer("dim"))); }
+Value impl_log_softmax(Args& a, Runtime&) { return T(log_softmax(softmax_arg(a, "self"), a.integer("dim"))); }
 // F.softmax / F.log_softmax: dim may be left out (deprecated implicit choice, same node).
 int64_t functional_softmax_dim(const Args& a, const Tensor& x) {
   return a.given("dim") ? a.integer("dim") : implicit_softmax_dim(x->dim());
 }
 Value impl_f_softmax(Args& a, Runtime&) {
-  no_softmax_dtype(a);
-  Tensor x = a.tensor("input");
+  Tensor x = softmax_arg(a, "input");
   return T(softmax(x, functional_softmax_dim(a, x)));
 }
 Value impl_f_log_softmax(Args& a, Runtime&) {
-  no_softmax_dtype(a);
-  Tensor x = a.tensor("input");
+  Tensor x = softmax_arg(a, "input");
   return T(log_softmax(x, functional_softmax_dim(a, x)));
 }
 
@@ -175,10 +175,11 @@ Value impl_nll_loss(Args& a, Runtime&) {
 
 Value impl_cross_entropy(Args& a, Runtime&) {
   no_legacy_reduction(a);
-  if (a.number("label_smoothing") != 0.0)
-    unsupported("cross_entropy(label_smoothing=...) (another decomposition) is not supported");
+  const double label_smoothing = a.number("label_smoothing");
   Tensor x = a.tensor("input"), t = a.tensor("target"), w = optional_weight(a);
   const int64_t reduction = reduction_enum(a.get("reduction"));
+  if (label_smoothing != 0.0)
+    return T(cross_entropy_label_smoothing(x, t, w, reduction, a.integer("ignore_index"), label_smoothing));
   return T(cross_entropy(x, t, w, reduction, a.integer("ignore_index")));
 }
 
@@ -226,18 +227,18 @@ std::vector<OpEntry> activation_ops() {
        "max and min (numbers; None when not given), self (same object); tensor bounds not supported", impl_clamp, {}},
       // ---- activations
       {"leaky_relu", {"F.leaky_relu"}, "(input, negative_slope=0.01, inplace=False)", "activation",
-       "LeakyReluBackward0", "negative_slope, self (same object)", impl_leaky_relu, {}},
+       "LeakyReluBackward0 / LeakyReluBackward1", "negative_slope, self (same object); inplace=True: result", impl_leaky_relu, {}},
       {"gelu", {"F.gelu"}, "(input, *, approximate=None)", "activation", "GeluBackward0",
        "approximate ('none' or 'tanh'), self (same object)", impl_gelu, {}},
-      {"silu", {"F.silu"}, "(input, inplace=False)", "activation", "SiluBackward0", "self (same object)", impl_silu, {}},
+      {"silu", {"F.silu"}, "(input, inplace=False)", "activation", "SiluBackward0", "self (same object); inplace=True: a clone of the old self", impl_silu, {}},
       {"softmax", {"torch.softmax", "Tensor.softmax"}, "(self, dim, dtype=None)", "activation", "SoftmaxBackward0",
-       "dim (as written: -1 reads 18446744073709551615), result", impl_softmax, {}},
+       "dim (as written: -1 reads 18446744073709551615), result; dtype= casts first (ToCopyBackward0)", impl_softmax, {}},
       {"softmax", {"F.softmax"}, "(input, dim=None, _stacklevel=3, dtype=None)", "activation", "SoftmaxBackward0",
-       "dim, result (dim None: the deprecated implicit dim)", impl_f_softmax, {}},
+       "dim, result (dim None: the deprecated implicit dim); dtype= casts first (ToCopyBackward0)", impl_f_softmax, {}},
       {"log_softmax", {"torch.log_softmax", "Tensor.log_softmax"}, "(self, dim, dtype=None)", "activation",
-       "LogSoftmaxBackward0", "dim, result", impl_log_softmax, {}},
+       "LogSoftmaxBackward0", "dim, result; dtype= casts first (ToCopyBackward0)", impl_log_softmax, {}},
       {"log_softmax", {"F.log_softmax"}, "(input, dim=None, _stacklevel=3, dtype=None)", "activation",
-       "LogSoftmaxBackward0", "dim, result", impl_f_log_softmax, {}},
+       "LogSoftmaxBackward0", "dim, result; dtype= casts first (ToCopyBackward0)", impl_f_log_softmax, {}},
       // ---- reductions
       {"max", {"torch.max", "Tensor.max"}, "(self, dim=None, keepdim=None)", "reduction",
        "MaxBackward1 / MaxBackward0",
@@ -272,7 +273,9 @@ std::vector<OpEntry> activation_ops() {
        "(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction=None, "
        "label_smoothing=0.0)",
        "loss", "NllLossBackward0 over LogSoftmaxBackward0",
-       "log_softmax saves its result, nll_loss saves that same output as self (twice the bytes, one storage)",
+       "log_softmax saves its result, nll_loss saves that same output as self (twice the bytes, one storage); "
+       "label_smoothing > 0: AddBackward0 over MulBackward1 (nll) and MulBackward1 over MeanBackward0 / SumBackward0 "
+       "over MaskedSelectBackward0 over IndexPutBackward0 over NegBackward0 over SumBackward1 (weight= unsupported)",
        impl_cross_entropy, {}},
   };
   return t;

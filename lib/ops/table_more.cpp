@@ -6,6 +6,7 @@
 #include "errors.hpp"
 #include "ops/activations.hpp"
 #include "ops/binary_more.hpp"
+#include "ops/activations_inplace.hpp"
 #include "ops/more.hpp"
 #include "ops/more_util.hpp"
 #include "ops/ops.hpp"
@@ -99,40 +100,48 @@ const Value& number_arg(const Args& a, const char* name) {
   return v;
 }
 
-// In-place activations record other nodes (measured: F.elu(h, inplace=True) is EluBackward1
-// saving result, F.threshold(inplace=True) ThresholdBackward1, F.hardtanh and F.relu6
-// HardtanhBackward0 saving a copy of self); not mirrored yet.
-void no_inplace(const Args& a) {
-  if (a.flag("inplace")) unsupported(a.fn + "(inplace=True)");
+// inplace=True is the `_` op (activations_inplace.cpp), which records another node or saves a
+// clone of the old self (measured: F.elu(h, inplace=True) is EluBackward1 saving result), and
+// returns the input itself.
+template <typename Edit>
+Value edited(const Tensor& x, Edit&& edit) {
+  edit();
+  return T(x);
 }
 
 Value impl_softplus(Args& a, Runtime&) {
   return T(softplus(a.tensor("input"), number_arg(a, "beta"), number_arg(a, "threshold")));
 }
 Value impl_elu(Args& a, Runtime&) {
-  no_inplace(a);
   // F.elu(input, alpha) is at::elu(input, alpha, scale=1, input_scale=1) (ints: measured _saved_scale 1).
-  return T(elu(a.tensor("input"), number_arg(a, "alpha"), Value::integer(1), Value::integer(1)));
+  Tensor x = a.tensor("input");
+  if (a.flag("inplace")) return edited(x, [&] { elu_(x, number_arg(a, "alpha"), Value::integer(1), Value::integer(1)); });
+  return T(elu(x, number_arg(a, "alpha"), Value::integer(1), Value::integer(1)));
 }
 Value impl_selu(Args& a, Runtime&) {
-  no_inplace(a);
   // at::selu = elu(self, SELU_ALPHA, SELU_SCALE) (measured: _saved_alpha 1.6732632423543772,
-  // _saved_scale 1.0507009873554805, _saved_input_scale 1).
-  return T(elu(a.tensor("input"), Value::real(1.6732632423543772848170429916717),
-               Value::real(1.0507009873554804934193349852946), Value::integer(1)));
+  // _saved_scale 1.0507009873554805, _saved_input_scale 1); selu_ = elu_ with the same.
+  const Value alpha = Value::real(1.6732632423543772848170429916717), scale = Value::real(1.0507009873554804934193349852946);
+  Tensor x = a.tensor("input");
+  if (a.flag("inplace")) return edited(x, [&] { elu_(x, alpha, scale, Value::integer(1)); });
+  return T(elu(x, alpha, scale, Value::integer(1)));
 }
 Value impl_hardtanh(Args& a, Runtime&) {
-  no_inplace(a);
-  return T(hardtanh(a.tensor("input"), number_arg(a, "min_val"), number_arg(a, "max_val")));
+  Tensor x = a.tensor("input");
+  if (a.flag("inplace")) return edited(x, [&] { hardtanh_(x, number_arg(a, "min_val"), number_arg(a, "max_val")); });
+  return T(hardtanh(x, number_arg(a, "min_val"), number_arg(a, "max_val")));
 }
 Value impl_relu6(Args& a, Runtime&) {
-  no_inplace(a);
-  // relu6 is hardtanh(self, 0, 6) with int bounds (measured: _saved_min_val 0, _saved_max_val 6).
-  return T(hardtanh(a.tensor("input"), Value::integer(0), Value::integer(6)));
+  // relu6 is hardtanh(self, 0, 6) with int bounds (measured: _saved_min_val 0, _saved_max_val 6),
+  // relu6_ hardtanh_(self, 0, 6) (measured: the same values, a clone of self).
+  Tensor x = a.tensor("input");
+  if (a.flag("inplace")) return edited(x, [&] { hardtanh_(x, Value::integer(0), Value::integer(6)); });
+  return T(hardtanh(x, Value::integer(0), Value::integer(6)));
 }
 Value impl_threshold(Args& a, Runtime&) {
-  no_inplace(a);
-  return T(threshold(a.tensor("input"), number_arg(a, "threshold"), number_arg(a, "value")));
+  Tensor x = a.tensor("input");
+  if (a.flag("inplace")) return edited(x, [&] { threshold_(x, number_arg(a, "threshold"), number_arg(a, "value")); });
+  return T(threshold(x, number_arg(a, "threshold"), number_arg(a, "value")));
 }
 Value impl_logsigmoid(Args& a, Runtime&) { return T(logsigmoid(a.tensor("input"))); }
 
@@ -279,15 +288,15 @@ std::vector<OpEntry> more_ops() {
       {"softplus", {"F.softplus"}, "(input, beta=1, threshold=20)", "activation", "SoftplusBackward0",
        "beta, self (same object), threshold", impl_softplus, {}},
       {"elu", {"F.elu"}, "(input, alpha=1.0, inplace=False)", "activation", "EluBackward0",
-       "alpha, input_scale (1), scale (1), self (same object); inplace=True not supported", impl_elu, {}},
+       "alpha, input_scale (1), scale (1), self (same object); inplace=True: EluBackward1 saving result", impl_elu, {}},
       {"selu", {"F.selu"}, "(input, inplace=False)", "activation", "EluBackward0",
-       "alpha and scale (SELU's constants), input_scale (1), self; inplace=True not supported", impl_selu, {}},
+       "alpha and scale (SELU's constants), input_scale (1), self; inplace=True: EluBackward1 saving result", impl_selu, {}},
       {"hardtanh", {"F.hardtanh"}, "(input, min_val=-1.0, max_val=1.0, inplace=False)", "activation",
-       "HardtanhBackward0", "max_val, min_val, self (same object); inplace=True not supported", impl_hardtanh, {}},
+       "HardtanhBackward0", "max_val, min_val, self (same object); inplace=True: a clone of the old self", impl_hardtanh, {}},
       {"relu6", {"F.relu6"}, "(input, inplace=False)", "activation", "HardtanhBackward0",
-       "max_val (6), min_val (0), self (same object); inplace=True not supported", impl_relu6, {}},
+       "max_val (6), min_val (0), self (same object); inplace=True: a clone of the old self", impl_relu6, {}},
       {"threshold", {"F.threshold"}, "(input, threshold, value, inplace=False)", "activation",
-       "ThresholdBackward0", "self (same object), threshold; inplace=True not supported", impl_threshold, {}},
+       "ThresholdBackward0 / ThresholdBackward1", "self (same object), threshold; inplace=True: ThresholdBackward1 saving a clone", impl_threshold, {}},
       {"logsigmoid", {"F.logsigmoid"}, "(input)", "activation", "LogSigmoidBackward0",
        "buffer (a new tensor of the input's shape), self (same object)", impl_logsigmoid, {}},
       // ---- copies that move elements

@@ -336,6 +336,25 @@ const std::map<std::string, std::vector<std::string>>& no_cuda_route() {
       {"addr_", {"h = x * 1.0", "h.addr_(x[:, 0], v)", "s = h.sum()"}},
       {"addbmm_", {"h = x * 1.0", "h.addbmm_(B[:, :, :3], B)", "s = h.sum()"}},
       {"baddbmm_", {"h = B * 1.0", "h.baddbmm_(B[:, :, :3], B)", "s = h.sum()"}},
+      // in-place activations and their out-of-place companions (activations_inplace.cpp)
+      {"elu_", {"h = x * 1.0", "F.elu_(h)", "s = h.sum()"}},
+      {"selu_", {"h = x * 1.0", "torch.selu_(h)", "s = h.sum()"}},
+      {"celu_", {"h = x * 1.0", "F.celu_(h, 2.0)", "s = h.sum()"}},
+      {"celu", {"s = F.celu(x).sum()"}},
+      {"leaky_relu_", {"h = x * 1.0", "F.leaky_relu_(h, 0.2)", "s = h.sum()"}},
+      {"hardtanh_", {"h = x * 1.0", "F.hardtanh_(h)", "s = h.sum()"}},
+      {"threshold_", {"h = x * 1.0", "F.threshold_(h, 0.5, 0.0)", "s = h.sum()"}},
+      {"rrelu", {"s = F.rrelu(x).sum()"}},
+      {"rrelu_", {"h = x * 1.0", "F.rrelu_(h)", "s = h.sum()"}},
+      {"hardsigmoid", {"s = (F.hardsigmoid(x) + F.hardsigmoid(x * 1.0, inplace=True)).sum()"}},
+      {"hardswish", {"s = F.hardswish(x).sum()"}},
+      {"mish", {"s = F.mish(x).sum()"}},
+      // random in-place fills and torch.bernoulli (random_inplace.cpp)
+      {"uniform_", {"h = x * 1.0", "h.uniform_()", "s = h.sum()"}},
+      {"normal_", {"h = x * 1.0", "h.normal_()", "s = h.sum()"}},
+      {"bernoulli_", {"h = x * 1.0", "h.bernoulli_(0.5)", "s = h.sum()"}},
+      {"bernoulli", {"s = torch.bernoulli(x.sigmoid()).sum()"}},
+      {"random_", {"h = x * 1.0", "h.random_(3)", "s = h.sum()"}},
   };
   return m;
 }
