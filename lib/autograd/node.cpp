@@ -35,6 +35,7 @@ std::string format_double(double v) {
 }  // namespace
 
 const std::vector<Node*>& live_nodes() { return registry().live(); }
+void forget_live_nodes() { registry().forget_all(); }
 
 namespace {
 std::atomic<uint64_t> g_saved_state_changes{0};

@@ -342,6 +342,8 @@ struct Node : SharedFromThis<Node> {
 
 // Registry of live nodes, in creation order (accountant and reports).
 const std::vector<Node*>& live_nodes();
+// Stops listing the nodes alive now (see forget_live_tensors).
+void forget_live_nodes();
 // Counts every change to what nodes save or release (save_input, save_output, save_attr,
 // release_saved): a report's node snapshot taken when the count was c still describes
 // every node if the count is c again and no name was bound since (issue #6).

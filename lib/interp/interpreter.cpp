@@ -574,6 +574,8 @@ void Interpreter::bind(const std::string& name, const Value& v, int slot) {
 // ------------------------------------------------------------------ statements
 
 RunResult Interpreter::run() {
+  autograd::forget_live_nodes();
+  forget_live_tensors();
   reset_run_state();
   run_limits().max_memory = opt_.max_memory;
   autograd::set_grad_enabled(true);

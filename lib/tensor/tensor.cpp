@@ -20,6 +20,7 @@ SlotRegistry<TensorImpl>& registry() { return g_live_tensors; }
 }  // namespace
 
 const std::vector<TensorImpl*>& live_tensors() { return registry().live(); }
+void forget_live_tensors() { registry().forget_all(); }
 
 ObjectObserver* detail::g_object_observer = nullptr;
 void set_object_observer(ObjectObserver* observer) { detail::g_object_observer = observer; }

@@ -171,6 +171,13 @@ struct TensorImpl {
 
 // Registry of live tensor objects, in creation order, for the accountant's holder scan.
 const std::vector<TensorImpl*>& live_tensors();
+// Stops listing the tensors alive now: a run starts with none of an earlier run's objects
+// in view. Objects a reference cycle keeps alive after their run (h.mul_(h): the node saves
+// h, whose grad_fn is that node) would otherwise carry ids the new run gives again, and the
+// new run's node snapshots and holder scans would read them (measured: `check` of
+// measured_mul_inplace_by_itself.json then a create_graph scenario reported the first
+// scenario's MulBackward0 in the second's walk).
+void forget_live_tensors();
 
 // Told when tensor objects and backward nodes are created or destroyed and when a tensor's
 // .grad is replaced, so the interpreter's holder index (lib/interp/holder_tracker) keeps

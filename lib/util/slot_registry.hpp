@@ -30,6 +30,13 @@ class SlotRegistry {
       --holes_;
     }
   }
+  // Drops every object from the list without destroying it (a later remove() is a no-op).
+  void forget_all() {
+    for (T* p : items_)
+      if (p) p->registry_slot = static_cast<decltype(p->registry_slot)>(-1);
+    items_.clear();
+    holes_ = 0;
+  }
   // The live objects in creation order (no null entries).
   const std::vector<T*>& live() {
     if (holes_ == 0) return items_;

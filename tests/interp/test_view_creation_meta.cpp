@@ -4,6 +4,7 @@
 // torch 1.13 first.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <string>
 
 #include "interp/run_helpers.hpp"
@@ -78,4 +79,17 @@ TEST_CASE("a view of a no_grad view inherits its creation", "[view-creation]") {
   REQUIRE(r.errors.size() == 2);
   CHECK(r.errors[0].kind == "unsupported");
   CHECK(r.errors[1].message.rfind(kNoGradEdit, 0) == 0);  // no_grad outputs of unbind: the no_grad message
+}
+
+TEST_CASE("a run sees none of the objects an earlier run's reference cycle keeps alive", "[view-creation]") {
+  // h.mul_(h) saves h, whose grad_fn becomes the saving node: a cycle that outlives its run,
+  // with node ids the next run gives again.
+  run_text(program(R"JSON(["h = x * 1", "h.mul_(h)", {"try": ["h.sum().backward()"]}])JSON"));
+  auto r = run_text(program(R"JSON(["g = x * 1", "v = torch.ones(2, 3)",
+    "gx, = torch.autograd.grad(torch.rsub(x, g, alpha=2), [x], v, create_graph=True)", "(gx * gx).sum().backward()"])JSON"));
+  const auto walk = std::find_if(r.walks.begin(), r.walks.end(), [](const auto& w) { return w.key == "statement 2"; });
+  REQUIRE(walk != r.walks.end());
+  std::string names;
+  for (int64_t id : walk->nodes) names += r.nodes.at(id).name + " ";
+  CHECK(names == "RsubBackward0 AccumulateGrad MulBackward0 ");
 }
