@@ -48,13 +48,21 @@ TEST_CASE("x[i] = number on a non-leaf is CopySlices over the old history, the r
   CHECK(g->values == std::vector<double>{0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2});
 }
 
-TEST_CASE("setitem drops a slice that keeps the whole dim, getitem never does", "[setitem]") {
+TEST_CASE("setitem drops a slice that keeps the whole dim, getitem only inside a tuple", "[setitem]") {
   auto r = run_text(scenario(R"JSON(["a = x * 2", "a[0:3] = 1.0", "print(a.grad_fn.name())",
       "b = x * 2", "b[:] = 1.0", "print(b.grad_fn.name())",
       "c = x * 2", "c[0:3] = v", "print(c.grad_fn.name())",
       "print(x[0:3].grad_fn.name())"])JSON"));
   CHECK(r.printed == std::vector<std::string>{"FillBackward3", "torch::autograd::CopySlices", "torch::autograd::CopyBackwards",
                                               "SliceBackward0"});
+  // A lone slice is always recorded in getitem; inside a tuple a whole-dim slice is skipped,
+  // and an index whose every item is skipped is at::alias.
+  auto t = run_text(scenario(R"JSON(["print(x[0:3].grad_fn.name(), x[0:3, :4].grad_fn.name(), x[0:3,].grad_fn.name())",
+      "print(x[:, :4].grad_fn.next_functions[0][0].name(), x[:, 0:].grad_fn.next_functions[0][0].name())",
+      "print(x[1, :4].grad_fn.next_functions[0][0].name())"])JSON"));
+  CHECK(t.printed == std::vector<std::string>{"SliceBackward0 AliasBackward0 AliasBackward0",
+                                              "torch::autograd::AccumulateGrad SliceBackward0",
+                                              "torch::autograd::AccumulateGrad"});
 }
 
 TEST_CASE("x[idx] = v is IndexPutBackward0 saving the index list, v's gradient summed over the rows", "[setitem]") {
