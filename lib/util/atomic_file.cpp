@@ -1,10 +1,12 @@
 #include "util/atomic_file.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -19,9 +21,70 @@ namespace {
   e.file = path;
   throw e;
 }
+// Writes all of `content` to fd; false (errno set) on an error.
+bool write_all(int fd, const std::string& content) {
+  size_t done = 0;
+  while (done < content.size()) {
+    ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// A target that is not a regular file (a device such as /dev/null or /dev/stdout, a FIFO, a
+// terminal, a symlink to one) is opened and written as `cat > path` writes it: renaming a
+// temporary over it would replace the device node with a regular file.
+void write_through(const std::string& path, const std::string& content) {
+  // O_NONBLOCK: a FIFO nobody reads is an error (ENXIO) instead of a wait forever.
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NONBLOCK | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    if (errno == ENXIO) io_error(path, "cannot write: a FIFO with no reader");
+    io_error(path, "cannot open for writing");
+  }
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags >= 0) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  if (!write_all(fd, content)) {
+    const int saved = errno;
+    ::close(fd);
+    errno = saved;
+    io_error(path, "cannot write");
+  }
+  if (::close(fd) != 0) io_error(path, "cannot write");
+}
+
 }  // namespace
 
-void write_file_atomic(const std::string& path, const std::string& content) {
+void write_file_atomic(const std::string& requested, const std::string& content) {
+  // A symlink is followed: the file it names is replaced (atomically if it is a regular
+  // file), never the link itself.
+  std::string path = requested;
+  struct stat st {};
+  if (::lstat(requested.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+    if (::stat(requested.c_str(), &st) != 0) {  // a dangling link: write where it points
+      write_through(requested, content);
+      return;
+    }
+    if (S_ISREG(st.st_mode)) {
+      char* real = ::realpath(requested.c_str(), nullptr);
+      if (!real) io_error(requested, "cannot resolve the symlink");
+      path = real;
+      std::free(real);
+    }
+  }
+  if (::stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) {
+      errno = EISDIR;
+      io_error(requested, "cannot write");
+    }
+    if (!S_ISREG(st.st_mode)) {
+      write_through(path, content);
+      return;
+    }
+  }
   std::string dir = ".";
   std::string base = path;
   auto slash = path.rfind('/');
@@ -32,18 +95,12 @@ void write_file_atomic(const std::string& path, const std::string& content) {
   std::string tmp = dir + "/." + base + ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) io_error(path, "cannot create temporary file " + tmp);
-  size_t done = 0;
-  while (done < content.size()) {
-    ssize_t n = ::write(fd, content.data() + done, content.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int saved = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      errno = saved;
-      io_error(path, "cannot write");
-    }
-    done += static_cast<size_t>(n);
+  if (!write_all(fd, content)) {
+    int saved = errno;
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    errno = saved;
+    io_error(path, "cannot write");
   }
   if (::fsync(fd) != 0) {
     int saved = errno;

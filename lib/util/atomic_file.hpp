@@ -1,6 +1,9 @@
 // Writes a file so that a reader never sees it half written: a temporary file in the
 // same folder, flushed and fsync'ed, then renamed over the target (rename is atomic on
-// one filesystem). An interrupted run leaves the old file intact.
+// one filesystem). An interrupted run leaves the old file intact. Only a regular file or a
+// new path is replaced so: a device, FIFO or terminal is written through (as `cat > path`
+// does), a symlink is followed (the file it names is replaced, the link stays), and a
+// folder is an error.
 #pragma once
 #include <string>
 
