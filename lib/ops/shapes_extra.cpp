@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "ops/activations.hpp"
+#include "ops/common.hpp"
 #include "ops/more_util.hpp"
 #include "ops/ops.hpp"
 #include "ops/shapes.hpp"
@@ -20,14 +21,6 @@
 namespace agtrace::ops {
 
 using namespace more_detail;
-
-Tensor make_family_view(const Tensor& a, const Shape& sizes, const Shape& strides, int64_t offset) {
-  Tensor v = make_alias(a, sizes, strides, offset);
-  v->base = a->base ? a->base : a;
-  v->view_made_in_no_grad = !autograd::grad_enabled();
-  v->multi_output_node = a->multi_output_node;  // CreationMeta propagates to views of views
-  return v;
-}
 
 // ================================================================ diagonal
 
@@ -120,7 +113,7 @@ Tensor diagonal(const Tensor& a, int64_t offset, int64_t dim1, int64_t dim2) {
   OpScope scope("diagonal");
   const DiagonalDims d = wrap_diagonal_dims(a->dim(), dim1, dim2);
   const DiagonalGeometry geo = diagonal_geometry(a->sizes, a->strides, offset, d.d1, d.d2);
-  Tensor v = make_family_view(a, geo.sizes, geo.strides, a->offset + geo.offset);
+  Tensor v = detail::make_view(a, geo.sizes, geo.strides, a->offset + geo.offset);
   if (needs_grad({&a})) {
     auto node = make_node("DiagonalBackward0", diagonal_backward, {a});
     node->differentiable_backward = diagonal_dbackward;

@@ -12,10 +12,6 @@
 
 namespace agtrace::ops {
 
-// A view of `a` (same storage and version counter; _base is the family root), as every
-// view op makes it.
-Tensor make_family_view(const Tensor& a, const Shape& sizes, const Shape& strides, int64_t offset);
-
 // x.diagonal(offset, dim1, dim2): a view. DiagonalBackward0 saves dim1, dim2, offset (as
 // written) and self_sym_sizes.
 Tensor diagonal(const Tensor& a, int64_t offset, int64_t dim1, int64_t dim2);
