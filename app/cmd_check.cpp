@@ -1,7 +1,11 @@
 // agtrace check SCENARIO...|DIR: run each scenario and assert its expect block; with
 // --golden DIR also compare the whole JSON report with a stored golden; --junit writes
-// JUnit XML. Exit 0 all pass, 1 a check failed, 2 bad input.
+// JUnit XML. A scenario fails on an expect fact that differs, on an error raised outside a
+// `try` block that expect.errors does not name (unsupported outside `try` always), or when
+// its file or golden is bad input. Exit 0 all pass, 1 a scenario failed, 2 a usage error.
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <iostream>
 
@@ -29,7 +33,15 @@ struct CaseResult {
   std::vector<std::string> failures;
   bool skipped = false;
   std::string note;
+  double seconds = 0;  // load and run
 };
+
+// JUnit's time attribute: seconds with millisecond resolution.
+std::string seconds_text(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", s);
+  return buf;
+}
 
 std::string xml_escape(const std::string& s) {
   std::string out;
@@ -50,15 +62,19 @@ std::string xml_escape(const std::string& s) {
 
 std::string junit_xml(const std::vector<CaseResult>& cases) {
   int failures = 0, skipped = 0;
+  double total = 0;
   for (const auto& c : cases) {
     if (c.skipped) ++skipped;
     else if (!c.failures.empty()) ++failures;
+    total += c.seconds;
   }
   std::string x = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
   x += "<testsuites>\n  <testsuite name=\"agtrace check\" tests=\"" + std::to_string(cases.size()) + "\" failures=\"" +
-       std::to_string(failures) + "\" skipped=\"" + std::to_string(skipped) + "\">\n";
+       std::to_string(failures) + "\" skipped=\"" + std::to_string(skipped) + "\" time=\"" + seconds_text(total) +
+       "\">\n";
   for (const auto& c : cases) {
-    x += "    <testcase classname=\"agtrace\" name=\"" + xml_escape(c.name) + "\" file=\"" + xml_escape(c.file) + "\"";
+    x += "    <testcase classname=\"agtrace\" name=\"" + xml_escape(c.name) + "\" file=\"" + xml_escape(c.file) + "\" time=\"" +
+         seconds_text(c.seconds) + "\"";
     if (c.skipped) {
       x += ">\n      <skipped message=\"" + xml_escape(c.note) + "\"/>\n    </testcase>\n";
     } else if (c.failures.empty()) {
@@ -70,6 +86,50 @@ std::string junit_xml(const std::vector<CaseResult>& cases) {
     }
   }
   return x + "  </testsuite>\n</testsuites>\n";
+}
+
+// Runs one scenario and fills in what failed: its expect facts, what it raised outside a
+// `try` block, its golden report.
+void check_one(const std::string& f, const CheckOpts& opts, CaseResult& c) {
+  auto sc = load_scenario_file(f);
+  c.name = sc->name;
+  RunResult r = run_scenario(*sc, {});
+  for (const auto& fl : check_expect(r)) c.failures.push_back(fl.fact + ": expected " + fl.expected + ", got " + fl.actual);
+  const std::vector<CheckFailure> raised = check_raised(r);
+  for (const auto& fl : raised) c.failures.push_back(fl.fact + ": expected " + fl.expected + ", got " + fl.actual);
+  if (!opts.golden_dir.empty()) {
+    const std::string golden = opts.golden_dir + "/" + sc->name + ".json";
+    const nlohmann::json now = nlohmann::json::parse(report_json(r, true).dump());
+    const bool exists = std::filesystem::exists(golden);
+    std::vector<std::string> diffs;
+    if (exists) {
+      nlohmann::json old;
+      try {
+        old = nlohmann::json::parse(read_file(golden));
+      } catch (const nlohmann::json::exception& e) {
+        InputError err("json", std::string("golden report is not valid JSON: ") + e.what());
+        err.file = golden;
+        throw err;
+      }
+      diffs = report_differences(old, now);
+    }
+    if (opts.update) {
+      if (!exists || !diffs.empty()) {
+        std::filesystem::create_directories(opts.golden_dir);
+        write_file_atomic(golden, stable_report(now).dump(2) + "\n");
+        std::cout << (exists ? "UPDATED " : "CREATED ") << golden << "\n";
+        for (const auto& d : diffs) std::cout << "     " << d << "\n";
+      }
+    } else if (!exists) {
+      c.failures.push_back("no golden report " + golden + " (create it with --update)");
+    } else {
+      for (const auto& d : diffs) c.failures.push_back("golden: " + d);
+    }
+  }
+  if (sc->expect.empty() && opts.golden_dir.empty() && raised.empty()) {
+    c.skipped = true;
+    c.note = "no expect block";
+  }
 }
 
 }  // namespace
@@ -103,45 +163,20 @@ Runner add_check(CLI::App& root) {
     if (opts->update && opts->golden_dir.empty()) throw InputError("usage", "--update needs --golden DIR");
     std::vector<CaseResult> cases;
     for (const std::string& f : files) {
-      auto sc = load_scenario_file(f);
-      RunResult r = run_scenario(*sc, {});
       CaseResult c;
-      c.name = sc->name;
+      c.name = std::filesystem::path(f).stem().string();
       c.file = f;
-      for (const auto& fl : check_expect(r)) c.failures.push_back(fl.fact + ": expected " + fl.expected + ", got " + fl.actual);
-      if (!opts->golden_dir.empty()) {
-        const std::string golden = opts->golden_dir + "/" + sc->name + ".json";
-        const nlohmann::json now = nlohmann::json::parse(report_json(r, true).dump());
-        const bool exists = std::filesystem::exists(golden);
-        std::vector<std::string> diffs;
-        if (exists) {
-          nlohmann::json old;
-          try {
-            old = nlohmann::json::parse(read_file(golden));
-          } catch (const nlohmann::json::exception& e) {
-            InputError err("json", std::string("golden report is not valid JSON: ") + e.what());
-            err.file = golden;
-            throw err;
-          }
-          diffs = report_differences(old, now);
-        }
-        if (opts->update) {
-          if (!exists || !diffs.empty()) {
-            std::filesystem::create_directories(opts->golden_dir);
-            write_file_atomic(golden, stable_report(now).dump(2) + "\n");
-            std::cout << (exists ? "UPDATED " : "CREATED ") << golden << "\n";
-            for (const auto& d : diffs) std::cout << "     " << d << "\n";
-          }
-        } else if (!exists) {
-          c.failures.push_back("no golden report " + golden + " (create it with --update)");
-        } else {
-          for (const auto& d : diffs) c.failures.push_back("golden: " + d);
-        }
+      const auto started = std::chrono::steady_clock::now();
+      // A file that cannot be read, parsed or validated, or a golden that cannot, is this
+      // scenario's failure: the others still run and the JUnit file is still written.
+      try {
+        check_one(f, *opts, c);
+      } catch (const InputError& e) {
+        c.failures.push_back("bad input: [" + e.kind + "] " + e.describe());
+      } catch (const std::exception& e) {
+        c.failures.push_back(std::string("could not run: ") + e.what());
       }
-      if (sc->expect.empty() && opts->golden_dir.empty()) {
-        c.skipped = true;
-        c.note = "no expect block";
-      }
+      c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
       cases.push_back(c);
     }
     int passed = 0, failed = 0, skipped = 0;

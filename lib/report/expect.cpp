@@ -42,6 +42,42 @@ nlohmann::json error_json(const ErrorRecord& e) {
 
 }  // namespace
 
+bool walk_matches(const std::vector<std::string>& expected, const std::vector<std::string>& actual) {
+  // can[j]: expected[0, i) matches actual[0, j), row by row over i.
+  std::vector<bool> can(actual.size() + 1, false);
+  can[0] = true;
+  for (const std::string& e : expected) {
+    std::vector<bool> next(actual.size() + 1, false);
+    if (e == "...") {
+      bool reachable = false;
+      for (size_t j = 0; j <= actual.size(); ++j) next[j] = reachable = reachable || can[j];
+    } else {
+      for (size_t j = 1; j <= actual.size(); ++j) next[j] = can[j - 1] && actual[j - 1] == e;
+    }
+    can.swap(next);
+  }
+  return can[actual.size()];
+}
+
+std::vector<CheckFailure> check_raised(const RunResult& r) {
+  std::vector<CheckFailure> out;
+  const nlohmann::json none = nlohmann::json::array();
+  const nlohmann::json& named = r.expect.contains("errors") ? r.expect["errors"] : none;
+  for (const ErrorRecord& e : r.errors) {
+    if (e.caught) continue;
+    const std::string what = e.kind + " at statement " + std::to_string(e.statement) + ": " + e.message;
+    if (e.kind == "unsupported") {
+      out.push_back({"raised outside try", "no unsupported operation", what});
+      continue;
+    }
+    bool expected = false;
+    for (const auto& n : named)
+      expected = expected || (n.value("statement", -2) == e.statement && n.value("kind", std::string()) == e.kind);
+    if (!expected) out.push_back({"raised outside try", "no error, or one expect.errors names", what});
+  }
+  return out;
+}
+
 std::vector<CheckFailure> check_expect(const RunResult& r) {
   std::vector<CheckFailure> out;
   const nlohmann::json& ex = r.expect;
@@ -51,7 +87,7 @@ std::vector<CheckFailure> check_expect(const RunResult& r) {
       std::vector<std::string> actual = walk_names(r, it.key(), found);
       std::vector<std::string> expected = it.value().get<std::vector<std::string>>();
       if (!found) out.push_back({"walk of " + it.key(), list_str(expected), "no walk"});
-      else if (actual != expected) out.push_back({"walk of " + it.key(), list_str(expected), list_str(actual)});
+      else if (!walk_matches(expected, actual)) out.push_back({"walk of " + it.key(), list_str(expected), list_str(actual)});
     }
   }
   if (ex.contains("printed")) {

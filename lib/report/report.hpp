@@ -67,5 +67,11 @@ struct CheckFailure {
   std::string actual;
 };
 std::vector<CheckFailure> check_expect(const RunResult& r);
+// What `agtrace check` also fails on: an error raised outside a `try` block that the
+// scenario's expect.errors does not name (statement and kind), and `unsupported` raised
+// outside a `try` block even when named: the program did not run as PyTorch runs it.
+std::vector<CheckFailure> check_raised(const RunResult& r);
+// expect.walk's comparison: "..." stands for any run of nodes, the empty run included.
+bool walk_matches(const std::vector<std::string>& expected, const std::vector<std::string>& actual);
 
 }  // namespace agtrace

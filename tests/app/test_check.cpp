@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "report/golden_diff.hpp"
+#include "report/report.hpp"
 #include "support/command.hpp"
 
 namespace fs = std::filesystem;
@@ -119,4 +120,47 @@ TEST_CASE("logs go to stderr and never into the report", "[cli]") {
   CHECK(verbose.out == quiet.out);
   CHECK(verbose.err.find("running seed_walk") != std::string::npos);
   CHECK(quiet.err.empty());
+}
+
+TEST_CASE("check: a bad file and an unexpected raise are failed cases, the others still run", "[cli][check]") {
+  const std::string dir = temp_dir();
+  spit(dir + "/a_bad.json", "{bad");
+  spit(dir + "/b_raises.json", R"JSON({"name": "b", "tensors": {"x": {"shape": [2], "requires_grad": true, "init": "ones"}},
+    "program": ["x.mul_(2)"]})JSON");
+  spit(dir + "/c_named.json", R"JSON({"name": "c", "tensors": {"x": {"shape": [2], "requires_grad": true, "init": "ones"}},
+    "program": ["x.mul_(2)"], "expect": {"errors": [{"statement": 0, "kind": "leaf_inplace"}]}})JSON");
+  spit(dir + "/d_unsupported.json", R"JSON({"name": "d", "tensors": {"x": {"shape": [2], "init": "ones"}},
+    "program": ["y = x.frobnicate()"], "expect": {"errors": [{"statement": 0, "kind": "unsupported"}]}})JSON");
+  spit(dir + "/e_ok.json", R"JSON({"name": "e", "program": ["print(1)"], "expect": {"printed": ["1"]}})JSON");
+  auto r = run_agtrace("check " + dir + " --junit " + dir + "/out.xml");
+  CHECK(r.status == 1);
+  CHECK(r.out.find("FAIL " + dir + "/a_bad.json\n     bad input: [json]") != std::string::npos);
+  CHECK(r.out.find("FAIL " + dir + "/b_raises.json\n     raised outside try: expected no error, or one expect.errors "
+                   "names, got leaf_inplace at statement 0") != std::string::npos);
+  CHECK(r.out.find("PASS " + dir + "/c_named.json") != std::string::npos);  // the raise is the expected fact
+  CHECK(r.out.find("FAIL " + dir + "/d_unsupported.json") != std::string::npos);  // named or not
+  CHECK(r.out.find("PASS " + dir + "/e_ok.json") != std::string::npos);
+  CHECK(r.out.find("2 passed, 3 failed") != std::string::npos);
+  auto parse = run_shell("/usr/bin/python3 -c \"import xml.etree.ElementTree as E, sys; t = E.parse(sys.argv[1]); "
+                         "s = t.getroot().find('testsuite'); print(s.get('tests'), s.get('failures'), "
+                         "all(float(c.get('time')) >= 0 for c in s.findall('testcase')), s.get('time') is not None)\" " +
+                         dir + "/out.xml");
+  INFO(parse.err);
+  CHECK(parse.out == "5 3 True True\n");
+  fs::remove_all(dir);
+}
+
+TEST_CASE("expect.walk: an ellipsis stands for any run of nodes", "[check]") {
+  using agtrace::walk_matches;
+  const std::vector<std::string> walk{"MeanBackward0", "MulBackward0", "AccumulateGrad"};
+  CHECK(walk_matches({"MeanBackward0", "..."}, walk));
+  CHECK(walk_matches({"...", "AccumulateGrad"}, walk));
+  CHECK(walk_matches({"MeanBackward0", "...", "MulBackward0", "...", "AccumulateGrad"}, walk));  // empty runs
+  CHECK(walk_matches({"..."}, walk));
+  CHECK(walk_matches(walk, walk));
+  CHECK_FALSE(walk_matches({"MeanBackward0", "..."}, {"SumBackward0", "MeanBackward0"}));
+  CHECK_FALSE(walk_matches({"...", "MulBackward0"}, walk));
+  CHECK_FALSE(walk_matches({"MeanBackward0", "MulBackward0"}, walk));
+  CHECK_FALSE(walk_matches({"MeanBackward0"}, {}));
+  CHECK(walk_matches({"..."}, {}));
 }

@@ -62,7 +62,7 @@ TEST_CASE("write_file_atomic writes through a FIFO instead of replacing it", "[u
   fs::remove_all(dir);
 }
 
-TEST_CASE("write_file_atomic follows a symlink and keeps it; a folder is an error", "[util]") {
+TEST_CASE("write_file_atomic follows a symlink and keeps it, and a folder is an error", "[util]") {
   const std::string dir = agtrace::test::temp_dir();
   fs::create_directory(dir + "/real");
   agtrace::write_file_atomic(dir + "/real/target.txt", "old");
