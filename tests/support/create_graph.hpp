@@ -76,6 +76,14 @@ inline void check_second_order(const CgFn& f, const std::vector<Shape>& shapes,
   req.capture = true;
   req.allow_unused = true;
   std::vector<Tensor> h = autograd::run_backward(req);
+  // A leaf's .grad with a graph holds that graph, which holds the leaf: PyTorch's create_graph
+  // reference cycle, broken as its docs advise (reset .grad after use).
+  struct ResetGrads {
+    std::vector<Tensor>& leaves;
+    ~ResetGrads() {
+      for (const Tensor& t : leaves) t->grad.reset();
+    }
+  } reset_grads{xs};
   for (size_t k = 0; k < xs.size(); ++k) {
     std::vector<double> analytic = h[k] ? to_values(h[k]) : std::vector<double>(values[k].size(), 0.0);
     for (size_t e = 0; e < values[k].size(); ++e) {
