@@ -792,15 +792,7 @@ bool no_grad_view_stale(const Tensor& t) {
 }
 
 void check_no_grad_view_current(const Tensor& t) {
-  if (!no_grad_view_stale(t)) return;
-  // A view made in grad mode of a no_grad view has a grad_fn and inherits NO_GRAD_MODE; 1.13's
-  // handle_view_on_rebase then fails `TORCH_INTERNAL_ASSERT(!grad_fn)` (measured) instead of
-  // raising a user error, so agtrace does not pretend to know the outcome.
-  if (t->grad_fn)
-    throw ScenarioError("unsupported",
-                        "a view of a view made in no_grad mode whose base was modified inplace: PyTorch 1.13 fails "
-                        "an internal assert (!grad_fn) here");
-  throw_view_rebase_error(t, true);
+  if (no_grad_view_stale(t)) throw_view_rebase_error(t, true);
 }
 
 bool multi_output_view_rebased(const Tensor& t) {
@@ -822,6 +814,15 @@ void refresh_view_grad_fn(const Tensor& t) {
 // view's node when it has one, else says it was made in no_grad mode (also for an output
 // of split/unbind made in grad mode of a base that did not require grad, measured).
 void throw_view_rebase_error(const Tensor& view, bool indirect) {
+  // A view made in grad mode of a no_grad view has a grad_fn and inherits NO_GRAD_MODE; 1.13's
+  // handle_view_on_rebase then fails `TORCH_INTERNAL_ASSERT(!grad_fn)` (measured) instead of
+  // raising a user error, so agtrace does not pretend to know the outcome.
+  if (view->view_made_in_no_grad && view->grad_fn)
+    throw ScenarioError("unsupported", std::string(indirect ? "a view of a view made in no_grad mode whose base was "
+                                                              "modified inplace"
+                                                            : "an in-place edit of a view of a view made in no_grad "
+                                                              "mode") +
+                                           ": PyTorch 1.13 fails an internal assert (!grad_fn) here");
   const std::string modified = indirect ? "its base or another view of its base has been" : "is being";
   const bool multi_output = !view->multi_output_node.empty() && !view->view_made_in_no_grad;
   std::string msg = view->grad_fn && multi_output

@@ -385,7 +385,8 @@ bool multi_output_view_rebased(const Tensor& t);
 void check_no_grad_view_current(const Tensor& t);
 bool no_grad_view_stale(const Tensor& t);
 // view_inplace for an in-place edit of `view` (indirect: of its base or another view of it)
-// that its creation (no_grad mode, a function returning several views) forbids.
+// that its creation (no_grad mode, a function returning several views) forbids; unsupported
+// for a view of a no_grad view, where 1.13 fails an internal assert.
 [[noreturn]] void throw_view_rebase_error(const Tensor& view, bool indirect);
 // The no_grad-mode creation of a new view of `source`: set when grad mode is off, inherited
 // from a source view that has it (propagate_creation_meta, 1.13).

@@ -37,10 +37,6 @@ void check_inplace_allowed(const Tensor& self, std::initializer_list<const Tenso
   if (self->is_view()) {
     // handle_view_on_rebase first (measured: a view of a leaf made in no_grad, edited in
     // grad mode, is the no_grad-view error, not the leaf-view one).
-    if (self->view_made_in_no_grad && self->grad_fn)
-      throw ScenarioError("unsupported",
-                          "an in-place edit of a view of a view made in no_grad mode: PyTorch 1.13 fails an internal "
-                          "assert (!grad_fn) here");
     if (self->view_made_in_no_grad || !self->multi_output_node.empty()) autograd::throw_view_rebase_error(self, false);
     if (self->requires_grad() && self->base->is_leaf() && self->base->requires_grad()) {
       ScenarioError e("view_of_leaf_inplace",

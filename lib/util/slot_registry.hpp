@@ -31,15 +31,9 @@ class SlotRegistry {
     }
   }
   // Drops every object from the list without destroying it (a later remove() is a no-op).
-  // The pointers are kept aside, never read: an object a reference cycle keeps alive stays
-  // reachable, as it was while listed, so a leak checker does not report each cycle
-  // PyTorch's own reference counting would leak too (h.mul_(h)).
   void forget_all() {
     for (T* p : items_)
-      if (p) {
-        p->registry_slot = static_cast<decltype(p->registry_slot)>(-1);
-        forgotten_.push_back(p);
-      }
+      if (p) p->registry_slot = static_cast<decltype(p->registry_slot)>(-1);
     items_.clear();
     holes_ = 0;
   }
@@ -59,7 +53,6 @@ class SlotRegistry {
 
  private:
   std::vector<T*> items_;
-  std::vector<T*> forgotten_;
   size_t holes_ = 0;
 };
 
