@@ -9,6 +9,7 @@
 
 #include "commands.hpp"
 #include "errors.hpp"
+#include "git_version.hpp"
 
 using namespace agtrace;
 
@@ -20,7 +21,7 @@ int main(int argc, char** argv) {
                 "  agtrace check scenarios/\n"
                 "  agtrace ops --filter mm\n",
                 "agtrace"};
-  root.set_version_flag("--version", std::string("agtrace ") + AGTRACE_VERSION);
+  root.set_version_flag("--version", std::string("agtrace ") + AGTRACE_VERSION + " (git " + AGTRACE_GIT_COMMIT + ")");
   root.require_subcommand(1);
   std::string log_level = "warn";
   bool verbose = false;

@@ -94,7 +94,11 @@ LoadedBackend load_backend() {
   std::vector<std::string> candidates;
   if (const char* env = std::getenv("AGTRACE_CUDA_BACKEND")) candidates.push_back(env);
   const std::string dir = executable_dir();
-  if (!dir.empty()) candidates.push_back(dir + "/" + AGTRACE_CUDA_BACKEND_NAME);
+  if (!dir.empty()) {
+    candidates.push_back(dir + "/" + AGTRACE_CUDA_BACKEND_NAME);
+    // Where `cmake --install` puts it: PREFIX/lib/agtrace next to PREFIX/bin/agtrace.
+    candidates.push_back(dir + "/" + AGTRACE_CUDA_BACKEND_INSTALLED + "/" + AGTRACE_CUDA_BACKEND_NAME);
+  }
   candidates.push_back(AGTRACE_CUDA_BACKEND_PATH);
   std::string tried;
   for (const std::string& path : candidates) {

@@ -1,0 +1,98 @@
+# The man page (agtrace.1) and the bash and zsh completions, generated from agtrace's own
+# --help texts so that they never disagree with the program. Script mode:
+#   cmake -DAGTRACE=path/to/agtrace -DOUT_DIR=dir -P cmake/GenerateDocs.cmake
+# Each subcommand named under "Subcommands:" in `agtrace --help` gets a section of the man
+# page (its --help text, preformatted) and its options (the "-x,--long" words that open an
+# option line of its --help) in the completions.
+if(NOT AGTRACE OR NOT OUT_DIR)
+  message(FATAL_ERROR "usage: cmake -DAGTRACE=agtrace -DOUT_DIR=dir -P GenerateDocs.cmake")
+endif()
+
+function(agtrace_help out_var)
+  execute_process(COMMAND ${AGTRACE} ${ARGN} --help OUTPUT_VARIABLE text RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${AGTRACE} ${ARGN} --help failed (${rc})")
+  endif()
+  set(${out_var} "${text}" PARENT_SCOPE)
+endfunction()
+
+# The option words of one --help text: "-h,--help   Print ..." gives -h and --help.
+function(agtrace_option_words text out_var)
+  string(REPLACE ";" "," text "${text}")
+  string(REGEX MATCHALL "\n  -[-A-Za-z0-9,]+" lines "${text}")
+  set(words "")
+  foreach(line IN LISTS lines)
+    string(STRIP "${line}" line)
+    string(REPLACE "," ";" parts "${line}")
+    list(APPEND words ${parts})
+  endforeach()
+  list(REMOVE_DUPLICATES words)
+  string(REPLACE ";" " " words "${words}")
+  set(${out_var} "${words}" PARENT_SCOPE)
+endfunction()
+
+# roff: a leading '.' or "'" would be a request, a backslash an escape.
+function(agtrace_roff_text text out_var)
+  string(REPLACE "\\" "\\e" text "${text}")
+  string(REGEX REPLACE "\n([.'])" "\n\\\\&\\1" text "\n${text}")
+  string(SUBSTRING "${text}" 1 -1 text)
+  set(${out_var} "${text}" PARENT_SCOPE)
+endfunction()
+
+agtrace_help(root_help)
+execute_process(COMMAND ${AGTRACE} --version OUTPUT_VARIABLE version OUTPUT_STRIP_TRAILING_WHITESPACE)
+
+# Subcommand names: the two-space-indented words after "Subcommands:".
+string(FIND "${root_help}" "\nSubcommands:\n" at)
+if(at EQUAL -1)
+  message(FATAL_ERROR "`agtrace --help` lists no subcommands")
+endif()
+string(SUBSTRING "${root_help}" ${at} -1 sub_text)
+string(REGEX MATCHALL "\n  [a-z][a-z-]*" sub_lines "${sub_text}")
+set(subcommands "")
+foreach(line IN LISTS sub_lines)
+  string(STRIP "${line}" name)
+  list(APPEND subcommands ${name})
+endforeach()
+
+agtrace_option_words("${root_help}" root_options)
+agtrace_roff_text("${root_help}" root_roff)
+set(man ".TH AGTRACE 1 \"\" \"${version}\" \"User Commands\"\n.SH NAME\nagtrace \\- autograd graph inspector and saved-tensor memory accountant\n")
+string(APPEND man ".SH SYNOPSIS\n.B agtrace\n[\\fIOPTIONS\\fR] \\fISUBCOMMAND\\fR ...\n.SH DESCRIPTION\n.nf\n${root_roff}.fi\n")
+string(APPEND man ".SH SUBCOMMANDS\n")
+set(bash_cases "")
+set(zsh_cases "")
+foreach(sub IN LISTS subcommands)
+  agtrace_help(sub_help ${sub})
+  agtrace_roff_text("${sub_help}" sub_roff)
+  string(APPEND man ".SS agtrace ${sub}\n.nf\n${sub_roff}.fi\n")
+  agtrace_option_words("${sub_help}" sub_options)
+  string(APPEND bash_cases "    ${sub}) opts=\"${sub_options}\" ;;\n")
+  string(REPLACE " " "' '" zsh_words "${sub_options}")
+  string(APPEND zsh_cases "    ${sub}) opts=('${zsh_words}') ;;\n")
+endforeach()
+string(APPEND man ".SH EXIT STATUS\n0 success; 1 a checked fact differs; 2 bad input or usage; 3 the scenario raised; 4 internal error.\n")
+string(APPEND man ".SH SEE ALSO\nThe scenario format: docs/scenario-format.md in agtrace's source.\n")
+
+string(REPLACE ";" " " sub_words "${subcommands}")
+string(REPLACE ";" "|" sub_alternatives "${subcommands}")
+set(bash "# bash completion for agtrace, generated from its --help texts (cmake/GenerateDocs.cmake)\n")
+string(APPEND bash "_agtrace() {\n  local cur=\"\${COMP_WORDS[COMP_CWORD]}\" sub=\"\" opts=\"\" w\n")
+string(APPEND bash "  for w in \"\${COMP_WORDS[@]:1:COMP_CWORD-1}\"; do\n    case \"$w\" in ${sub_alternatives}) sub=\"$w\"; break ;; esac\n  done\n")
+string(APPEND bash "  case \"$sub\" in\n    \"\") opts=\"${sub_words} ${root_options}\" ;;\n${bash_cases}  esac\n")
+string(APPEND bash "  if [[ -z \"$sub\" || \"$cur\" == -* ]]; then\n    COMPREPLY=($(compgen -W \"$opts\" -- \"$cur\"))\n  else\n    COMPREPLY=($(compgen -f -- \"$cur\"))\n  fi\n}\ncomplete -o filenames -F _agtrace agtrace\n")
+
+set(zsh "#compdef agtrace\n# zsh completion for agtrace, generated from its --help texts (cmake/GenerateDocs.cmake)\n")
+string(REPLACE " " "' '" zsh_subs "${sub_words}")
+string(APPEND zsh "local -a opts subs\nsubs=('${zsh_subs}')\nlocal sub=\${words[(r)(${sub_alternatives})]}\n")
+string(APPEND zsh "case \"$sub\" in\n    \"\") _describe 'subcommand' subs; return ;;\n${zsh_cases}esac\n")
+string(APPEND zsh "if [[ \"$PREFIX\" == -* ]]; then compadd -a opts; else _files; fi\n")
+
+file(MAKE_DIRECTORY ${OUT_DIR})
+foreach(pair "agtrace.1|man" "agtrace.bash|bash" "_agtrace|zsh")
+  string(REPLACE "|" ";" pair "${pair}")
+  list(GET pair 0 file)
+  list(GET pair 1 var)
+  file(WRITE ${OUT_DIR}/${file}.new "${${var}}")
+  file(RENAME ${OUT_DIR}/${file}.new ${OUT_DIR}/${file})
+endforeach()
