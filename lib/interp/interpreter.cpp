@@ -359,6 +359,11 @@ class Interpreter : public ops::Runtime {
   };
   mutable std::vector<AttrText> attr_texts_;
   std::vector<Tensor> leaves_;                                  // the scenario's leaves, in file order
+  bool is_declared_leaf(const TensorImpl& t) const {
+    for (const Tensor& leaf : leaves_)
+      if (leaf.get() == &t) return true;
+    return false;
+  }
   // What holds each storage, kept from changes; it forwards every event to acc_.
   HolderTracker tracker_{[this](int64_t id) { return label_of(id); }, &acc_};
   bool verify_holders_ = false;  // check tracker_ against the full scan at every statement end
@@ -563,7 +568,10 @@ void Interpreter::bind(const std::string& name, const Value& v, int slot) {
     // Grown by doubling (entries past the last bound id stay empty, which reads as unbound):
     // grown by one, each bind called the vector's out-of-line append (issue #6).
     if (tid >= tensor_label_.size()) tensor_label_.resize(std::max(tid + 1, 2 * tensor_label_.size()));
-    tensor_label_[tid] = label;
+    // A declared leaf keeps its declared name when bound again (`h = x`): its gradient is
+    // x.grad in PyTorch, and the report says "grad of x", "AccumulateGrad (x)".
+    const bool keeps_declared_name = !tensor_label_[tid].empty() && is_declared_leaf(*v.t);
+    if (!keeps_declared_name) tensor_label_[tid] = label;
     tracker_.tensor_relabelled(*v.t);
     if (sid >= storage_labels_.size()) storage_labels_.resize(std::max(sid + 1, 2 * storage_labels_.size()));
     storage_labels_[sid] = storage_labels_[sid].merged(label);

@@ -29,7 +29,7 @@ TEST_CASE("the holder index agrees with the full scan at every statement of ever
 
 TEST_CASE("the holder index follows .grad, del, rebinding, tuples and requires_grad_", "[interp][holders]") {
   // Each statement changes what holds some storage in a way no allocation announces
-  // ("v = x" renames the holder of x's .grad to "grad of v").
+  // ("v = x" adds the name v to x's storage; x's .grad stays "grad of x").
   auto sc = load_scenario_text(R"JSON({"name": "t",
       "tensors": {"x": {"shape": [3], "requires_grad": true}, "z": {"shape": [3]}},
       "program": [
@@ -179,4 +179,27 @@ TEST_CASE("dirty storage ids come out sorted and without repeats, short and long
   std::vector<int64_t> edge{64, 0, 127, 63, 128, 0, 191, 64};  // word edges, repeats
   sort_unique_ids(edge);
   CHECK(edge == std::vector<int64_t>{0, 63, 64, 127, 128, 191});
+}
+
+TEST_CASE("a declared leaf keeps its name when bound again: grad of x, not of the new name", "[interp][holders]") {
+  // PyTorch: after `h = x` the gradient is x.grad; the report names it so, while the storage
+  // lists both names.
+  auto sc = load_scenario_text(R"JSON({"name": "t",
+      "tensors": {"x": {"shape": [2], "requires_grad": true, "init": "ones"}},
+      "program": ["h = x", "y = (h * 2).relu()", "t = y", "z = t.sum()", "z.backward()"]})JSON",
+                               "<test>");
+  RunOptions o;
+  o.verify_holders = true;
+  const RunResult r = run_scenario(*sc, o);
+  REQUIRE(r.errors.empty());
+  std::vector<std::string> all;
+  for (const StorageLifetime& s : r.storages)
+    for (const InternedString& h : s.holders) all.push_back(h.str());
+  auto has = [&](const std::string& h) { return std::find(all.begin(), all.end(), h) != all.end(); };
+  CHECK(has("grad of x"));
+  CHECK_FALSE(has("grad of h"));
+  CHECK(has("name x"));
+  CHECK(has("name h"));
+  // A non-leaf takes its latest name, as before.
+  CHECK(has("name t"));
 }
