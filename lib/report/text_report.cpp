@@ -2,6 +2,7 @@
 // each node's saved values, errors with their facts, lifetimes and byte accounting.
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -164,10 +165,12 @@ std::string report_text(const RunResult& r, const TextOptions& opt) {
   }
 
   // ---- walks
+  // A node already printed, here or in an earlier walk, is named, not expanded: the walks of
+  // a model's many named tensors share their subtrees, and printing each again made the
+  // report grow with (names x depth).
+  std::map<int64_t, const std::string*> shown_in;  // node id -> the walk that printed it
   for (const auto& w : r.walks) {
     o << "\n" << st.bold("Walk of " + w.key) << st.dim("  (captured at " + stmt_ref(w.statement) + ")") << "\n";
-    // Indented DFS tree: a node reached again is named, not expanded.
-    std::set<int64_t> shown;
     struct Frame {
       int64_t id;
       int depth;
@@ -185,8 +188,11 @@ std::string report_text(const RunResult& r, const TextOptions& opt) {
       constexpr int kMaxWalkIndent = 40;
       std::string indent(static_cast<size_t>(std::min(f.depth, kMaxWalkIndent)) * 2, ' ');
       const std::string depth_mark = f.depth > kMaxWalkIndent ? "[depth " + std::to_string(f.depth) + "] " : "";
-      if (!shown.insert(n.id).second) {
-        o << indent << depth_mark << st.dim(n.name + " #" + std::to_string(n.id) + " (above)") << "\n";
+      const auto seen = shown_in.emplace(n.id, &w.key);
+      if (!seen.second) {
+        const std::string where = seen.first->second == &w.key ? "above" : "see the walk of " + *seen.first->second;
+        const std::string variable = n.variable.empty() ? "" : " (" + n.variable + ")";
+        o << indent << depth_mark << st.dim(n.name + " #" + std::to_string(n.id) + variable + " (" + where + ")") << "\n";
         continue;
       }
       o << indent << depth_mark << st.bold(n.name) << st.dim(" #" + std::to_string(n.id));

@@ -105,3 +105,28 @@ TEST_CASE("the JSON report written record by record is the whole document's dump
   full["profile"] = {{"again", full["events"]}};
   CHECK(dump_report_json(skeleton, r, false) == full.dump(2));
 }
+
+TEST_CASE("the text report prints a subtree shared by two walks once", "[report]") {
+  // h's graph is inside loss's: the walk of loss names h's top node and the walk it is in,
+  // instead of printing h's subtree (and its saved values) a second time.
+  const RunResult r = test::run_text(R"JSON({"name": "t", "tensors": {
+      "x": {"shape": [2, 3], "requires_grad": true}, "W": {"shape": [3, 4], "requires_grad": true}},
+      "program": ["h = (x @ W).relu()", "loss = h.exp().sum()"]})JSON");
+  const std::string report = report_text(r, {});
+  const size_t walks_at = report.find("Walk of h");
+  REQUIRE(walks_at != std::string::npos);
+  const std::string t = report.substr(walks_at, report.find("\nMemory by statement") - walks_at);
+  auto count = [&](const std::string& what) {
+    size_t n = 0;
+    for (size_t at = t.find(what); at != std::string::npos; at = t.find(what, at + 1)) ++n;
+    return n;
+  };
+  CHECK(count("Walk of ") == 2);
+  CHECK(count("MmBackward0 #") == 1);
+  CHECK(count("_saved_mat2 ") == 1);
+  CHECK(t.find("ReluBackward0 #3 (see the walk of h)") != std::string::npos);
+  // A node reached twice within one walk is still "(above)", with its variable.
+  const std::string twice = report_text(test::run_text(R"JSON({"name": "t", "tensors": {
+      "x": {"shape": [2], "requires_grad": true}}, "program": ["y = (x * x).sum()"]})JSON"), {});
+  CHECK(twice.find(" (x) (above)") != std::string::npos);
+}
