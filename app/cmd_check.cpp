@@ -94,9 +94,9 @@ void check_one(const std::string& f, const CheckOpts& opts, CaseResult& c) {
   auto sc = load_scenario_file(f);
   c.name = sc->name;
   RunResult r = run_scenario(*sc, {});
-  for (const auto& fl : check_expect(r)) c.failures.push_back(fl.fact + ": expected " + fl.expected + ", got " + fl.actual);
+  for (const auto& fl : check_expect(r)) c.failures.push_back(fl.describe());
   const std::vector<CheckFailure> raised = check_raised(r);
-  for (const auto& fl : raised) c.failures.push_back(fl.fact + ": expected " + fl.expected + ", got " + fl.actual);
+  for (const auto& fl : raised) c.failures.push_back(fl.describe());
   if (!opts.golden_dir.empty()) {
     const std::string golden = opts.golden_dir + "/" + sc->name + ".json";
     const nlohmann::json now = nlohmann::json::parse(report_json(r, true).dump());

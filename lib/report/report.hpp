@@ -65,6 +65,8 @@ struct CheckFailure {
   std::string fact;      // "walk of y", "printed[1]", "errors[0].kind", "memory.peak_bytes"
   std::string expected;
   std::string actual;
+  // "walk of y: expected [...], got [...]": how run and check state it.
+  std::string describe() const { return fact + ": expected " + expected + ", got " + actual; }
 };
 std::vector<CheckFailure> check_expect(const RunResult& r);
 // What `agtrace check` also fails on: an error raised outside a `try` block that the

@@ -124,6 +124,10 @@ std::string report_text(const RunResult& r, const TextOptions& opt) {
   if (!r.expect.empty()) {
     auto failures = check_expect(r);
     o << "  expect       " << (failures.empty() ? st.green("all facts hold") : st.red(std::to_string(failures.size()) + " facts differ")) << "\n";
+    // Each differing fact as `agtrace check` states it, even with --quiet: a count alone
+    // sends the user to another command to learn which.
+    for (const CheckFailure& f : failures)
+      o << "               " << f.describe() << "\n";
   }
   if (opt.quiet) return o.str();
 

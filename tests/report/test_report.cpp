@@ -130,3 +130,14 @@ TEST_CASE("the text report prints a subtree shared by two walks once", "[report]
       "x": {"shape": [2], "requires_grad": true}}, "program": ["y = (x * x).sum()"]})JSON"), {});
   CHECK(twice.find(" (x) (above)") != std::string::npos);
 }
+
+TEST_CASE("the text report states each expect fact that differs, --quiet included", "[report]") {
+  RunResult r = test::run_text(kSeed);
+  r.expect = nlohmann::json::parse(R"JSON({"printed": ["MmBackward0"], "memory": {"saved_bytes": {"max": 1}}})JSON");
+  TextOptions quiet;
+  quiet.quiet = true;
+  const std::string t = report_text(r, quiet);
+  CHECK(t.find("2 facts differ") != std::string::npos);
+  CHECK(t.find("printed: expected [\"MmBackward0\"], got [\"SumBackward0\"]") != std::string::npos);
+  CHECK(t.find("memory.saved_bytes: expected <= 1, got ") != std::string::npos);
+}
