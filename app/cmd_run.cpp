@@ -36,6 +36,7 @@ struct RunOpts {
   std::string format = "text";
   bool values = false;
   bool quiet = false;
+  std::string detail = "summary";
   std::string dot_file;
   std::string svg_file;
   std::string png_file;
@@ -59,6 +60,10 @@ Runner add_run(CLI::App& root) {
   cmd->add_option("--format", opts->format, "text or json")->check(CLI::IsMember({"text", "json"}));
   cmd->add_flag("--values", opts->values, "include element values of leaves and gradients");
   cmd->add_flag("-q,--quiet", opts->quiet, "text: the summary only");
+  cmd->add_option("--detail", opts->detail,
+                  "json: summary (default: the stable core, per-node and per-statement figures, the accountant) "
+                  "or full (adds the event timeline and every storage's and saved value's lifetime)")
+      ->check(CLI::IsMember({"summary", "full"}));
   cmd->add_option("--dot", opts->dot_file, "also write the graph as Graphviz DOT to FILE");
   cmd->add_option("--svg", opts->svg_file, "also render the graph to FILE with Graphviz's dot");
   cmd->add_option("--png", opts->png_file, "also render the graph to FILE (PNG) with Graphviz's dot");
@@ -100,6 +105,12 @@ Runner add_run(CLI::App& root) {
     std::string out;
     if (opts->format == "json") {
       auto j = report_json_skeleton(r, opts->values);
+      // The timeline and the lifetimes are most of a long program's report (a 10,000-op
+      // chain: 7.5 of 31 MB and 4.1 MB): behind --detail full.
+      if (opts->detail != "full") {
+        j.erase("events");
+        j.erase("lifetimes");
+      }
       if (opts->profile) j["profile"] = report_profile_json(r, profile_rows, profile_total);
       out = dump_report_json(j, r, opts->values) + "\n";
     } else {

@@ -144,8 +144,9 @@ def memory_per_event(agtrace, rounds):
             path = os.path.join(d, f"chain_{ops}.json")
             with open(path, "w") as f:
                 json.dump(chain_scenario(ops), f)
-            rss = statistics.median(timed_process([agtrace, "run", path, "--format", "json"])[1] for _ in range(rounds))
-            report = json.loads(subprocess.run([agtrace, "run", path, "--format", "json"], capture_output=True,
+            run = [agtrace, "run", path, "--format", "json", "--detail", "full"]  # with the timeline
+            rss = statistics.median(timed_process(run)[1] for _ in range(rounds))
+            report = json.loads(subprocess.run(run, capture_output=True,
                                                text=True).stdout)
             # The report's event timeline (alloc, free, save, release, ...) when it has one.
             events = len(report["events"]) if isinstance(report.get("events"), list) else \

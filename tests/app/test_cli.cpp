@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "support/command.hpp"
 
@@ -55,6 +56,24 @@ TEST_CASE("run prints the seed walk and exits 0", "[cli]") {
   auto quiet = run_agtrace("run " + scenario("seed_walk") + " --quiet");
   CHECK(quiet.out.find("Summary") != std::string::npos);
   CHECK(quiet.out.find("Storage lifetimes") == std::string::npos);
+}
+
+TEST_CASE("the JSON report leaves the timeline and lifetimes to --detail full", "[cli]") {
+  auto summary = run_agtrace("run " + scenario("seed_walk") + " --format json");
+  auto full = run_agtrace("run " + scenario("seed_walk") + " --format json --detail full");
+  REQUIRE(summary.status == 0);
+  REQUIRE(full.status == 0);
+  const auto s = nlohmann::json::parse(summary.out), f = nlohmann::json::parse(full.out);
+  CHECK_FALSE(s.contains("events"));
+  CHECK_FALSE(s.contains("lifetimes"));
+  CHECK(f.contains("events"));
+  CHECK(f.contains("lifetimes"));
+  // Everything else is the same document.
+  nlohmann::json rest = f;
+  rest.erase("events");
+  rest.erase("lifetimes");
+  CHECK(rest == s);
+  CHECK(run_agtrace("run " + scenario("seed_walk") + " --format json --detail most").status == 2);
 }
 
 TEST_CASE("bad input names the file and where, exits 2, and writes no output", "[cli]") {

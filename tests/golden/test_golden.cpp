@@ -143,7 +143,7 @@ TEST_CASE("every scenario has golden text, JSON and DOT reports", "[golden]") {
       REQUIRE((text.status == 0 || text.status == 3));
       compare_golden(golden_dir / (name + ".txt"), text.out);
 
-      auto json = run_agtrace("run " + f.string() + " --values --format json");
+      auto json = run_agtrace("run " + f.string() + " --values --format json --detail full");
       REQUIRE(json.status == text.status);
       compare_golden(golden_dir / (name + ".json"), json.out);
 
@@ -182,7 +182,7 @@ TEST_CASE("mlp_toy matches its golden whichever BLAS kernel OpenBLAS picks", "[g
   const std::string golden = slurp((fs::path(source_dir()) / "tests" / "golden" / "mlp_toy.json").string());
   for (const std::string& core : cores) {
     INFO("OPENBLAS_CORETYPE=" << core);
-    auto r = run_shell("OPENBLAS_CORETYPE=" + core + " " + AGTRACE_BINARY + " run " + sc.string() + " --values --format json");
+    auto r = run_shell("OPENBLAS_CORETYPE=" + core + " " + AGTRACE_BINARY + " run " + sc.string() + " --values --format json --detail full");
     REQUIRE(r.status == 0);
     CHECK(first_difference(without_volatile(golden), without_volatile(r.out)).empty());
   }
