@@ -5,9 +5,16 @@
 // its file or golden is bad input. Exit 0 all pass, 1 a scenario failed, 2 a usage error.
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "commands.hpp"
 #include "errors.hpp"
@@ -26,6 +33,7 @@ struct CheckOpts {
   std::string golden_dir;
   bool update = false;
   std::string junit;
+  int jobs = 1;
 };
 
 struct CaseResult {
@@ -34,6 +42,7 @@ struct CaseResult {
   bool skipped = false;
   std::string note;
   double seconds = 0;  // load and run
+  std::string log;     // lines printed before the summary ("UPDATED golden ...")
 };
 
 // JUnit's time attribute: seconds with millisecond resolution.
@@ -117,8 +126,8 @@ void check_one(const std::string& f, const CheckOpts& opts, CaseResult& c) {
       if (!exists || !diffs.empty()) {
         std::filesystem::create_directories(opts.golden_dir);
         write_file_atomic(golden, stable_report(now).dump(2) + "\n");
-        std::cout << (exists ? "UPDATED " : "CREATED ") << golden << "\n";
-        for (const auto& d : diffs) std::cout << "     " << d << "\n";
+        c.log += (exists ? "UPDATED " : "CREATED ") + golden + "\n";
+        for (const auto& d : diffs) c.log += "     " + d + "\n";
       }
     } else if (!exists) {
       c.failures.push_back("no golden report " + golden + " (create it with --update)");
@@ -130,6 +139,112 @@ void check_one(const std::string& f, const CheckOpts& opts, CaseResult& c) {
     c.skipped = true;
     c.note = "no expect block";
   }
+}
+
+// One scenario's case, bad input and internal errors included: never throws.
+CaseResult run_case(const std::string& f, const CheckOpts& opts) {
+  CaseResult c;
+  c.name = std::filesystem::path(f).stem().string();
+  c.file = f;
+  const auto started = std::chrono::steady_clock::now();
+  // A file that cannot be read, parsed or validated, or a golden that cannot, is this
+  // scenario's failure: the others still run and the JUnit file is still written.
+  try {
+    check_one(f, opts, c);
+  } catch (const InputError& e) {
+    c.failures.push_back("bad input: [" + e.kind + "] " + e.describe());
+  } catch (const std::exception& e) {
+    c.failures.push_back(std::string("could not run: ") + e.what());
+  }
+  c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return c;
+}
+
+nlohmann::json case_json(const CaseResult& c) {
+  return {{"name", c.name}, {"failures", c.failures}, {"skipped", c.skipped}, {"note", c.note},
+          {"seconds", c.seconds}, {"log", c.log}};
+}
+
+// -j N: N worker processes (fork), worker k running scenarios k, k+N, k+2N, ... and sending
+// each case back as one line of JSON through a pipe; the cases are printed in file order,
+// so the output is the serial run's. Processes, not threads: a run uses process-wide state
+// (the live-node registry, the run's generator, the interned tables). When a worker dies,
+// the scenario it was running fails, named by the signal, and a new worker goes on with the
+// rest of its share.
+std::vector<CaseResult> run_cases_in_processes(const std::vector<std::string>& files, const CheckOpts& opts) {
+  struct Worker {
+    pid_t pid;
+    int fd;
+    size_t next;  // the index of the case it is running: its results arrive in order
+    std::string data;
+  };
+  const size_t stride = static_cast<size_t>(opts.jobs);
+  std::vector<CaseResult> cases(files.size());
+  std::cout.flush();
+  auto start = [&](size_t first) -> Worker {
+    int fds[2];
+    if (pipe(fds) != 0) throw std::runtime_error(std::string("check -j: pipe: ") + std::strerror(errno));
+    const pid_t pid = fork();
+    if (pid < 0) throw std::runtime_error(std::string("check -j: fork: ") + std::strerror(errno));
+    if (pid == 0) {
+      close(fds[0]);
+      for (size_t i = first; i < files.size(); i += stride) {
+        const std::string line = case_json(run_case(files[i], opts)).dump() + "\n";
+        for (size_t at = 0; at < line.size();) {
+          const ssize_t n = write(fds[1], line.data() + at, line.size() - at);
+          if (n <= 0) _exit(3);
+          at += static_cast<size_t>(n);
+        }
+      }
+      _exit(0);
+    }
+    close(fds[1]);
+    return {pid, fds[0], first, ""};
+  };
+  std::vector<Worker> running;
+  for (size_t k = 0; k < stride && k < files.size(); ++k) running.push_back(start(k));
+  while (!running.empty()) {
+    std::vector<pollfd> polled;
+    for (const Worker& w : running) polled.push_back({w.fd, POLLIN, 0});
+    if (poll(polled.data(), polled.size(), -1) < 0) {
+      if (errno == EINTR) continue;
+      throw std::runtime_error(std::string("check -j: poll: ") + std::strerror(errno));
+    }
+    for (size_t i = polled.size(); i-- > 0;) {
+      if (!polled[i].revents) continue;
+      Worker& w = running[i];
+      char buf[65536];
+      const ssize_t n = read(w.fd, buf, sizeof buf);
+      if (n > 0) {
+        w.data.append(buf, static_cast<size_t>(n));
+        for (size_t eol; (eol = w.data.find('\n')) != std::string::npos; w.data.erase(0, eol + 1), w.next += stride) {
+          const nlohmann::json j = nlohmann::json::parse(w.data.substr(0, eol));
+          CaseResult& c = cases[w.next];
+          c.file = files[w.next];
+          c.name = j["name"].get<std::string>();
+          c.failures = j["failures"].get<std::vector<std::string>>();
+          c.skipped = j["skipped"].get<bool>();
+          c.note = j["note"].get<std::string>();
+          c.seconds = j["seconds"].get<double>();
+          c.log = j["log"].get<std::string>();
+        }
+        continue;
+      }
+      close(w.fd);
+      int status = 0;
+      waitpid(w.pid, &status, 0);
+      const size_t stopped_at = w.next;
+      running.erase(running.begin() + static_cast<std::ptrdiff_t>(i));
+      if (stopped_at >= files.size()) continue;  // its share is done
+      CaseResult& c = cases[stopped_at];
+      c.file = files[stopped_at];
+      c.name = std::filesystem::path(c.file).stem().string();
+      c.failures.push_back(WIFSIGNALED(status) ? "crashed: " + std::string(strsignal(WTERMSIG(status)))
+                                               : "could not run: exit status " + std::to_string(WEXITSTATUS(status)));
+      if (stopped_at + stride < files.size()) running.push_back(start(stopped_at + stride));
+    }
+  }
+  return cases;
 }
 
 }  // namespace
@@ -147,6 +262,8 @@ Runner add_check(CLI::App& root) {
   cmd->add_option("--golden", opts->golden_dir, "also compare each JSON report with DIR/<name>.json");
   cmd->add_flag("--update", opts->update, "with --golden: rewrite goldens that differ (atomically)");
   cmd->add_option("--junit", opts->junit, "write JUnit XML to FILE (one test case per scenario)");
+  cmd->add_option("-j,--jobs", opts->jobs, "run N scenarios at once, each in its own process (same output)")
+      ->check(CLI::Range(1, 256));
   return [opts]() -> int {
     std::vector<std::string> files;
     for (const std::string& p : opts->paths) {
@@ -162,23 +279,12 @@ Runner add_check(CLI::App& root) {
     }
     if (opts->update && opts->golden_dir.empty()) throw InputError("usage", "--update needs --golden DIR");
     std::vector<CaseResult> cases;
-    for (const std::string& f : files) {
-      CaseResult c;
-      c.name = std::filesystem::path(f).stem().string();
-      c.file = f;
-      const auto started = std::chrono::steady_clock::now();
-      // A file that cannot be read, parsed or validated, or a golden that cannot, is this
-      // scenario's failure: the others still run and the JUnit file is still written.
-      try {
-        check_one(f, *opts, c);
-      } catch (const InputError& e) {
-        c.failures.push_back("bad input: [" + e.kind + "] " + e.describe());
-      } catch (const std::exception& e) {
-        c.failures.push_back(std::string("could not run: ") + e.what());
-      }
-      c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-      cases.push_back(c);
+    if (opts->jobs > 1 && files.size() > 1) {
+      cases = run_cases_in_processes(files, *opts);
+    } else {
+      for (const std::string& f : files) cases.push_back(run_case(f, *opts));
     }
+    for (const auto& c : cases) std::cout << c.log;
     int passed = 0, failed = 0, skipped = 0;
     for (const auto& c : cases) {
       if (c.skipped) {

@@ -150,6 +150,35 @@ TEST_CASE("check: a bad file and an unexpected raise are failed cases, the other
   fs::remove_all(dir);
 }
 
+TEST_CASE("check -j N prints what the serial check prints and writes the same JUnit cases", "[cli][check]") {
+  const std::string dir = temp_dir();
+  spit(dir + "/a_bad.json", "{bad");
+  spit(dir + "/b_raises.json", R"JSON({"name": "b", "tensors": {"x": {"shape": [2], "requires_grad": true, "init": "ones"}},
+    "program": ["x.mul_(2)"]})JSON");
+  spit(dir + "/c_fails.json", R"JSON({"name": "c", "program": ["print(2)"], "expect": {"printed": ["1"]}})JSON");
+  spit(dir + "/d_skip.json", R"JSON({"name": "d", "program": ["print(1)"]})JSON");
+  for (int i = 0; i < 5; ++i) {
+    std::string text = kScenario;
+    text.replace(text.find("\"name\": \"g\""), 11, "\"name\": \"g" + std::to_string(i) + "\"");
+    spit(dir + "/e" + std::to_string(i) + ".json", text);
+  }
+  auto serial = run_agtrace("check " + dir + " --golden " + dir + "/golden --update");
+  REQUIRE(serial.status == 1);
+  fs::remove_all(dir + "/golden");
+  for (const char* jobs : {"-j 2", "-j 3", "--jobs 16"}) {
+    INFO(jobs);
+    auto parallel = run_agtrace(std::string("check ") + jobs + " " + dir + " --golden " + dir + "/golden --update");
+    CHECK(parallel.status == serial.status);
+    CHECK(parallel.out == serial.out);  // CREATED lines, PASS/FAIL/SKIP in file order, the count
+    CHECK(fs::exists(dir + "/golden/g4.json"));
+    fs::remove_all(dir + "/golden");
+  }
+  CHECK(serial.out.find("CREATED " + dir + "/golden/g4.json") != std::string::npos);
+  CHECK(serial.out.find("6 passed, 3 failed") != std::string::npos);
+  CHECK(run_agtrace("check -j 0 " + dir).status == 2);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("expect.walk: an ellipsis stands for any run of nodes", "[check]") {
   using agtrace::walk_matches;
   const std::vector<std::string> walk{"MeanBackward0", "MulBackward0", "AccumulateGrad"};
