@@ -869,8 +869,10 @@ void for_each_tap(const ConvGeometry& c, F&& f) {
     }
 }
 
-// The forward in the input's own precision: float32 and float64 through im2col and BLAS
-// (kernels_conv.hpp), as PyTorch's CPU kernels compute them.
+// float32: im2col and sgemm (kernels_conv.hpp), accumulating in float as PyTorch's CPU
+// kernels do. float64 stays with the sequential double sum below: its printed digits are
+// PyTorch's to the last place (scenarios/create_graph_nn.json prints 17-digit conv
+// gradients), which dgemm's blocked, fused summation changes in the last bit.
 template <typename T>
 void conv_forward_in(const ConvGeometry& c, const Tensor& input, const Tensor& weight, const Tensor& bias,
                      const Tensor& out) {
@@ -878,7 +880,8 @@ void conv_forward_in(const ConvGeometry& c, const Tensor& input, const Tensor& w
   kernels::conv_forward<T>(kernel_shape(c), x.ptr, w.ptr, b.ptr, elements_of<T>(out));
 }
 
-// int64 convolutions (slow_conv2d's integer kernel) are exact sums: accumulated in double.
+// float64 and int64 (slow_conv2d's integer kernel, exact sums): accumulated in double in
+// (input channel, kernel row, kernel column) order, the bias added last.
 void conv_forward_exact(const ConvGeometry& c, const Tensor& input, const Tensor& weight, const Tensor& bias,
                         const Tensor& out) {
   const std::vector<double> xv = to_values(input), wv = to_values(weight);
@@ -944,8 +947,6 @@ std::vector<Tensor> conv2d_backward(Node& n, const std::vector<Tensor>& g) {
                                        n.attr("dilation").list, n.attr("groups").i);
   if (input->dtype() == DType::Float32)
     conv_backward_in<float>(c, g[0], input, weight, gx, gw, gb);
-  else if (input->dtype() == DType::Float64)
-    conv_backward_in<double>(c, g[0], input, weight, gx, gw, gb);
   else
     conv_backward_exact(c, g[0], input, weight, gx, gw, gb);
   return {gx, gw, gb};
@@ -1741,8 +1742,6 @@ Tensor convolution(const Tensor& input, const Tensor& weight, const Tensor& bias
   if (!meta && !on_device) {
     if (input->dtype() == DType::Float32)
       conv_forward_in<float>(c, input, weight, bias, out);
-    else if (input->dtype() == DType::Float64)
-      conv_forward_in<double>(c, input, weight, bias, out);
     else
       conv_forward_exact(c, input, weight, bias, out);
   }

@@ -2,7 +2,9 @@
 // convolution (a 1-D one is the same with height 1), forward and backward, as im2col and
 // col2im around BLAS products, in the element type itself (float for float32, double for
 // float64). PyTorch 1.13's CPU convolutions (slow_conv2d's im2col + gemm, or oneDNN for
-// batched float32) accumulate float32 products in float, never in double.
+// batched float32) accumulate float32 products in float, never in double. ops/nn.cpp uses
+// the float instance; float64 convolutions keep a sequential double sum there, whose digits
+// are PyTorch's to the last place (the double instance is dgemm's blocked order).
 #pragma once
 #include <cstdint>
 
