@@ -102,6 +102,31 @@ std::function<void()> transformer_block() {
   };
 }
 
+// bench/scenarios/conv_block.json: conv2d 3->16 (3x3, padding 1) + batch_norm (training)
+// + relu + max_pool2d 2, conv2d 16->32 + relu, linear 8192->10, cross_entropy; batch 32.
+std::function<void()> conv_block() {
+  namespace F = torch::nn::functional;
+  auto x = torch::rand({32, 3, 32, 32});
+  auto target = torch::randint(0, 10, {32}, torch::kLong);
+  auto mk = [](std::vector<int64_t> s, double a) { return (torch::rand(s) * (2 * a) - a).requires_grad_(true); };
+  auto w1 = mk({16, 3, 3, 3}, 0.19), b1 = torch::zeros({16}).requires_grad_(true);
+  auto g1 = torch::ones({16}).requires_grad_(true), be1 = torch::zeros({16}).requires_grad_(true);
+  auto rm1 = torch::zeros({16}), rv1 = torch::ones({16});
+  auto w2 = mk({32, 16, 3, 3}, 0.083), b2 = torch::zeros({32}).requires_grad_(true);
+  auto W = mk({10, 8192}, 0.011), bW = torch::zeros({10}).requires_grad_(true);
+  return [=]() mutable {
+    auto h = torch::conv2d(x, w1, b1, 1, 1);
+    h = torch::batch_norm(h, g1, be1, rm1, rv1, /*training=*/true, 0.1, 1e-5, /*cudnn_enabled=*/false);
+    h = torch::max_pool2d(torch::relu(h), 2);
+    h = torch::relu(torch::conv2d(h, w2, b2, 1, 1));
+    auto logits = F::linear(h.flatten(1), W, bW);
+    auto loss = F::cross_entropy(logits, target);
+    loss.backward();
+    // Each repetition is a fresh step, as `agtrace run` of the scenario is.
+    for (auto* p : {&w1, &b1, &g1, &be1, &w2, &b2, &W, &bW}) p->mutable_grad() = torch::Tensor();
+  };
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -136,6 +161,7 @@ int main(int argc, char** argv) {
   if (workload == "tiny_chain") f = tiny_chain();
   else if (workload == "mlp_step") f = mlp_step();
   else if (workload == "transformer_block") f = transformer_block();
+  else if (workload == "conv_block") f = conv_block();
   else {
     std::fprintf(stderr, "unknown workload %s\n", workload.c_str());
     return 2;

@@ -5,7 +5,7 @@
     python3 bench/run.py --update-readme    # also writes the table into bench/README.md
 
 Workloads (bench/scenarios/*.json and bench/libtorch_bench.cpp hold the same programs):
-tiny_chain, mlp_step, transformer_block, gemm; cold_start compares `agtrace run` of
+tiny_chain, mlp_step, transformer_block, gemm, conv_block; cold_start compares `agtrace run` of
 scenarios/seed_walk.json with bench/cold_start_torch.py under /usr/bin/python3.
 
 Each round runs every workload once in agtrace (bench/agtrace_bench: load, run with
@@ -28,7 +28,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(ROOT, "bench")
-WORKLOADS = ["tiny_chain", "mlp_step", "transformer_block", "gemm"]
+WORKLOADS = ["tiny_chain", "mlp_step", "transformer_block", "gemm", "conv_block"]
 CHAIN_OPS = 10000
 GEMM_FLOP = 2.0 * 1024 ** 3
 TORCH_INCLUDES = ["/usr/include/torch/csrc/api/include", "/usr/include"]

@@ -25,6 +25,7 @@
 #include <limits>
 #include <optional>
 #include <tuple>
+#include <type_traits>
 
 #include "interp/value.hpp"
 #include "ops/activations.hpp"
@@ -33,6 +34,7 @@
 #include "ops/shapes.hpp"
 #include "tensor/device_backend.hpp"
 #include "tensor/fast_paths.hpp"
+#include "tensor/kernels_conv.hpp"
 
 namespace agtrace::ops {
 
@@ -748,11 +750,16 @@ std::vector<Tensor> embedding_dbackward(Node& n, const std::vector<Tensor>& g) {
 // bias), dilation, groups, input, output_padding, padding, stride, transposed=False,
 // weight. The lists are kept as the Python parser produced them (padding=(1,) is (1,)).
 
-// A size-1 list applies to both spatial dims (expand_param_if_needed).
-std::vector<int64_t> expanded(const std::vector<int64_t>& v) {
+// A size-1 list applies to every spatial dim (expand_param_if_needed); a 1-D convolution's
+// lists get a leading unit entry, as it runs as a 2-D one of height 1.
+std::vector<int64_t> expanded(const std::vector<int64_t>& v, size_t spatial, int64_t height_value) {
+  if (spatial == 1) return {height_value, v[0]};
   return v.size() == 1 ? std::vector<int64_t>{v[0], v[0]} : v;
 }
 
+// A 2-D convolution's geometry; a 1-D one (3-D input and weight) is the 2-D convolution of
+// height 1 with a 1-row kernel, unit stride and dilation and no padding along the height
+// (1.13's _convolution likewise runs a 3-D input as a 2-D one: view1d_as_2d).
 struct ConvGeometry {
   int64_t batch, in_channels, height, width;
   int64_t out_channels, group_in, kernel_h, kernel_w;
@@ -764,13 +771,63 @@ ConvGeometry conv_geometry(const Shape& in, const Shape& w, const std::vector<in
                            const std::vector<int64_t>& padding, const std::vector<int64_t>& dilation,
                            int64_t groups) {
   ConvGeometry c{};
-  c.batch = in[0], c.in_channels = in[1], c.height = in[2], c.width = in[3];
-  c.out_channels = w[0], c.group_in = w[1], c.kernel_h = w[2], c.kernel_w = w[3];
-  c.stride = expanded(stride), c.padding = expanded(padding), c.dilation = expanded(dilation);
+  const bool one_d = in.size() == 3;
+  const size_t spatial = one_d ? 1 : 2;
+  c.batch = in[0], c.in_channels = in[1];
+  c.height = one_d ? 1 : in[2], c.width = in.back();
+  c.out_channels = w[0], c.group_in = w[1];
+  c.kernel_h = one_d ? 1 : w[2], c.kernel_w = w.back();
+  c.stride = expanded(stride, spatial, 1), c.padding = expanded(padding, spatial, 0);
+  c.dilation = expanded(dilation, spatial, 1);
   c.groups = groups;
   c.out_h = (c.height + 2 * c.padding[0] - c.dilation[0] * (c.kernel_h - 1) - 1) / c.stride[0] + 1;
   c.out_w = (c.width + 2 * c.padding[1] - c.dilation[1] * (c.kernel_w - 1) - 1) / c.stride[1] + 1;
   return c;
+}
+
+Shape conv_output_shape(const ConvGeometry& c, size_t spatial) {
+  if (spatial == 1) return {c.batch, c.out_channels, c.out_w};
+  return {c.batch, c.out_channels, c.out_h, c.out_w};
+}
+
+kernels::ConvShape kernel_shape(const ConvGeometry& c) {
+  kernels::ConvShape k;
+  k.batch = c.batch, k.in_channels = c.in_channels, k.height = c.height, k.width = c.width;
+  k.out_channels = c.out_channels, k.group_in = c.group_in, k.kernel_h = c.kernel_h, k.kernel_w = c.kernel_w;
+  k.out_h = c.out_h, k.out_w = c.out_w, k.groups = c.groups;
+  k.stride_h = c.stride[0], k.stride_w = c.stride[1], k.pad_h = c.padding[0], k.pad_w = c.padding[1];
+  k.dilation_h = c.dilation[0], k.dilation_w = c.dilation[1];
+  return k;
+}
+
+// A tensor's elements as a contiguous array of T (float for float32, double for float64):
+// the storage itself when the tensor is contiguous, else a row-major copy (exact).
+template <typename T>
+struct ContiguousElements {
+  std::vector<T> copy;
+  const T* ptr = nullptr;
+  explicit ContiguousElements(const Tensor& t) {
+    if (!t) return;
+    if (t->is_contiguous()) {
+      if constexpr (std::is_same_v<T, float>)
+        ptr = t->storage->f32() + t->offset;
+      else
+        ptr = t->storage->f64() + t->offset;
+      return;
+    }
+    const std::vector<double> v = to_values(t);
+    copy.assign(v.begin(), v.end());
+    ptr = copy.data();
+  }
+};
+
+template <typename T>
+T* elements_of(const Tensor& t) {
+  if (!t) return nullptr;
+  if constexpr (std::is_same_v<T, float>)
+    return t->storage->f32() + t->offset;
+  else
+    return t->storage->f64() + t->offset;
 }
 
 // The geometry for cuda/conv.cuh.
@@ -812,27 +869,44 @@ void for_each_tap(const ConvGeometry& c, F&& f) {
     }
 }
 
-// convolution_backward (transposed=False):
-//   d_input[x] += grad[o] * weight[w];  d_weight[w] += grad[o] * input[x];  d_bias[co] += grad[o]
-std::vector<Tensor> conv2d_backward(Node& n, const std::vector<Tensor>& g) {
-  Tensor input = n.unpack("input"), weight = n.unpack("weight");
-  if (kernels::device::any_on_device({&g[0], &input})) {
-    // cuda/conv.cuh's backward: the same gradients, allocated in this order.
-    const ConvGeometry c = conv_geometry(input->sizes, weight->sizes, n.attr("stride").list, n.attr("padding").list,
-                                         n.attr("dilation").list, n.attr("groups").i);
-    const kernels::device::LayerNormGrads d = kernels::device::conv2d_backward(
-        g[0], input, weight, device_geometry(c), wants(n, 0), wants(n, 1),
-        wants(n, 2) ? std::optional<DType>(n.input_meta[2].dtype) : std::nullopt);
-    return {d.input, d.weight, d.bias};
+// float32: im2col and sgemm (kernels_conv.hpp), accumulating in float as PyTorch's CPU
+// kernels do. float64 stays with the sequential double sum below: its printed digits are
+// PyTorch's to the last place (scenarios/create_graph_nn.json prints 17-digit conv
+// gradients), which dgemm's blocked, fused summation changes in the last bit.
+template <typename T>
+void conv_forward_in(const ConvGeometry& c, const Tensor& input, const Tensor& weight, const Tensor& bias,
+                     const Tensor& out) {
+  const ContiguousElements<T> x(input), w(weight), b(bias);
+  kernels::conv_forward<T>(kernel_shape(c), x.ptr, w.ptr, b.ptr, elements_of<T>(out));
+}
+
+// float64 and int64 (slow_conv2d's integer kernel, exact sums): accumulated in double in
+// (input channel, kernel row, kernel column) order, the bias added last.
+void conv_forward_exact(const ConvGeometry& c, const Tensor& input, const Tensor& weight, const Tensor& bias,
+                        const Tensor& out) {
+  const std::vector<double> xv = to_values(input), wv = to_values(weight);
+  const std::vector<double> bv = bias ? to_values(bias) : std::vector<double>{};
+  std::vector<double> ov(static_cast<size_t>(out->numel()), 0.0);
+  for_each_tap(c, [&](size_t o, size_t wi, size_t xi, int64_t) { ov[o] += xv[xi] * wv[wi]; });
+  if (bias) {
+    const int64_t plane = c.out_h * c.out_w;
+    for (size_t o = 0; o < ov.size(); ++o) ov[o] += bv[static_cast<size_t>((static_cast<int64_t>(o) / plane) % c.out_channels)];
   }
-  const bool meta = input->is_meta();
-  Tensor gx = wants(n, 0) ? fresh(input->sizes, input->dtype(), meta) : nullptr;
-  Tensor gw = wants(n, 1) ? fresh(weight->sizes, weight->dtype(), meta) : nullptr;
-  Tensor gb = wants(n, 2) ? grad_like(n, 2, meta) : nullptr;
-  if (meta) return {gx, gw, gb};
-  const ConvGeometry c = conv_geometry(input->sizes, weight->sizes, n.attr("stride").list, n.attr("padding").list,
-                                       n.attr("dilation").list, n.attr("groups").i);
-  const std::vector<double> xv = to_values(input), wv = to_values(weight), gv = to_values(g[0]);
+  store(out, ov);
+}
+
+template <typename T>
+void conv_backward_in(const ConvGeometry& c, const Tensor& grad, const Tensor& input, const Tensor& weight,
+                      const Tensor& gx, const Tensor& gw, const Tensor& gb) {
+  // The bias has the input's dtype (check_convolution refuses another).
+  const ContiguousElements<T> go(grad), x(input), w(weight);
+  kernels::conv_backward<T>(kernel_shape(c), go.ptr, x.ptr, w.ptr, elements_of<T>(gx), elements_of<T>(gw),
+                            elements_of<T>(gb));
+}
+
+void conv_backward_exact(const ConvGeometry& c, const Tensor& grad, const Tensor& input, const Tensor& weight,
+                         const Tensor& gx, const Tensor& gw, const Tensor& gb) {
+  const std::vector<double> xv = to_values(input), wv = to_values(weight), gv = to_values(grad);
   std::vector<double> dx(gx ? xv.size() : 0, 0.0), dw(gw ? wv.size() : 0, 0.0);
   for_each_tap(c, [&](size_t o, size_t wi, size_t xi, int64_t) {
     if (gx) dx[xi] += gv[o] * wv[wi];
@@ -848,6 +922,33 @@ std::vector<Tensor> conv2d_backward(Node& n, const std::vector<Tensor>& g) {
   }
   if (gx) store(gx, dx);
   if (gw) store(gw, dw);
+}
+
+// convolution_backward (transposed=False):
+//   d_input[x] += grad[o] * weight[w];  d_weight[w] += grad[o] * input[x];  d_bias[co] += grad[o]
+std::vector<Tensor> conv2d_backward(Node& n, const std::vector<Tensor>& g) {
+  Tensor input = n.unpack("input"), weight = n.unpack("weight");
+  if (kernels::device::any_on_device({&g[0], &input})) {
+    // cuda/conv.cuh's backward: the same gradients, allocated in this order.
+    const ConvGeometry c = conv_geometry(input->sizes, weight->sizes, n.attr("stride").list, n.attr("padding").list,
+                                         n.attr("dilation").list, n.attr("groups").i);
+    const kernels::device::LayerNormGrads d = kernels::device::conv2d_backward(
+        g[0], input, weight, device_geometry(c), wants(n, 0), wants(n, 1),
+        wants(n, 2) ? std::optional<DType>(n.input_meta[2].dtype) : std::nullopt);
+    return {d.input, d.weight, d.bias};
+  }
+  const bool meta = input->is_meta();
+  // Every element of each gradient is written below: no zero-fill first.
+  Tensor gx = wants(n, 0) ? written(input->sizes, input->dtype(), meta) : nullptr;
+  Tensor gw = wants(n, 1) ? written(weight->sizes, weight->dtype(), meta) : nullptr;
+  Tensor gb = wants(n, 2) ? written(n.input_meta[2].sizes, n.input_meta[2].dtype, meta) : nullptr;
+  if (meta) return {gx, gw, gb};
+  const ConvGeometry c = conv_geometry(input->sizes, weight->sizes, n.attr("stride").list, n.attr("padding").list,
+                                       n.attr("dilation").list, n.attr("groups").i);
+  if (input->dtype() == DType::Float32)
+    conv_backward_in<float>(c, g[0], input, weight, gx, gw, gb);
+  else
+    conv_backward_exact(c, g[0], input, weight, gx, gw, gb);
   return {gx, gw, gb};
 }
 
@@ -950,14 +1051,18 @@ std::string input_type_name(DType d) {
   return "?";
 }
 
-// at::conv2d, at::_convolution and check_shape_forward, in their order (messages measured).
-void check_conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dArgs& a) {
-  if (input->dim() != 3 && input->dim() != 4)
-    fail("shape_mismatch", "Expected 3D (unbatched) or 4D (batched) input to conv2d, but got input of size: " +
-                               shape_str(input->sizes));
-  // An unbatched input is unsqueezed and the output squeezed (UnsqueezeBackward0 and
-  // SqueezeBackward1 around the convolution, measured); not mirrored yet.
-  if (input->dim() == 3) fail("unsupported", "conv2d of an unbatched (3-D) input is not supported");
+// The input's rank check of at::conv1d / at::conv2d (batchify), first of all (measured).
+void check_conv_input_rank(const Tensor& input, size_t spatial, const char* op) {
+  const int64_t batched = static_cast<int64_t>(spatial) + 2;
+  if (input->dim() != batched - 1 && input->dim() != batched)
+    fail("shape_mismatch", "Expected " + std::to_string(batched - 1) + "D (unbatched) or " + std::to_string(batched) +
+                               "D (batched) input to " + op + ", but got input of size: " + shape_str(input->sizes));
+}
+
+// at::_convolution and check_shape_forward, in their order (messages measured), on the
+// batched input.
+void check_convolution(const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dArgs& a,
+                       size_t spatial, const char* op) {
   const int64_t k = weight->dim();
   if (k - 2 <= 0) fail("shape_mismatch", "weight should have at least three dimensions");
   if (a.groups <= 0) fail("type_error", "non-positive groups is not supported");
@@ -969,8 +1074,12 @@ void check_conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
     if (p < 0) fail("type_error", "negative padding is not supported");
   for (int64_t s : stride)
     if (s <= 0) fail("type_error", "non-positive stride is not supported");
-  for (int64_t d : dilation)
+  for (int64_t d : dilation) {
+    // conv1d: "non-positive dilation is not supported" from oneDNN's path, slow_conv2d's
+    // message with the 2-D view's list ([1, 0]) at batch 1 (measured); not mirrored.
+    if (d <= 0 && spatial == 1) fail("unsupported", std::string(op) + " with a non-positive dilation is not supported");
     if (d <= 0) fail("type_error", "dilation should be greater than zero, but got " + int_list_str(dilation));
+  }
   const Shape& ws = weight->sizes;
   if (k != input->dim())
     fail("shape_mismatch", "Expected " + std::to_string(k) + "-dimensional input for " + std::to_string(k) +
@@ -994,7 +1103,7 @@ void check_conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
                                " instead");
   bool fits = true;
   std::string in_s, k_s;
-  for (int64_t i = 0; i < 2; ++i) {
+  for (size_t i = 0; i < spatial; ++i) {
     const int64_t padded = input->sizes[2 + i] + 2 * padding[i];
     const int64_t span = dilation[i] * (ws[2 + i] - 1) + 1;
     if (padded < span) fits = false;
@@ -1006,7 +1115,13 @@ void check_conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
                                "). Kernel size can't be greater than actual input size");
   // The backend's type checks come last: the bias first, then the weight (measured with
   // both mismatched: the bias message wins).
-  require_kernel_dtype(input, "slow_conv2d_cpu", "conv2d", /*allow_int64=*/true);
+  require_kernel_dtype(input, "slow_conv2d_cpu", op, /*allow_int64=*/true);
+  if (spatial == 1 && ((bias && bias->dtype() != input->dtype()) || weight->dtype() != input->dtype()))
+    // conv1d's dtype messages depend on the backend 1.13 picks for the shape (oneDNN for a
+    // batched float32 input: "Input type (torch.FloatTensor) and weight type ... or input
+    // should be a MKLDNN tensor ..."; slow_conv2d otherwise, where a float64 bias on a
+    // float32 input of batch 1 even runs; measured), which is not mirrored.
+    fail("unsupported", std::string(op) + " with input, weight and bias of different dtypes is not supported");
   if (bias && bias->dtype() != input->dtype())
     fail("dtype_mismatch", "Input type (" + input_type_name(input->dtype()) + ") and bias type (" +
                                input_type_name(bias->dtype()) + ") should be the same");
@@ -1564,8 +1679,11 @@ Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int6
   return out;
 }
 
-Conv2dArgs conv2d_padding_mode(const std::string& mode, const Tensor& input, const Tensor& weight,
-                               const Conv2dArgs& args) {
+namespace {
+
+// _convolution_mode on the batched input: the padding lists 'valid' and 'same' pass on.
+Conv2dArgs padding_mode_args(const std::string& mode, const Tensor& input, const Tensor& weight,
+                             const Conv2dArgs& args) {
   Conv2dArgs a = args;
   if (mode == "valid") {
     // _convolution_mode passes padding {0} and output_padding {0} (measured: both read
@@ -1576,10 +1694,6 @@ Conv2dArgs conv2d_padding_mode(const std::string& mode, const Tensor& input, con
   }
   if (mode != "same") fail("type_error", "Invalid padding string: '" + mode + "'");
   // convolution_same
-  if (input->dim() != 3 && input->dim() != 4)
-    fail("shape_mismatch", "Expected 3D (unbatched) or 4D (batched) input to conv2d, but got input of size: " +
-                               shape_str(input->sizes));
-  if (input->dim() == 3) fail("unsupported", "conv2d of an unbatched (3-D) input is not supported");
   const int64_t k = weight->dim();
   if (k <= 2) fail("shape_mismatch", "weight should have at least three dimensions");
   if (k != input->dim())
@@ -1610,27 +1724,26 @@ Conv2dArgs conv2d_padding_mode(const std::string& mode, const Tensor& input, con
   return a;
 }
 
-Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dArgs& args) {
-  OpScope scope("conv2d");
-  check_conv2d(input, weight, bias, args);
+// The convolution of a batched input (the node and its saved values are the same for
+// conv1d and conv2d, measured: ConvolutionBackward0 with the lists as given).
+Tensor convolution(const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dArgs& args,
+                   size_t spatial, const char* op) {
+  check_convolution(input, weight, bias, args, spatial, op);
   const ConvGeometry c = conv_geometry(input->sizes, weight->sizes, args.stride, args.padding, args.dilation,
                                        args.groups);
   const bool meta = input->is_meta();
   const bool on_device = kernels::device::any_on_device({&input, &weight, &bias});
-  // On cuda: cuda/conv.cuh (im2col and products), the same one new storage.
-  Tensor out = on_device ? kernels::device::conv2d(input, weight, bias, device_geometry(c),
-                                                   {c.batch, c.out_channels, c.out_h, c.out_w})
-                         : fresh({c.batch, c.out_channels, c.out_h, c.out_w}, input->dtype(), meta);
+  // cuda/conv.cuh takes 4-D tensors only; a 1-D convolution has no cuda route yet.
+  if (on_device && spatial == 1) fail("unsupported", std::string(op) + " on cuda is not supported");
+  // On cuda: cuda/conv.cuh (im2col and products), the same one new storage. On the host
+  // every element is written below: no zero-fill first.
+  Tensor out = on_device ? kernels::device::conv2d(input, weight, bias, device_geometry(c), conv_output_shape(c, 2))
+                         : written(conv_output_shape(c, spatial), input->dtype(), meta);
   if (!meta && !on_device) {
-    const std::vector<double> xv = to_values(input), wv = to_values(weight);
-    const std::vector<double> bv = bias ? to_values(bias) : std::vector<double>{};
-    std::vector<double> ov(static_cast<size_t>(out->numel()), 0.0);
-    for_each_tap(c, [&](size_t o, size_t wi, size_t xi, int64_t) { ov[o] += xv[xi] * wv[wi]; });
-    if (bias) {
-      const int64_t plane = c.out_h * c.out_w;
-      for (size_t o = 0; o < ov.size(); ++o) ov[o] += bv[static_cast<size_t>((static_cast<int64_t>(o) / plane) % c.out_channels)];
-    }
-    store(out, ov);
+    if (input->dtype() == DType::Float32)
+      conv_forward_in<float>(c, input, weight, bias, out);
+    else
+      conv_forward_exact(c, input, weight, bias, out);
   }
   if (needs_grad({&input, &weight, &bias})) {
     auto node = make_node("ConvolutionBackward0", conv2d_backward, {input, weight, bias});
@@ -1648,6 +1761,40 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, con
     set_history(out, node);
   }
   return out;
+}
+
+}  // namespace
+
+Conv2dArgs conv2d_padding_mode(const std::string& mode, const Tensor& input, const Tensor& weight,
+                               const Conv2dArgs& args) {
+  if (mode == "valid") return padding_mode_args(mode, input, weight, args);
+  if (mode != "same") fail("type_error", "Invalid padding string: '" + mode + "'");
+  check_conv_input_rank(input, 2, "conv2d");
+  // An unbatched input is unsqueezed and the output squeezed (UnsqueezeBackward0 and
+  // SqueezeBackward1 around the convolution, measured); not mirrored for conv2d yet.
+  if (input->dim() == 3) fail("unsupported", "conv2d of an unbatched (3-D) input is not supported");
+  return padding_mode_args(mode, input, weight, args);
+}
+
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dArgs& args) {
+  OpScope scope("conv2d");
+  check_conv_input_rank(input, 2, "conv2d");
+  if (input->dim() == 3) fail("unsupported", "conv2d of an unbatched (3-D) input is not supported");
+  return convolution(input, weight, bias, args, 2, "conv2d");
+}
+
+Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dArgs& args,
+              const std::string& padding_mode) {
+  OpScope scope("conv1d");
+  check_conv_input_rank(input, 1, "conv1d");
+  // An unbatched (C, L) input runs as unsqueeze(0), the convolution and squeeze(0):
+  // SqueezeBackward1 (dim 0) over ConvolutionBackward0, whose saved input is the [1, C, L]
+  // view, over UnsqueezeBackward0 (measured).
+  const bool batched = input->dim() == 3;
+  const Tensor x = batched ? input : unsqueeze(input, 0);
+  const Conv2dArgs a = padding_mode.empty() ? args : padding_mode_args(padding_mode, x, weight, args);
+  const Tensor y = convolution(x, weight, bias, a, 1, "conv1d");
+  return batched ? y : squeeze(y, 0);
 }
 
 MaxPool2dResult max_pool2d(const Tensor& input, const std::vector<int64_t>& kernel_size,

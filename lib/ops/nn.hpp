@@ -49,6 +49,12 @@ struct Conv2dArgs {
 };
 // F.conv2d -> ConvolutionBackward0 (edges input, weight, bias|None). `bias` may be null.
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dArgs& args);
+// F.conv1d -> ConvolutionBackward0, the same node and saved values as conv2d with the
+// lists of one entry; a (C, L) input is unsqueezed and the result squeezed (Unsqueeze- and
+// SqueezeBackward nodes around it). `padding_mode` 'valid' / 'same' replaces args.padding;
+// empty when the padding was given as numbers.
+Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dArgs& args,
+              const std::string& padding_mode = "");
 // padding='valid' / 'same' (at::_convolution_mode): the padding lists PyTorch passes on.
 Conv2dArgs conv2d_padding_mode(const std::string& mode, const Tensor& input, const Tensor& weight,
                                const Conv2dArgs& args);

@@ -86,6 +86,26 @@ Value impl_conv2d(Args& a, Runtime&) {
   return T(conv2d(input, weight, bias, c));
 }
 
+// F.conv1d's int arguments become one-entry lists (its IntArrayRef[1] parameters).
+std::vector<int64_t> list_1d(const Args& a, const std::string& name) {
+  const Value& v = a.get(name);
+  if (v.kind == Value::Kind::Int) return {v.i};
+  return int_list(a, name);
+}
+
+Value impl_conv1d(Args& a, Runtime&) {
+  Conv2dArgs c;
+  c.stride = list_1d(a, "stride");
+  c.dilation = list_1d(a, "dilation");
+  c.output_padding = {0};
+  c.groups = a.integer("groups");
+  const Value& padding = a.get("padding");
+  if (padding.kind == Value::Kind::Str)
+    return T(conv1d(a.tensor("input"), a.tensor("weight"), optional_tensor(a, "bias"), c, padding.s));
+  c.padding = list_1d(a, "padding");
+  return T(conv1d(a.tensor("input"), a.tensor("weight"), optional_tensor(a, "bias"), c));
+}
+
 Value impl_max_pool2d(Args& a, Runtime&) {
   // F.max_pool2d: stride=None becomes an empty list, which the node keeps as ().
   std::vector<int64_t> stride = a.given("stride") ? int_list(a, "stride") : std::vector<int64_t>{};
@@ -128,6 +148,11 @@ std::vector<OpEntry> nn_ops() {
        "input and weight (same objects) whatever requires grad, bias_sym_sizes_opt, stride, padding, dilation, "
        "groups, transposed, output_padding; edges (input, weight, bias|None)",
        impl_conv2d, {}},
+      {"conv1d", {"F.conv1d", "torch.conv1d"}, "(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1)",
+       "nn", "ConvolutionBackward0",
+       "as conv2d, the lists of one entry (padding (1,)); a 2-D (unbatched) input adds UnsqueezeBackward0 before "
+       "and SqueezeBackward1 (dim 0) after, the saved input being the [1, C, L] view; no cuda route",
+       impl_conv1d, {}},
       {"max_pool2d", {"F.max_pool2d"},
        "(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False)", "nn",
        "MaxPool2DWithIndicesBackward0",

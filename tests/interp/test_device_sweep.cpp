@@ -355,6 +355,8 @@ const std::map<std::string, std::vector<std::string>>& no_cuda_route() {
       {"bernoulli_", {"h = x * 1.0", "h.bernoulli_(0.5)", "s = h.sum()"}},
       {"bernoulli", {"s = torch.bernoulli(x.sigmoid()).sum()"}},
       {"random_", {"h = x * 1.0", "h.random_(3)", "s = h.sum()"}},
+      // conv1d (nn.cpp): cuda/conv.cuh takes 4-D tensors only.
+      {"conv1d", {"s = (F.conv1d(B[:, :2], k[:, :, 0], v[:3]) ** 2).sum() + F.conv1d(x[:2], k[:, :, 1], stride=2).sum()"}},
   };
   return m;
 }
