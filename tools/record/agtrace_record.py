@@ -174,6 +174,14 @@ def undispatched(func):
     return copy
 
 
+def qualified_name(func):
+    module = getattr(func, "__module__", None) or ""
+    if not module and type(getattr(func, "__self__", None)).__name__ == "module":
+        module = func.__self__.__name__
+    name = getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or repr(func)
+    return module + "." + name if module else name
+
+
 def tensors_in(value):
     if isinstance(value, torch.Tensor):
         yield value
@@ -327,6 +335,8 @@ class Recorder(TorchFunctionMode):
             return "%s.%s" % (self.fmt(args[0], label), sp.text)
         if sp.kind == "reversed":
             return "%s %s %s" % (self.fmt(args[1], label), sp.text, self.fmt(args[0], label))
+        if sp.kind == "method" and sp.text == "neg" and len(args) == 1 and not kwargs:
+            return "-" + self.fmt(args[0], label)
         if sp.kind == "method" and sp.text in OPERATORS and len(args) == 2 and not kwargs \
                 and isinstance(args[0], torch.Tensor):
             return "%s %s %s" % (self.fmt(args[0], label), OPERATORS[sp.text], self.fmt(args[1], label))
@@ -344,7 +354,7 @@ class Recorder(TorchFunctionMode):
 
     def handle(self, func, args, kwargs, run=None):
         sp = spell(func, self.supported)
-        label = sp.key if sp else getattr(func, "__qualname__", repr(func))
+        label = sp.key if sp else qualified_name(func)
         if sp is not None and sp.key in self.supported:
             pass
         elif decomposable(func) and self.expressible_body(func, args, kwargs):
@@ -432,7 +442,7 @@ class Probe(TorchFunctionMode):
                 return undispatched(func)(*args, **kwargs)
         result = func(*args, **kwargs)
         if sp is None and any(True for _ in tensors_in(result)):
-            raise Inexpressible(getattr(func, "__qualname__", repr(func)))
+            raise Inexpressible(qualified_name(func))
         return result
 
 
@@ -676,7 +686,8 @@ def main(argv):
         if tensor.requires_grad and tensor.grad_fn is not None:
             raise Inexpressible("%s (in %s): an argument made outside the recorded calls" % (call, rec.where()))
         name = rec.fresh("const")
-        rec.leaves[name] = leaf_spec(tensor, True, ("normal", normal_moments), device)
+        with rec.paused():
+            rec.leaves[name] = leaf_spec(tensor, True, None, device)
         rec.leaf_objects.append(tensor)
         rec.bind(tensor, name)
         return name
@@ -783,7 +794,10 @@ def main(argv):
     rec.pending_del += [n for n in rec.names.values() if n not in rec.leaves and n != loss_name
                         and n not in rec.pending_del]
     rec.flush_dels()
-    loss.backward()
+    if device != "meta":
+        # On meta PyTorch 1.13 has no backward for some ops (convolution_backward_overrideable
+        # raises NotImplementedError); the forward already gave every call and saved tensor.
+        loss.backward()
     rec.program.append("loss.backward()")
 
     name = opts.name or os.path.splitext(os.path.basename(opts.output))[0]
