@@ -145,6 +145,26 @@ class Constant(nn.Module):
         return self.fc(x) * self.scale
 
 
+class GradModeAndIteration(nn.Module):
+    """torch.no_grad() inside forward (the mode sees only the calls under it), iterating a
+    tensor (Tensor.__iter__ is Python over unbind), and control flow on .item()."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.register_buffer("ema", torch.zeros(4))
+
+    def forward(self, x):
+        h = self.fc(x)
+        with torch.no_grad():
+            self.ema.mul_(0.9).add_(h.mean(0) * 0.1)
+            scale = h.abs().max() + 1
+        h = torch.stack([r * 2 for r in h]) / scale
+        if h.sum().item() > -1e9:
+            h = h + len(x)
+        return h
+
+
 class PrivateCall(nn.Module):
     """A call with no public spelling: the recorder must refuse it."""
 
@@ -261,6 +281,17 @@ class RecorderTest(unittest.TestCase):
         self.assertNotIn("multi_head_attention_forward", text)
         self.assertIn("torch.bmm(", text)
         self.assertIn("F.softmax(", text)
+
+    def test_grad_mode_and_iteration(self):
+        sc = self.ok("GradModeAndIteration", "--input", "3x4", "--loss", "sum", "--values")
+        prog = sc["program"]
+        blocks = [item for item in prog if isinstance(item, dict)]
+        self.assertEqual(len(blocks), 1)
+        self.assertEqual(blocks[0]["no_grad"][0], "ema.mul_(0.9)")
+        self.assertIn("ema.add_(h2)", blocks[0]["no_grad"])
+        self.assertIn("h6, h7, h8 = h0.unbind(0)", prog)
+        self.assertIn("h15 = h13 + 3", prog)
+        self.assertIn("Tensor.item", sc["description"])
 
     def test_constant_leaf(self):
         sc = self.ok("Constant", "--input", "3x6", "--loss", "sum", "--values")

@@ -51,6 +51,10 @@ What is recorded, and how (PyTorch 1.13 facts measured with this interpreter):
   On meta, leaves are shapes only (`zeros`): nothing is computed there.
 * A Python name is freed when its tensor's Python object is (a weakref callback), and a
   `del` statement drops it at that point, so names hold tensors as long as the model did.
+* Grad mode: the mode sees no torch.no_grad() itself, only the calls under it, so each
+  statement keeps the grad mode it ran in and a run of them made with grad off is written
+  as a {"no_grad": [...]} block. A call under torch.autocast is refused (not recorded).
+* Iterating a tensor (Tensor.__iter__, Python over unbind) is decomposed: `a, b = h.unbind(0)`.
 * Tensors created inside forward (torch.arange, torch.empty, torch.ones, ...) are
   creation statements; a `device=` argument equal to the run's device is dropped (the
   scenario's device says it).
@@ -226,6 +230,7 @@ class Recorder(TorchFunctionMode):
         self.supported = supported
         self.device = device
         self.program = []
+        self.grad_off = set()    # indices of statements recorded with grad mode off
         self.names = {}          # id(tensor) -> name
         self.refs = {}           # id(tensor) -> weakref (drops the name when the object dies)
         self.pending_del = []
@@ -261,9 +266,28 @@ class Recorder(TorchFunctionMode):
                 self.pending_del.append(name)
         self.refs[key] = weakref.ref(tensor, dropped)
 
+    def emit(self, statement):
+        # The mode does not see torch.no_grad() / enable_grad() themselves, only the calls
+        # made under them: each statement keeps the grad mode it ran in, and a run of
+        # statements made with grad off becomes a {"no_grad": [...]} block.
+        if not torch.is_grad_enabled():
+            self.grad_off.add(len(self.program))
+        self.program.append(statement)
+
+    def blocks(self):
+        out = []
+        for i, statement in enumerate(self.program):
+            if i in self.grad_off:
+                if not (out and isinstance(out[-1], dict)):
+                    out.append({"no_grad": []})
+                out[-1]["no_grad"].append(statement)
+            else:
+                out.append(statement)
+        return out
+
     def flush_dels(self):
         if self.pending_del:
-            self.program.append("del " + ", ".join(self.pending_del))
+            self.emit("del " + ", ".join(self.pending_del))
             self.pending_del = []
 
     def paused(self):
@@ -355,6 +379,9 @@ class Recorder(TorchFunctionMode):
     def handle(self, func, args, kwargs, run=None):
         sp = spell(func, self.supported)
         label = sp.key if sp else qualified_name(func)
+        if torch.is_autocast_enabled() or torch.is_autocast_cpu_enabled():
+            raise Inexpressible("%s (in %s) runs under torch.autocast, which the recorder does not record"
+                                % (label, self.where()))
         if sp is not None and sp.key in self.supported:
             pass
         elif decomposable(func) and self.expressible_body(func, args, kwargs):
@@ -367,7 +394,7 @@ class Recorder(TorchFunctionMode):
         produced = list(tensors_in(result))
         if sp is not None and sp.kind == "setitem":
             self.flush_dels()
-            self.program.append("%s[%s] = %s" % (self.fmt(args[0], label), self.fmt_index(args[1], label),
+            self.emit("%s[%s] = %s" % (self.fmt(args[0], label), self.fmt_index(args[1], label),
                                                  self.fmt(args[2], label)))
             return result
         if not produced:
@@ -381,11 +408,11 @@ class Recorder(TorchFunctionMode):
         self.flush_dels()
         if isinstance(result, torch.Tensor):
             if id(result) in self.names:
-                self.program.append(text)      # in place, or returns its input (contiguous)
+                self.emit(text)      # in place, or returns its input (contiguous)
             else:
                 name = self.fresh()
                 self.bind(result, name)
-                self.program.append("%s = %s" % (name, text))
+                self.emit("%s = %s" % (name, text))
             return result
         if isinstance(result, (tuple, list)) and all(isinstance(r, torch.Tensor) for r in result):
             targets = []
@@ -398,7 +425,7 @@ class Recorder(TorchFunctionMode):
                     targets.append(name)
             if len(targets) == 1:
                 targets[0] += ","
-            self.program.append("%s = %s" % (", ".join(targets), text))
+            self.emit("%s = %s" % (", ".join(targets), text))
             return result
         raise Inexpressible("%s (in %s) returned %s, which mixes tensors and other values"
                             % (label, self.where(), type(result).__name__))
@@ -815,7 +842,7 @@ def main(argv):
                        ", ".join("input %s" % i for i in opts.input) or "no inputs", opts.loss, device, opts.seed,
                        values, notes, command))
     scenario = {"format": 1, "name": name, "description": description, "device": device,
-                "seed": opts.seed, "tensors": rec.leaves, "program": prelude + rec.program}
+                "seed": opts.seed, "tensors": rec.leaves, "program": prelude + rec.blocks()}
     with open(opts.output, "w") as f:
         f.write(scenario_text(scenario))
     sys.stderr.write("agtrace record: %d statements, %d leaves -> %s\n" % (len(rec.program), len(rec.leaves), opts.output))
