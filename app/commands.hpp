@@ -18,6 +18,7 @@ Runner add_validate(CLI::App& root);
 Runner add_ops(CLI::App& root);
 Runner add_export(CLI::App& root);
 Runner add_diff(CLI::App& root);  // issue #4: compare two runs' memory
+Runner add_record(CLI::App& root);  // run the embedded recorder: a PyTorch model in, a scenario out
 
 // --color auto|always|never, honouring NO_COLOR and whether stdout is a terminal.
 bool want_color(const std::string& mode);

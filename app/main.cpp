@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
   app::Runner run = app::add_run(root), check = app::add_check(root), validate = app::add_validate(root),
               ops = app::add_ops(root), export_ = app::add_export(root);
   app::Runner diff = app::add_diff(root);  // issue #4
+  app::Runner record = app::add_record(root);
   try {
     root.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -51,6 +52,7 @@ int main(int argc, char** argv) {
       if (name == "ops") return ops();
       if (name == "export") return export_();
       if (name == "diff") return diff();
+      if (name == "record") return record();
     }
   } catch (const InputError& e) {
     std::cerr << "agtrace: error: [" << e.kind << "] " << e.describe() << "\n";
