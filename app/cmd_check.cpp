@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <map>
 
 #include <poll.h>
 #include <signal.h>
@@ -34,12 +35,14 @@ struct CheckOpts {
   bool update = false;
   std::string junit;
   int jobs = 1;
+  std::map<std::string, std::string> golden_owner;  // scenario name -> its first file (with --golden)
 };
 
 struct CaseResult {
   std::string name, file;
   std::vector<std::string> failures;
   bool skipped = false;
+  bool loaded = false;  // the scenario file was read: `name` is its name, not the file's stem
   std::string note;
   double seconds = 0;  // load and run
   std::string log;     // lines printed before the summary ("UPDATED golden ...")
@@ -52,19 +55,57 @@ std::string seconds_text(double s) {
   return buf;
 }
 
+// Text for an XML 1.0 attribute value. XML 1.0 allows only #x9 | #xA | #xD | [#x20-#xD7FF]
+// | [#xE000-#xFFFD] | [#x10000-#x10FFFF], not even as character references, so a
+// character outside that set is written as the Python escape that names it (\x01, \ufffe),
+// and a byte that is not UTF-8 as \xNN: the file stays well-formed and the text readable.
+// Tab, newline and carriage return are character references, which attribute-value
+// normalization keeps (a literal newline would be read back as a space).
 std::string xml_escape(const std::string& s) {
   std::string out;
-  for (unsigned char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default:
-        if (c < 0x20 && c != '\n' && c != '\t') continue;  // not allowed in XML 1.0
-        out += static_cast<char>(c);
+  auto escaped = [&out](const char* fmt, unsigned v) {
+    char buf[16];
+    std::snprintf(buf, sizeof buf, fmt, v);
+    out += buf;
+  };
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      switch (c) {
+        case '&': out += "&amp;"; break;
+        case '<': out += "&lt;"; break;
+        case '>': out += "&gt;"; break;
+        case '"': out += "&quot;"; break;
+        case '\'': out += "&apos;"; break;
+        case '\t': out += "&#9;"; break;
+        case '\n': out += "&#10;"; break;
+        case '\r': out += "&#13;"; break;
+        default:
+          if (c < 0x20) escaped("\\x%02x", c);
+          else out += static_cast<char>(c);
+      }
+      ++i;
+      continue;
     }
+    // One UTF-8 sequence: its length from the lead byte, then continuation bytes, and no
+    // overlong form, surrogate or value past U+10FFFF.
+    const size_t len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 0;
+    unsigned cp = len == 4 ? c & 0x07u : len == 3 ? c & 0x0Fu : c & 0x1Fu;
+    bool valid = len != 0 && i + len <= s.size();
+    for (size_t k = 1; valid && k < len; ++k) {
+      const unsigned char cc = static_cast<unsigned char>(s[i + k]);
+      valid = (cc & 0xC0) == 0x80;
+      cp = (cp << 6) | (cc & 0x3Fu);
+    }
+    const unsigned min_cp = len == 4 ? 0x10000 : len == 3 ? 0x800 : 0x80;
+    if (!valid || cp < min_cp || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
+      escaped("\\x%02x", c);
+      ++i;
+      continue;
+    }
+    if (cp == 0xFFFE || cp == 0xFFFF) escaped("\\u%04x", cp);
+    else out.append(s, i, len);
+    i += len;
   }
   return out;
 }
@@ -99,9 +140,25 @@ std::string junit_xml(const std::vector<CaseResult>& cases) {
 
 // Runs one scenario and fills in what failed: its expect facts, what it raised outside a
 // `try` block, its golden report.
+// opts.golden_owner: the first file of each scenario name in this run. Two files with one
+// name would share DIR/<name>.json, the second comparing with (or, with --update,
+// overwriting) the first one's golden, so the second is refused before it runs.
 void check_one(const std::string& f, const CheckOpts& opts, CaseResult& c) {
   auto sc = load_scenario_file(f);
   c.name = sc->name;
+  c.loaded = true;
+  if (!opts.golden_dir.empty()) {
+    const auto owner = opts.golden_owner.find(sc->name);
+    std::error_code ignored;
+    if (owner != opts.golden_owner.end() && owner->second != f && !std::filesystem::equivalent(owner->second, f, ignored)) {
+      InputError e("schema", "the scenario name '" + sc->name + "' is also the name of " + owner->second +
+                                 ": both would use the golden " + opts.golden_dir + "/" + sc->name +
+                                 ".json (give one of them another name)");
+      e.file = f;
+      e.json_pointer = "/name";
+      throw e;
+    }
+  }
   RunResult r = run_scenario(*sc, {});
   for (const auto& fl : check_expect(r)) c.failures.push_back(fl.describe());
   const std::vector<CheckFailure> raised = check_raised(r);
@@ -112,15 +169,22 @@ void check_one(const std::string& f, const CheckOpts& opts, CaseResult& c) {
     const bool exists = std::filesystem::exists(golden);
     std::vector<std::string> diffs;
     if (exists) {
-      nlohmann::json old;
-      try {
-        old = nlohmann::json::parse(read_file(golden));
-      } catch (const nlohmann::json::exception& e) {
-        InputError err("json", std::string("golden report is not valid JSON: ") + e.what());
+      // Bounded as every input is (size, nesting), and checked to be a report before it is
+      // compared: a golden that is `[1]` is this scenario's bad input, not an internal error.
+      const nlohmann::json old(parse_json_bounded(read_file(golden, kMaxInputBytes, "golden report"), golden));
+      if (!old.is_object()) {
+        InputError err("schema", std::string("a golden report is a JSON object (agtrace's JSON report), found ") +
+                                     old.type_name());
         err.file = golden;
         throw err;
       }
-      diffs = report_differences(old, now);
+      try {
+        diffs = report_differences(old, now);
+      } catch (const nlohmann::json::exception& e) {
+        InputError err("schema", std::string("the golden does not have the shape of agtrace's JSON report: ") + e.what());
+        err.file = golden;
+        throw err;
+      }
     }
     if (opts.update) {
       if (!exists || !diffs.empty()) {
@@ -161,7 +225,7 @@ CaseResult run_case(const std::string& f, const CheckOpts& opts) {
 }
 
 nlohmann::json case_json(const CaseResult& c) {
-  return {{"name", c.name}, {"failures", c.failures}, {"skipped", c.skipped}, {"note", c.note},
+  return {{"name", c.name}, {"loaded", c.loaded}, {"failures", c.failures}, {"skipped", c.skipped}, {"note", c.note},
           {"seconds", c.seconds}, {"log", c.log}};
 }
 
@@ -222,6 +286,7 @@ std::vector<CaseResult> run_cases_in_processes(const std::vector<std::string>& f
           CaseResult& c = cases[w.next];
           c.file = files[w.next];
           c.name = j["name"].get<std::string>();
+          c.loaded = j["loaded"].get<bool>();
           c.failures = j["failures"].get<std::vector<std::string>>();
           c.skipped = j["skipped"].get<bool>();
           c.note = j["note"].get<std::string>();
@@ -279,12 +344,35 @@ Runner add_check(CLI::App& root) {
     }
     if (opts->update && opts->golden_dir.empty()) throw InputError("usage", "--update needs --golden DIR");
     std::vector<CaseResult> cases;
+    // Each scenario name's golden belongs to the first file with that name (read before any
+    // runs, so that -j's workers agree on it).
+    if (!opts->golden_dir.empty()) {
+      for (const std::string& f : files) {
+        try {
+          opts->golden_owner.emplace(load_scenario_file(f)->name, f);
+        } catch (const std::exception&) {
+          // A bad file is reported when its case runs.
+        }
+      }
+    }
     if (opts->jobs > 1 && files.size() > 1) {
       cases = run_cases_in_processes(files, *opts);
     } else {
       for (const std::string& f : files) cases.push_back(run_case(f, *opts));
     }
     for (const auto& c : cases) std::cout << c.log;
+    // The first of two scenarios sharing a name fails too: its golden is ambiguous, so its
+    // pass would mean nothing.
+    for (CaseResult& c : cases) {
+      const auto owner = opts->golden_owner.find(c.name);
+      if (owner == opts->golden_owner.end() || owner->second != c.file) continue;
+      for (const CaseResult& other : cases) {
+        std::error_code ignored;
+        if (&other != &c && other.loaded && other.name == c.name && !std::filesystem::equivalent(other.file, c.file, ignored))
+          c.failures.push_back("the scenario name '" + c.name + "' is also the name of " + other.file +
+                               " (golden names must be unique)");
+      }
+    }
     int passed = 0, failed = 0, skipped = 0;
     for (const auto& c : cases) {
       if (c.skipped) {

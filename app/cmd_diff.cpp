@@ -1,8 +1,6 @@
 // agtrace diff A B: two runs' memory side by side. A and B are JSON reports
 // (`agtrace run --format json`) or scenarios (run here first).
-#include <fstream>
 #include <iostream>
-#include <sstream>
 
 #include "commands.hpp"
 #include "errors.hpp"
@@ -10,6 +8,7 @@
 #include "report/diff_report.hpp"
 #include "report/report.hpp"
 #include "scenario/scenario.hpp"
+#include "util/atomic_file.hpp"
 
 namespace agtrace::app {
 
@@ -24,28 +23,12 @@ struct DiffOpts {
 
 // A report, or a scenario run into one (a JSON object with "program" is a scenario).
 nlohmann::json load_side(const std::string& path, const std::string& device, bool without_checkpoint) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    InputError e("io", "cannot read the file");
-    e.file = path;
-    throw e;
-  }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(ss.str());
-  } catch (const nlohmann::json::parse_error& pe) {
-    // Worded as the scenario loader words it: "malformed JSON at line L, column C: ...".
-    const std::string what = pe.what();
-    const auto at = what.find("parse error at ");
-    InputError e("json", at == std::string::npos ? "malformed JSON: " + what
-                                                 : "malformed JSON at " + what.substr(at + 15));
-    e.file = path;
-    throw e;
-  }
+  // Read once with a bound (a FIFO or <(gen) cannot be read twice) and parsed with the
+  // scenario loader's depth bound; a scenario is loaded from the same text.
+  const std::string text = read_file(path, kMaxInputBytes, "report");
+  const nlohmann::json j(parse_json_bounded(text, path));
   if (j.is_object() && j.contains("program")) {
-    auto sc = load_scenario_file(path);
+    auto sc = load_scenario_text(text, path);
     RunOptions ro;
     ro.device = device;
     ro.checkpoint_plain = without_checkpoint;  // checkpoint blocks as plain calls

@@ -46,6 +46,7 @@ struct RunOpts {
   std::string max_memory = "4G";
   bool profile = false;
   int threads = 0;  // 0: AGTRACE_THREADS, else 1
+  double render_timeout = kDefaultRenderTimeoutSeconds;
 };
 }  // namespace
 
@@ -67,6 +68,9 @@ Runner add_run(CLI::App& root) {
   cmd->add_option("--dot", opts->dot_file, "also write the graph as Graphviz DOT to FILE");
   cmd->add_option("--svg", opts->svg_file, "also render the graph to FILE with Graphviz's dot");
   cmd->add_option("--png", opts->png_file, "also render the graph to FILE (PNG) with Graphviz's dot");
+  cmd->add_option("--render-timeout", opts->render_timeout,
+                  "seconds Graphviz's dot may take for --svg/--png before it is stopped (default 60)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("-o,--output", opts->output, "write the report to FILE instead of stdout");
   cmd->add_option("--device", opts->device, "override the scenario's device")->check(CLI::IsMember({"cpu", "meta", "cuda"}));
   cmd->add_option("--max-memory", opts->max_memory, "budget for element data, e.g. 512M or 4G (default 4G; meta is exempt)");
@@ -122,8 +126,8 @@ Runner add_run(CLI::App& root) {
       if (opts->profile) out += report_profile_text(r, profile_rows, profile_total);
     }
     if (!opts->dot_file.empty()) write_file_atomic(opts->dot_file, report_dot(r));
-    if (!opts->svg_file.empty()) render_graphviz(report_dot(r), "svg", opts->svg_file);
-    if (!opts->png_file.empty()) render_graphviz(report_dot(r), "png", opts->png_file);
+    if (!opts->svg_file.empty()) render_graphviz(report_dot(r), "svg", opts->svg_file, opts->render_timeout);
+    if (!opts->png_file.empty()) render_graphviz(report_dot(r), "png", opts->png_file, opts->render_timeout);
     if (opts->output.empty()) std::cout << out << std::flush;
     else write_file_atomic(opts->output, out);
     if (r.raised) return kRaised;

@@ -20,6 +20,10 @@ Runner add_export(CLI::App& root);
 Runner add_diff(CLI::App& root);  // issue #4: compare two runs' memory
 Runner add_record(CLI::App& root);  // run the embedded recorder: a PyTorch model in, a scenario out
 
+// Called first in main: stdout write errors become exit 2 with a message at exit, a closed
+// reader (SIGPIPE) ends agtrace silently as cat ends, and signals remove temporary files.
+void guard_standard_streams();
+
 // --color auto|always|never, honouring NO_COLOR and whether stdout is a terminal.
 bool want_color(const std::string& mode);
 

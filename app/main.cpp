@@ -14,6 +14,7 @@
 using namespace agtrace;
 
 int main(int argc, char** argv) {
+  app::guard_standard_streams();
   CLI::App root{"agtrace — what autograd keeps, for how long, and what it costs.\n\n"
                 "Examples:\n"
                 "  agtrace run scenarios/seed_walk.json\n"

@@ -125,7 +125,9 @@ ERROR_PATTERNS = [
                         "returned an invalid gradient at index",
                         "Expected 1-D argument",
                         "must have same number of batches", "Incompatible matrix sizes for bmm",
-                        "Expected size for first two dimensions", "Bad in-place call"]),
+                        "Expected size for first two dimensions", "Bad in-place call",
+                        # sizes whose product passes int64 (measured messages)
+                        "numel: integer multiplication overflow", "Storage size calculation overflowed"]),
     ("dtype_mismatch", ["not implemented for", "expected scalar type", "can't be cast to the desired output type",
                         "could not infer output dtype", "to have same dtype", "Found dtype",
                         "expected both vectors to have same dtype", "must have the same dtype",

@@ -76,7 +76,14 @@ SliceBounds slice_bounds(int64_t size, std::optional<int64_t> start_in, std::opt
   if (end < 0) end += size;
   start = std::clamp<int64_t>(start, 0, size);
   end = std::clamp<int64_t>(end, start, size);
-  return {start, (end - start + step - 1) / step};
+  // PyTorch 1.13 rounds up as (len + step - 1) / step in int64, which wraps for a step near
+  // 2**63 (measured: v[1::2**63-1] on 10 elements has size 0, not 1); a wrong size is
+  // worse than a refusal.
+  int64_t rounded = 0;
+  if (__builtin_add_overflow(end - start, step - 1, &rounded))
+    throw ScenarioError("unsupported", "slice step " + std::to_string(step) +
+                                           ": PyTorch 1.13's slice length overflows for this step (it gives a wrong size)");
+  return {start, rounded / step};
 }
 
 std::vector<Tensor> slice_backward(Node& n, const std::vector<Tensor>& g) {

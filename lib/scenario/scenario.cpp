@@ -35,6 +35,7 @@
 #include <utility>
 
 #include "errors.hpp"
+#include "util/atomic_file.hpp"
 
 namespace agtrace {
 namespace {
@@ -968,34 +969,21 @@ std::unique_ptr<Scenario> load_scenario_text(const std::string& text, const std:
   return s;
 }
 
+nlohmann::ordered_json parse_json_bounded(const std::string& text, const std::string& file_label) {
+  try {
+    Builder builder(text);
+    OJ::sax_parse(text, &builder);
+    return builder.take_root();
+  } catch (InputError& e) {
+    e.file = file_label;
+    throw;
+  }
+}
+
 std::unique_ptr<Scenario> load_scenario_file(const std::string& path) {
-  auto io_error = [&](const std::string& detail) {
-    InputError e("io", detail);
-    e.file = path;
-    return e;
-  };
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) throw io_error(std::string("cannot read file: ") + std::strerror(errno));
-  if (S_ISDIR(st.st_mode)) throw io_error("cannot read file: it is a directory");
-  // Checked before reading, so a huge file is never loaded into memory.
-  if (S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) > kMaxFileBytes) {
-    InputError e("limit", "the scenario is larger than 16 MiB (" + std::to_string(st.st_size) + " bytes)");
-    e.file = path;
-    throw e;
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw io_error(std::string("cannot read file: ") + std::strerror(errno));
-  // Read at most one byte past the limit, so that a non-regular file (a pipe) that keeps
-  // producing data is cut off too.
-  std::string text;
-  char buf[65536];
-  while (in) {
-    in.read(buf, sizeof buf);
-    text.append(buf, static_cast<std::size_t>(in.gcount()));
-    if (text.size() > kMaxFileBytes) break;
-  }
-  if (in.bad()) throw io_error("cannot read file: read error");
-  return load_scenario_text(text, path);
+  // read_file checks a regular file's size before reading it and cuts off anything else
+  // (a pipe, /dev/zero) one byte past the limit; a FIFO with no writer is an error.
+  return load_scenario_text(read_file(path, kMaxFileBytes, "scenario"), path);
 }
 
 }  // namespace agtrace

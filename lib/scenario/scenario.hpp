@@ -62,6 +62,11 @@ struct Scenario {
 std::unique_ptr<Scenario> load_scenario_file(const std::string& path);
 std::unique_ptr<Scenario> load_scenario_text(const std::string& text, const std::string& file_label);
 
+// Any JSON input of agtrace (a golden report, a report given to `diff`) parsed as a scenario
+// is: nesting deeper than 512 levels is an error (kind "limit") naming the JSON pointer where
+// it happened, malformed text names its line and column, a duplicate key its pointer.
+nlohmann::ordered_json parse_json_bounded(const std::string& text, const std::string& file_label);
+
 // The values of a leaf as the initialiser defines them, row-major, already rounded to the
 // leaf's dtype. Random kinds use the generator documented in scenario/init.cpp, seeded from
 // the scenario seed and the tensor name.

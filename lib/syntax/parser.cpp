@@ -47,6 +47,24 @@ bool is_ident_start(char c) {
 }
 bool is_ident_char(char c) { return is_ident_start(c) || is_digit(c); }
 
+void append_utf8(std::string& out, uint32_t cp) {
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xC0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    out += static_cast<char>(0xE0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (cp >> 18));
+    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+}
+
 int digit_value(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -419,15 +437,36 @@ class Lexer {
           int lo = pos_ + 3 < n_ ? digit_value(src_[pos_ + 3]) : -1;
           if (hi < 0 || lo < 0)
             fail(pos_, "invalid \\x escape in string (expected two hexadecimal digits)");
-          value += static_cast<char>(hi * 16 + lo);
+          // '\xNN' is the character U+00NN (a str holds characters, not bytes): '\xff'
+          // is 'ÿ', two bytes in UTF-8.
+          append_utf8(value, static_cast<uint32_t>(hi * 16 + lo));
           pos_ += 2;
+          break;
+        }
+        case 'u':
+        case 'U': {
+          const int digits = e == 'u' ? 4 : 8;
+          uint32_t cp = 0;
+          for (int k = 0; k < digits; ++k) {
+            const int d = pos_ + 2 + k < n_ ? digit_value(src_[pos_ + 2 + k]) : -1;
+            if (d < 0 || d > 15)
+              fail(pos_, std::string("invalid \\") + e + " escape in string (expected " + std::to_string(digits) +
+                             " hexadecimal digits)");
+            cp = cp * 16 + static_cast<uint32_t>(d);
+          }
+          if (cp > 0x10FFFF) fail(pos_, "invalid \\U escape in string (past U+10FFFF)");
+          // Python allows a lone surrogate in a str, but cannot print or encode it (its
+          // UTF-8 encoder raises); agtrace's text is UTF-8 throughout, so it is refused.
+          if (cp >= 0xD800 && cp <= 0xDFFF) fail(pos_, "unsupported: a surrogate code point in a string");
+          append_utf8(value, cp);
+          pos_ += digits;
           break;
         }
         default:
           // Python keeps unknown escapes literally (with a warning); refusing them
           // is clearer than guessing whether a backslash was meant.
           fail(pos_, std::string("unsupported escape sequence '\\") + e +
-                         "' in string (supported: \\\\ \\' \\\" \\n \\t \\r \\xNN)");
+                         "' in string (supported: \\\\ \\' \\\" \\n \\t \\r \\xNN \\uNNNN \\UNNNNNNNN)");
       }
       pos_ += 2;
     }

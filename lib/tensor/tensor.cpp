@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 
 #include "errors.hpp"
 #include "tensor/device_backend.hpp"
@@ -164,10 +165,33 @@ Shape contiguous_strides(const Shape& sizes) {
   return s;
 }
 
+namespace {
+// The product of sizes as c10::safe_multiply_u64 forms it: unsigned, with any overflow on
+// the way kept, so that a product past int64 is detected rather than wrapped.
+bool size_product_overflows(const Shape& s, uint64_t factor, uint64_t& out) {
+  uint64_t n = 1;
+  bool overflow = false;
+  for (int64_t v : s) overflow |= __builtin_mul_overflow(n, static_cast<uint64_t>(v), &n);
+  overflow |= __builtin_mul_overflow(n, factor, &n);
+  out = n;
+  return overflow || n > static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+}
+bool has_negative_size(const Shape& s) {
+  return std::any_of(s.begin(), s.end(), [](int64_t v) { return v < 0; });
+}
+}  // namespace
+
 int64_t shape_numel(const Shape& s) {
-  int64_t n = 1;
-  for (int64_t v : s) n *= v;
-  return n;
+  uint64_t n = 1;
+  // A negative size is refused by whoever made the shape, with its own message; its
+  // product here only has to be free of undefined behaviour.
+  if (has_negative_size(s)) {
+    for (int64_t v : s) n *= static_cast<uint64_t>(v);
+    return static_cast<int64_t>(n);
+  }
+  // Measured (torch 1.13): x.expand(2**32, 2**32, 3) raises this from TensorImpl's numel.
+  if (size_product_overflows(s, 1, n)) throw ScenarioError("shape_mismatch", "numel: integer multiplication overflow");
+  return static_cast<int64_t>(n);
 }
 
 std::string shape_str(const Shape& s) {
@@ -181,6 +205,11 @@ std::string shape_str(const Shape& s) {
 
 namespace {
 Tensor new_tensor(const InternedShape& sizes, DType dtype, bool meta, bool zero_fill) {
+  // Measured (torch 1.13): torch.zeros(2**32, 2**32) and torch.zeros(2**62, 2,
+  // device='meta') raise this (computeStorageNbytesContiguous), before any allocation.
+  uint64_t bytes = 0;
+  if (!has_negative_size(sizes) && size_product_overflows(sizes, static_cast<uint64_t>(dtype_size(dtype)), bytes))
+    throw ScenarioError("shape_mismatch", "Storage size calculation overflowed with sizes=" + shape_str(sizes));
   auto t = make_shared_object<TensorImpl>();
   t->storage = make_shared_object<Storage>(dtype, shape_numel(sizes), meta, zero_fill);
   t->sizes = sizes;
@@ -250,6 +279,7 @@ Tensor scalar_tensor(double v, DType dtype) {
 }
 
 Tensor make_alias(const Tensor& src, const Shape& sizes, const Shape& strides, int64_t offset) {
+  shape_numel(sizes);  // a view's numel past int64 raises where PyTorch raises it: making the view
   auto t = make_shared_object<TensorImpl>();
   t->storage = src->storage;
   t->sizes = sizes;

@@ -1,6 +1,7 @@
 #include "util/atomic_file.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -8,10 +9,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "errors.hpp"
+#include "util/cleanup.hpp"
 
 namespace agtrace {
 
@@ -93,6 +93,7 @@ void write_file_atomic(const std::string& requested, const std::string& content)
     base = path.substr(slash + 1);
   }
   std::string tmp = dir + "/." + base + ".tmp." + std::to_string(::getpid());
+  TempPathGuard remove_on_signal(tmp);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) io_error(path, "cannot create temporary file " + tmp);
   if (!write_all(fd, content)) {
@@ -124,12 +125,72 @@ void write_file_atomic(const std::string& requested, const std::string& content)
   }
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) io_error(path, "cannot read file");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+namespace {
+std::string mib_text(std::size_t bytes) {
+  return bytes % (std::size_t(1) << 20) == 0 ? std::to_string(bytes >> 20) + " MiB" : std::to_string(bytes) + " bytes";
+}
+
+// True when fd is an anonymous pipe (a shell's <(gen) or a | ): its writer exists from the
+// start, so waiting on it is the legitimate wait for data. Linux names those "pipe:[N]".
+bool is_anonymous_pipe(int fd) {
+  char link[64];
+  const std::string proc = "/proc/self/fd/" + std::to_string(fd);
+  const ssize_t n = ::readlink(proc.c_str(), link, sizeof link - 1);
+  return n > 5 && std::strncmp(link, "pipe:", 5) == 0;
+}
+}  // namespace
+
+std::string read_file(const std::string& path, std::size_t max_bytes, const std::string& what) {
+  auto limit_error = [&](const std::string& size_note) {
+    InputError e("limit", "the " + what + " is larger than " + mib_text(max_bytes) + size_note);
+    e.file = path;
+    return e;
+  };
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) io_error(path, "cannot read file");
+  if (S_ISDIR(st.st_mode)) {
+    InputError e("io", "cannot read file: it is a directory");
+    e.file = path;
+    throw e;
+  }
+  if (S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) > max_bytes)
+    throw limit_error(" (" + std::to_string(st.st_size) + " bytes)");
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) io_error(path, "cannot read file");
+  struct FdCloser {
+    int fd;
+    ~FdCloser() { ::close(fd); }
+  } closer{fd};
+  if (::fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode) && !is_anonymous_pipe(fd)) {
+    // A named FIFO opened without O_NONBLOCK waits in open(2) until someone writes; opened
+    // with it, poll(2) waits for data or for a writer that closed, for a bounded time.
+    struct pollfd p {fd, POLLIN, 0};
+    int ready = 0;
+    do {
+      ready = ::poll(&p, 1, kFifoWriterWaitSeconds * 1000);
+    } while (ready < 0 && errno == EINTR);
+    if (ready == 0) {
+      InputError e("io", "cannot read file: a FIFO nobody wrote to within " + std::to_string(kFifoWriterWaitSeconds) +
+                             " s");
+      e.file = path;
+      throw e;
+    }
+  }
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags >= 0) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  std::string text;
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      io_error(path, "cannot read file");
+    }
+    if (n == 0) break;
+    text.append(buf, static_cast<std::size_t>(n));
+    if (text.size() > max_bytes) throw limit_error(S_ISREG(st.st_mode) ? " (it grew while read)" : "");
+  }
+  return text;
 }
 
 }  // namespace agtrace

@@ -5,6 +5,7 @@
 // does), a symlink is followed (the file it names is replaced, the link stays), and a
 // folder is an error.
 #pragma once
+#include <cstddef>
 #include <string>
 
 namespace agtrace {
@@ -13,6 +14,22 @@ namespace agtrace {
 // is removed on failure.
 void write_file_atomic(const std::string& path, const std::string& content);
 
-std::string read_file(const std::string& path);
+// The largest input file agtrace reads unless a caller asks for less: a golden or a report
+// given to `diff` (a scenario is limited to 16 MiB by its loader).
+constexpr std::size_t kMaxInputBytes = std::size_t(256) << 20;  // 256 MiB
+
+// How long `read_file` waits for a named FIFO's writer before it gives up.
+constexpr int kFifoWriterWaitSeconds = 10;
+
+// Reads a whole input file with a bound, so no input can block or exhaust memory: a
+// directory is an error before it is opened; a regular file larger than `max_bytes` is
+// refused by its size; anything else (a device such as /dev/zero, a pipe) is read up to one
+// byte past the limit and refused there. A named FIFO is opened without blocking and waited
+// on for kFifoWriterWaitSeconds at most, so one that nobody writes is an error instead of a
+// wait forever; a pipe from a shell's <(gen), which has its writer, is read as it comes.
+// `what` names the file in the limit message ("the golden report is larger than ...").
+// Throws InputError: kind "io" (cannot read), "limit" (too large).
+std::string read_file(const std::string& path, std::size_t max_bytes = kMaxInputBytes,
+                      const std::string& what = "file");
 
 }  // namespace agtrace

@@ -1,80 +1,148 @@
 #include "util/process.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
+#include <thread>
 
 #include "errors.hpp"
 #include "util/atomic_file.hpp"
+#include "util/cleanup.hpp"
 
 extern char** environ;
 
 namespace agtrace {
 
-ProcessResult run_program(const std::vector<std::string>& argv) {
+namespace {
+// Past this wait a render is worth a line on stderr, so a slow one does not look hung.
+constexpr double kSlowNoteSeconds = 3;
+
+std::string temp_folder() {
+  const char* t = std::getenv("TMPDIR");
+  return t && *t ? t : "/tmp";
+}
+
+// Waits for pid; kills it once `timeout_s` (> 0) has passed. Returns false on a timeout.
+bool wait_child(pid_t pid, double timeout_s, const std::string& slow_note, int& wstatus) {
+  const auto start = std::chrono::steady_clock::now();
+  bool noted = false;
+  auto sleep = std::chrono::milliseconds(1);
+  for (;;) {
+    const pid_t got = ::waitpid(pid, &wstatus, timeout_s > 0 || !slow_note.empty() ? WNOHANG : 0);
+    if (got == pid) return true;
+    if (got < 0 && errno != EINTR) return true;  // not our child any more: nothing to wait for
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (timeout_s > 0 && waited > timeout_s) {
+      ::kill(pid, SIGKILL);
+      while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+      }
+      return false;
+    }
+    if (!noted && !slow_note.empty() && waited > kSlowNoteSeconds) {
+      std::fprintf(stderr, "agtrace: %s\n", slow_note.c_str());
+      noted = true;
+    }
+    std::this_thread::sleep_for(sleep);
+    if (sleep < std::chrono::milliseconds(50)) sleep *= 2;
+  }
+}
+}  // namespace
+
+ProcessResult run_program(const std::vector<std::string>& argv, double timeout_s, const std::string& slow_note) {
   ProcessResult r;
-  char err_path[] = "/tmp/agtrace-stderr-XXXXXX";
-  int err_fd = ::mkstemp(err_path);
+  std::string err_path = temp_folder() + "/agtrace-stderr-XXXXXX";
+  int err_fd = ::mkstemp(err_path.data());
+  TempPathGuard remove_on_signal(err_fd >= 0 ? err_path : std::string());
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   if (err_fd >= 0) posix_spawn_file_actions_adddup2(&actions, err_fd, STDERR_FILENO);
+  // agtrace ignores SIGPIPE (a closed reader of its stdout ends it at exit); the child gets
+  // the default back, as it would from a shell.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t defaults;
+  sigemptyset(&defaults);
+  sigaddset(&defaults, SIGPIPE);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   pid_t pid = 0;
-  int rc = ::posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
+  int rc = ::posix_spawnp(&pid, args[0], &actions, &attr, args.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
   if (rc == 0) {
     r.started = true;
+    set_cleanup_child(pid);  // a signal that ends agtrace stops the child too
     int wstatus = 0;
-    while (::waitpid(pid, &wstatus, 0) < 0) {
-    }
+    r.timed_out = !wait_child(pid, timeout_s, slow_note, wstatus);
+    set_cleanup_child(0);
     r.status = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
   }
   if (err_fd >= 0) {
     ::close(err_fd);
-    std::ifstream in(err_path);
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    r.err = ss.str();
-    ::unlink(err_path);
+    try {
+      r.err = read_file(err_path, std::size_t(1) << 20, "captured stderr");
+    } catch (const InputError&) {
+      r.err = "(its stderr could not be read back)";
+    }
+    ::unlink(err_path.c_str());
   }
   return r;
 }
 
-void render_graphviz(const std::string& dot_text, const std::string& format, const std::string& out_path) {
+void render_graphviz(const std::string& dot_text, const std::string& format, const std::string& out_path,
+                     double timeout_s) {
   std::string dir = ".";
   auto slash = out_path.rfind('/');
   if (slash != std::string::npos) dir = slash == 0 ? "/" : out_path.substr(0, slash);
   const std::string stem = dir + "/.agtrace-" + std::to_string(::getpid());
   const std::string dot_file = stem + ".dot", out_tmp = stem + "." + format;
+  TempPathGuard remove_dot_on_signal(dot_file), remove_out_on_signal(out_tmp);
   write_file_atomic(dot_file, dot_text);
-  ProcessResult r = run_program({"dot", "-T" + format, dot_file, "-o", out_tmp});
+  char limit[32];
+  std::snprintf(limit, sizeof limit, "%g", timeout_s);
+  ProcessResult r = run_program({"dot", "-T" + format, dot_file, "-o", out_tmp}, timeout_s,
+                                "Graphviz 'dot -T" + format + "' is still rendering " + out_path + " (time limit " +
+                                    limit + " s, --render-timeout)");
   ::unlink(dot_file.c_str());
-  if (!r.started) {
+  auto fail = [&](const std::string& what) {
     ::unlink(out_tmp.c_str());
-    InputError e("io", "cannot render " + format + ": Graphviz's 'dot' was not found on PATH (install it: apt-get install graphviz)");
+    InputError e("io", what);
     e.file = out_path;
     throw e;
-  }
-  if (r.status != 0) {
+  };
+  if (!r.started)
+    fail("cannot render " + format + ": Graphviz's 'dot' was not found on PATH (install it: apt-get install graphviz)");
+  if (r.timed_out)
+    fail("Graphviz 'dot -T" + format + "' did not finish within " + limit +
+         " s and was stopped (a larger limit: --render-timeout SECONDS)");
+  if (r.status != 0)
+    fail("Graphviz 'dot -T" + format + "' failed (exit " + std::to_string(r.status) + "): " + r.err);
+  // A target that is not a regular file (a device, a FIFO, a symlink) is never renamed over:
+  // write_file_atomic writes through it or replaces what the link names.
+  struct stat st {};
+  if (::lstat(out_path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    std::string rendered;
+    try {
+      rendered = read_file(out_tmp, kMaxInputBytes, "rendered graph");
+    } catch (const InputError&) {
+      ::unlink(out_tmp.c_str());
+      throw;
+    }
     ::unlink(out_tmp.c_str());
-    InputError e("io", "Graphviz 'dot -T" + format + "' failed (exit " + std::to_string(r.status) + "): " + r.err);
-    e.file = out_path;
-    throw e;
+    write_file_atomic(out_path, rendered);
+    return;
   }
-  if (std::rename(out_tmp.c_str(), out_path.c_str()) != 0) {
-    ::unlink(out_tmp.c_str());
-    InputError e("io", "cannot rename the rendered file into place");
-    e.file = out_path;
-    throw e;
-  }
+  if (std::rename(out_tmp.c_str(), out_path.c_str()) != 0) fail("cannot rename the rendered file into place");
 }
 
 }  // namespace agtrace

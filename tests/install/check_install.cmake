@@ -17,11 +17,18 @@ endforeach()
 
 execute_process(COMMAND ${PREFIX}/bin/agtrace --version OUTPUT_VARIABLE version RESULT_VARIABLE rc
                 OUTPUT_STRIP_TRAILING_WHITESPACE)
-execute_process(COMMAND git -C ${SOURCE_DIR} rev-parse --short=12 HEAD OUTPUT_VARIABLE head
-                RESULT_VARIABLE git_rc OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+# The commit it names is one of this checkout's (the build may be older than HEAD when
+# commits were made since the last build).
+execute_process(COMMAND git -C ${SOURCE_DIR} rev-parse --git-dir RESULT_VARIABLE git_rc OUTPUT_QUIET ERROR_QUIET)
 if(git_rc EQUAL 0)
-  if(NOT version MATCHES "^agtrace [0-9.]+ \\(git ${head}(-dirty)?\\)$")
-    message(FATAL_ERROR "--version says '${version}', HEAD is ${head}")
+  if(NOT version MATCHES "^agtrace [0-9.]+ \\(git ([0-9a-f]+)(-dirty)?\\)$")
+    message(FATAL_ERROR "--version says '${version}': no git commit")
+  endif()
+  set(commit ${CMAKE_MATCH_1})
+  string(LENGTH "${commit}" commit_length)
+  execute_process(COMMAND git -C ${SOURCE_DIR} cat-file -e ${commit}^{commit} RESULT_VARIABLE known ERROR_QUIET)
+  if(NOT commit_length EQUAL 12 OR NOT known EQUAL 0)
+    message(FATAL_ERROR "--version says '${version}': ${commit} is not a commit of ${SOURCE_DIR}")
   endif()
 elseif(NOT version MATCHES "^agtrace [0-9.]+ \\(git unknown\\)$")
   message(FATAL_ERROR "--version says '${version}' outside a git checkout")
