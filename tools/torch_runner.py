@@ -160,7 +160,7 @@ ERROR_PATTERNS = [
                     "uniform_ expects to return a [from, to) range", "normal expects std >= 0.0",
                     "bernoulli_ expects p to be in [0, 1]", "Expected p_in >= 0 && p_in <= 1"]),
     # pooling, group_norm and upsample checks (measured messages)
-    ("shape_mismatch", ["output_size must be 2", "elements of output_size must be greater than or equal to 0",
+    ("shape_mismatch", ["output_size must be 2", "output_size.size() must be 2", "elements of output_size must be greater than or equal to 0",
                         "Expected 3D or 4D tensor", "Expected input to have non-zero size for non-batch dimensions",
                         "Expected 3D or 4D (batch mode) tensor", "Expected 2 to 3 dimensions",
                         "divisible by num_groups", "to be a vector of size equal to the number of channels",

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "ops/more_util.hpp"
 #include "ops/nn.hpp"
@@ -143,6 +144,25 @@ std::vector<Tensor> adaptive_avg_pool2d_backward(Node& n, const std::vector<Tens
   const Planes out = planes_of(g[0]->sizes);
   return {filled(self->sizes, self->dtype(), false,
                  pool_backward(to_values(g[0]), in, out.height, out.width, adaptive_windows(in, out.height, out.width)))};
+}
+
+// derivatives.yaml (1.13): adaptive_max_pool2d(self, output_size) -> (result0, result1)
+//   self: adaptive_max_pool2d_backward(grad, self, result1)
+// Saved (measured): result1 (the returned indices object, requires_grad False) and self.
+// The gradient of each output goes to the input element its index names.
+std::vector<Tensor> adaptive_max_pool2d_backward(Node& n, const std::vector<Tensor>& g) {
+  Tensor indices = n.unpack("result1"), self = n.unpack("self");
+  require_host(g[0]);
+  if (self->is_meta()) return {new_like_meta(self->sizes, self->dtype(), true)};
+  const Planes in = planes_of(self->sizes);
+  const int64_t plane_out = indices->numel() / std::max<int64_t>(in.count, 1);
+  const std::vector<double> iv = to_values(indices), gv = to_values(g[0]);
+  std::vector<double> dx(static_cast<size_t>(self->numel()), 0.0);
+  for (size_t o = 0; o < iv.size(); ++o) {
+    const int64_t plane = plane_out > 0 ? static_cast<int64_t>(o) / plane_out : 0;
+    dx[static_cast<size_t>(plane * in.height * in.width + static_cast<int64_t>(iv[o]))] += gv[o];
+  }
+  return {filled(self->sizes, self->dtype(), false, dx)};
 }
 
 // ---------------------------------------------------------------- avg_pool2d
@@ -603,6 +623,66 @@ Tensor adaptive_avg_pool2d(const Tensor& input, const std::vector<int64_t>& outp
     set_history(out, node);
   }
   return out;
+}
+
+std::pair<Tensor, Tensor> adaptive_max_pool2d(const Tensor& input, const std::vector<int64_t>& output_size) {
+  OpScope scope("adaptive_max_pool2d");
+  // adaptive_max_pool2d's meta function (messages measured).
+  const int64_t nd = input->dim();
+  if (nd != 3 && nd != 4)
+    fail("shape_mismatch", "adaptive_max_pool2d(): Expected 3D or 4D tensor, but got: " + shape_str(input->sizes));
+  for (int64_t i = 1; i < nd; ++i)
+    if (input->sizes[static_cast<size_t>(i)] <= 0)
+      fail("shape_mismatch",
+           "adaptive_max_pool2d(): Expected input to have non-zero size for non-batch dimensions, but input has sizes " +
+               shape_str(input->sizes) + " with dimension " + std::to_string(i) + " being empty");
+  if (output_size.size() != 2)
+    fail("shape_mismatch", "adaptive_max_pool2d(): internal error: output_size.size() must be 2");
+  if (output_size[0] < 0 || output_size[1] < 0)
+    fail("shape_mismatch", "Trying to create tensor with negative dimension " +
+                               std::to_string(output_size[0] < 0 ? output_size[0] : output_size[1]) + ": " +
+                               shape_str(with_spatial(input->sizes, output_size[0], output_size[1])));
+  require_float_kernel(input, "adaptive_max_pool2d");
+  const bool meta = input->is_meta();
+  const Planes in = planes_of(input->sizes);
+  const int64_t oh_n = output_size[0], ow_n = output_size[1];
+  const Shape out_shape = with_spatial(input->sizes, oh_n, ow_n);
+  Tensor out = new_like_meta(out_shape, input->dtype(), meta);
+  Tensor indices = new_like_meta(out_shape, DType::Int64, meta);
+  if (!meta) {
+    // cpu_adaptive_max_pool: the window's first element as the initial index, max starting
+    // at -inf, replaced when `val > maxval || isnan(val)`.
+    const std::vector<double> xv = to_values(input);
+    std::vector<double> ov(static_cast<size_t>(in.count * oh_n * ow_n)), iv(ov.size());
+    const auto window_of = adaptive_windows(in, oh_n, ow_n);
+    for (int64_t p = 0; p < in.count; ++p)
+      for (int64_t oh = 0; oh < oh_n; ++oh)
+        for (int64_t ow = 0; ow < ow_n; ++ow) {
+          const Window w = window_of(oh, ow);
+          int64_t best = w.h0 * in.width + w.w0;
+          double best_v = -std::numeric_limits<double>::infinity();
+          for (int64_t h = w.h0; h < w.h1; ++h)
+            for (int64_t c = w.w0; c < w.w1; ++c) {
+              const double v = xv[static_cast<size_t>((p * in.height + h) * in.width + c)];
+              if (v > best_v || std::isnan(v)) {
+                best_v = v;
+                best = h * in.width + c;
+              }
+            }
+          const size_t o = static_cast<size_t>((p * oh_n + oh) * ow_n + ow);
+          ov[o] = best_v;
+          iv[o] = static_cast<double>(best);
+        }
+    write_values(out, ov);
+    write_values(indices, iv);
+  }
+  if (needs_grad({&input})) {
+    auto node = make_node("AdaptiveMaxPool2DBackward0", adaptive_max_pool2d_backward, {input});
+    node->save_input("result1", indices);
+    node->save_input("self", input);
+    set_history(out, node);
+  }
+  return {out, indices};
 }
 
 // adaptive_avg_pool1d (AdaptiveAveragePooling.cpp): checkDimRange(self, 2, 4) and a one-entry

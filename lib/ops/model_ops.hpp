@@ -7,6 +7,7 @@
 #pragma once
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "tensor/tensor.hpp"
@@ -19,6 +20,10 @@ namespace agtrace::ops {
 Tensor adaptive_avg_pool2d(const Tensor& input, const std::vector<int64_t>& output_size);
 // torch.adaptive_avg_pool1d: adaptive_avg_pool2d(input.unsqueeze(-2), (1, n)).squeeze(-2).
 Tensor adaptive_avg_pool1d(const Tensor& input, const std::vector<int64_t>& output_size);
+
+// F.adaptive_max_pool2d -> AdaptiveMaxPool2DBackward0 saving result1 (the returned int64
+// indices, flat within each H*W plane) and self. Returns (output, indices).
+std::pair<Tensor, Tensor> adaptive_max_pool2d(const Tensor& input, const std::vector<int64_t>& output_size);
 
 // F.avg_pool2d -> AvgPool2DBackward0 (edge: input). `stride` empty: not given (saved as (),
 // the kernel size is used).

@@ -63,6 +63,13 @@ Value impl_adaptive_avg_pool2d(Args& a, Runtime&) {
   return T(adaptive_avg_pool2d(x, adaptive_output_size(a, x)));
 }
 
+Value impl_adaptive_max_pool2d(Args& a, Runtime&) {
+  Tensor x = a.tensor("input");
+  auto [out, indices] = adaptive_max_pool2d(x, adaptive_output_size(a, x));
+  if (a.flag("return_indices")) return Value::tuple({T(out), T(indices)});
+  return T(out);
+}
+
 Value impl_adaptive_avg_pool1d(Args& a, Runtime&) {
   return T(adaptive_avg_pool1d(a.tensor("input"), int_array(a, "output_size", 1)));
 }
@@ -201,6 +208,10 @@ std::vector<OpEntry> model_ops() {
        "self (same object); a 1x1 output is input.mean((-1, -2), keepdim=True): MeanBackward1 saving dim, keepdim, "
        "self, self_sym_sizes",
        impl_adaptive_avg_pool2d, {}},
+      {"adaptive_max_pool2d", {"F.adaptive_max_pool2d"}, "(input, output_size, return_indices=False)", "nn",
+       "AdaptiveMaxPool2DBackward0",
+       "result1 = the int64 indices (the returned object; flat within each H*W plane), self (same object)",
+       impl_adaptive_max_pool2d, {}},
       {"adaptive_avg_pool1d", {"F.adaptive_avg_pool1d", "torch.adaptive_avg_pool1d"}, "(input, output_size)", "nn",
        "SqueezeBackward1 over AdaptiveAvgPool2DBackward0 (or MeanBackward1) over UnsqueezeBackward0",
        "the 2-D pool's saves on input.unsqueeze(-2) (not the input itself); SqueezeBackward1 saves dim, self_sizes",

@@ -359,6 +359,7 @@ const std::map<std::string, std::vector<std::string>>& no_cuda_route() {
       // Model layers (model_ops.cpp): host and meta kernels only.
       {"adaptive_avg_pool2d", {"s = F.adaptive_avg_pool2d(img, 3).sum()"}},
       {"adaptive_avg_pool1d", {"s = F.adaptive_avg_pool1d(B, 3).sum()"}},
+      {"adaptive_max_pool2d", {"s = F.adaptive_max_pool2d(img, 3).sum()"}},
       {"avg_pool2d", {"s = F.avg_pool2d(img, 2).sum()"}},
       {"avg_pool1d", {"s = F.avg_pool1d(B, 2).sum()"}},
       {"group_norm", {"s = F.group_norm(img, 2).sum()"}},

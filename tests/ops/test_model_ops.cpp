@@ -26,6 +26,8 @@ TEST_CASE("adaptive and fixed average pooling gradients match central difference
                   [](const Inputs& x) { return ops::adaptive_avg_pool2d(x[0], {4, 9}); });
   check_gradients("adaptive_avg_pool2d 1x1 (mean)", {leaf64({2, 3, 4, 4}, -1, 1)},
                   [](const Inputs& x) { return ops::adaptive_avg_pool2d(x[0], {1, 1}); });
+  check_gradients("adaptive_max_pool2d 3x2 of 5x7", {leaf64({2, 2, 5, 7}, -1, 1)},
+                  [](const Inputs& x) { return ops::adaptive_max_pool2d(x[0], {3, 2}).first; });
   check_gradients("adaptive_avg_pool1d", {leaf64({2, 3, 7}, -1, 1)},
                   [](const Inputs& x) { return ops::adaptive_avg_pool1d(x[0], {3}); });
   ops::AvgPool2dArgs plain;
