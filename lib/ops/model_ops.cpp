@@ -1,4 +1,4 @@
-// adaptive_avg_pool2d/1d, avg_pool2d/1d, group_norm, upsample (F.interpolate's nearest and
+// adaptive_avg_pool2d/1d, adaptive_max_pool2d, avg_pool2d/1d, group_norm, upsample (F.interpolate's nearest and
 // bilinear) and type_as: forward, node, saved values and backward side by side. Facts
 // cited as "measured" were checked with /usr/bin/python3 and torch 1.13.
 //

@@ -1,5 +1,5 @@
 // Layers that real models (torchvision classifiers, segmentation and detection heads,
-// diffusion UNets) call and the rest of lib/ops lacks: adaptive and plain average pooling,
+// diffusion UNets) call and the rest of lib/ops lacks: adaptive average and max pooling, average pooling,
 // group_norm, interpolate (nearest, bilinear) and type_as (model_ops.cpp). Each records the
 // node PyTorch 1.13 records for the F.* call, with its saved values, measured with
 // /usr/bin/python3 and torch 1.13. Host and meta kernels only: a cuda operand raises
