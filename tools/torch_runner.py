@@ -93,7 +93,7 @@ ERROR_PATTERNS = [
                       "A view was created in no_grad mode", "Can't detach views in-place"]),
     ("unsupported", ["more than one element of the written-to tensor refers to a single memory location",
                      "some elements of the input tensor and the written-to tensor refer to a single memory location",
-                     "Cannot copy out of meta tensor"]),
+                     "Cannot copy out of meta tensor", "with arguments from the 'Meta' backend"]),
     ("grad_not_scalar", ["grad can be implicitly created only for scalar outputs"]),
     # einsum's operands against its equation (shapes) and the equation itself (a malformed
     # argument); diagonal's dims.
@@ -161,6 +161,17 @@ ERROR_PATTERNS = [
                     "backward calculation is triggered with a negative slope", "alpha cannot be 0 for CELU",
                     "uniform_ expects to return a [from, to) range", "normal expects std >= 0.0",
                     "bernoulli_ expects p to be in [0, 1]", "Expected p_in >= 0 && p_in <= 1"]),
+    # pooling, group_norm and upsample checks (measured messages)
+    ("shape_mismatch", ["output_size must be 2", "output_size.size() must be 2", "elements of output_size must be greater than or equal to 0",
+                        "Expected 3D or 4D tensor", "Expected input to have non-zero size for non-batch dimensions",
+                        "Expected 3D or 4D (batch mode) tensor", "Expected 2 to 3 dimensions",
+                        "divisible by num_groups", "to be a vector of size equal to the number of channels",
+                        "Input and output sizes should be greater than 0",
+                        "data tensor expected but got a tensor with sizes"]),
+    ("type_error", ["kernel_size must either be a single int", "stride must either be omitted",
+                    "padding must either be a single int", "divisor must be not zero", "stride should not be zero",
+                    "pad should be at most half of kernel size", "pad must be non-negative",
+                    "Expected num groups to be greater than 0"]),
 ]
 
 EXCEPTION_TYPE_KINDS = [

@@ -66,6 +66,12 @@ std::string attr_repr(const AttrValue& a) {
       if (a.list.size() == 1) out += ",";
       return out + ")";
     }
+    case AttrValue::Kind::RealList: {
+      std::string out = "(";
+      for (size_t i = 0; i < a.reals.size(); ++i) out += (i ? ", " : "") + format_double(a.reals[i]);
+      if (a.reals.size() == 1) out += ",";
+      return out + ")";
+    }
   }
   return "?";
 }

@@ -18,13 +18,14 @@ struct Node;
 
 // A non-tensor value a node keeps for backward (`_saved_alpha`, `_saved_dim`, ...).
 struct AttrValue {
-  enum class Kind { None, Int, Double, Bool, IntList, String };
+  enum class Kind { None, Int, Double, Bool, IntList, String, RealList };
   Kind kind = Kind::None;
   int64_t i = 0;
   double d = 0.0;
   bool b = false;
   std::vector<int64_t> list;
   std::string s;
+  std::vector<double> reals;  // RealList: upsample's scale_factors, a tuple of floats
   // PyTorch stores dims and indices as uint64 in the node, so -1 reads back as 2**64-1.
   bool as_uint64 = false;
 
@@ -38,6 +39,7 @@ struct AttrValue {
     AttrValue a; a.kind = Kind::IntList; a.list = std::move(v); a.as_uint64 = unsigned_view; return a;
   }
   static AttrValue string(std::string v) { AttrValue a; a.kind = Kind::String; a.s = std::move(v); return a; }
+  static AttrValue reals_list(std::vector<double> v) { AttrValue a; a.kind = Kind::RealList; a.reals = std::move(v); return a; }
 };
 
 // Python's printed form of an AttrValue (`1`, `2.0`, `(2, 3)`, `18446744073709551615`, `'none'`).

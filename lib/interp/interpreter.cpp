@@ -123,6 +123,11 @@ Value attr_to_value(const autograd::AttrValue& a) {
       }
       return Value::tuple(std::move(items));
     }
+    case K::RealList: {
+      std::vector<Value> items;
+      for (double x : a.reals) items.push_back(Value::real(x));
+      return Value::tuple(std::move(items));
+    }
   }
   return Value::none();
 }

@@ -1889,4 +1889,9 @@ MaxPool2dResult max_pool2d(const Tensor& input, const std::vector<int64_t>& kern
   return {out, indices};
 }
 
+int64_t checked_pooling_output_size(int64_t in, int64_t kernel, int64_t pad, int64_t stride, int64_t dilation,
+                                    bool ceil_mode) {
+  return checked_pool_size(in, kernel, pad, stride, dilation, ceil_mode);
+}
+
 }  // namespace agtrace::ops

@@ -69,4 +69,9 @@ MaxPool2dResult max_pool2d(const Tensor& input, const std::vector<int64_t>& kern
                            const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
                            const std::vector<int64_t>& dilation, bool ceil_mode);
 
+// One spatial dim of a pooling's output (pooling_output_shape with its checks: zero stride,
+// negative padding, padding over half the kernel), for the poolings of other files.
+int64_t checked_pooling_output_size(int64_t in, int64_t kernel, int64_t pad, int64_t stride, int64_t dilation,
+                                    bool ceil_mode);
+
 }  // namespace agtrace::ops

@@ -714,7 +714,8 @@ const TableFragment kFragments[] = {core_ops,         activation_ops, shape_ops,
                                     index_ops,
                                     shapes_extra_ops,
                                     binary_more_ops,
-                                    activation_inplace_ops, random_inplace_ops};
+                                    activation_inplace_ops, random_inplace_ops,
+                                    model_ops};
 
 
 std::vector<OpEntry> build_table() {

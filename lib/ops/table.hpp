@@ -101,6 +101,7 @@ std::vector<OpEntry> shapes_extra_ops();  // shapes_extra.cpp: diagonal, diag, a
 std::vector<OpEntry> binary_more_ops();  // table_binary.cpp: maximum, fmax, atan2, remainder, lerp, addcmul, dist, addmv, addbmm, ...
 std::vector<OpEntry> activation_inplace_ops(); // activations_inplace.cpp: elu_, leaky_relu_, hardtanh_, threshold_, celu, hardswish, mish, rrelu
 std::vector<OpEntry> random_inplace_ops();     // random_inplace.cpp: uniform_, normal_, bernoulli_, random_, torch.bernoulli
+std::vector<OpEntry> model_ops();              // table_model.cpp: adaptive_avg_pool2d/1d, adaptive_max_pool2d, avg_pool2d/1d, group_norm, interpolate, type_as
 // Looks up "Tensor.<method>", "torch.<fn>", "F.<fn>", "torch.autograd.<fn>" or a builtin.
 const OpEntry* find_op(const std::string& spelling);
 // The parameter a keyword names, as PyTorch's argument parser reads it: NumPy's spellings

@@ -76,6 +76,7 @@ const std::map<std::string, std::vector<std::string>>& sweep() {
       {"set_grad_enabled", {"torch.set_grad_enabled(False)", "n = x * 2", "torch.set_grad_enabled(True)",
                             "s = (x * y).sum() + n.sum()"}},
       {"arange", {"a = torch.arange(12, device=x.device, dtype=x.dtype).view(3, 4)", "s = (x * a).sum()"}},
+      {"type_as", {"s = (x.type_as(v.double()) * 2).sum() + (x.type_as(y) * y).sum()"}},  // model_ops.cpp
       {"full", {"f = torch.full((3, 4), 2.5, device=x.device, dtype=x.dtype)", "s = (x * f).sum()"}},
       {"empty", {"e0 = torch.empty(3, 4, device=x.device, dtype=x.dtype)", "s = (x + e0 * 0).sum()"}},
       {"empty_like", {"s = (x * y + torch.empty_like(x) * 0).sum()"}},
@@ -357,6 +358,14 @@ const std::map<std::string, std::vector<std::string>>& no_cuda_route() {
       {"random_", {"h = x * 1.0", "h.random_(3)", "s = h.sum()"}},
       // conv1d (nn.cpp): cuda/conv.cuh takes 4-D tensors only.
       {"conv1d", {"s = (F.conv1d(B[:, :2], k[:, :, 0], v[:3]) ** 2).sum() + F.conv1d(x[:2], k[:, :, 1], stride=2).sum()"}},
+      // Model layers (model_ops.cpp): host and meta kernels only.
+      {"adaptive_avg_pool2d", {"s = F.adaptive_avg_pool2d(img, 3).sum()"}},
+      {"adaptive_avg_pool1d", {"s = F.adaptive_avg_pool1d(B, 3).sum()"}},
+      {"adaptive_max_pool2d", {"s = F.adaptive_max_pool2d(img, 3).sum()"}},
+      {"avg_pool2d", {"s = F.avg_pool2d(img, 2).sum()"}},
+      {"avg_pool1d", {"s = F.avg_pool1d(B, 2).sum()"}},
+      {"group_norm", {"s = F.group_norm(img, 2).sum()"}},
+      {"interpolate", {"s = F.interpolate(img, scale_factor=2).sum()"}},
   };
   return m;
 }
