@@ -467,6 +467,12 @@ class TorchRun:
 
     # ---- saved_tensor_hooks and checkpoint blocks
 
+    def autocast(self, block):
+        """`with torch.autocast(device_type, dtype=...)`; device_type defaults to the run's
+        device (cuda on meta)."""
+        device_type = block[3] or ("cuda" if self.device == "meta" else self.device)
+        return torch.autocast(device_type, dtype=DTYPES[block[2]])
+
     def block_hooks(self, kind):
         """The hooks of a saved_tensor_hooks block (see the module doc)."""
         def counted(t):
@@ -573,6 +579,9 @@ class TorchRun:
             elif kind == "saved_tensor_hooks":
                 with self.block_hooks(it[2]):
                     self._rerun_items(it[1], ns, local)
+            elif kind == "autocast":
+                with self.autocast(it):
+                    self._rerun_items(it[1], ns, local)
             else:
                 raise UnsupportedScenario("block %s inside a recomputed checkpoint body" % kind)
 
@@ -600,6 +609,9 @@ class TorchRun:
                         break
             elif kind == "saved_tensor_hooks":
                 with self.block_hooks(it[2]):
+                    ok = self._run_items(it[1], ns, in_try, local)
+            elif kind == "autocast":
+                with self.autocast(it):
                     ok = self._run_items(it[1], ns, in_try, local)
             elif kind == "checkpoint":
                 ok = self._run_checkpoint(it[1], it[2], it[3], ns, in_try, local)
@@ -732,6 +744,8 @@ def program_tree(items, counter=None):
                 out.append(("set_grad_enabled", program_tree(it["body"], counter), bool(it["set_grad_enabled"])))
             elif "saved_tensor_hooks" in it:
                 out.append(("saved_tensor_hooks", program_tree(it["body"], counter), it["saved_tensor_hooks"]))
+            elif "autocast" in it:
+                out.append(("autocast", program_tree(it["body"], counter), it["autocast"], it.get("device_type")))
             elif "checkpoint" in it:
                 out.append(("checkpoint", program_tree(it["checkpoint"], counter),
                             list(it.get("inputs", [])), list(it.get("outputs", []))))
