@@ -29,7 +29,9 @@ PyTorch 1.13, run it with /usr/bin/python3), never on agtrace.  Public entry poi
 How the program runs (see tests/differential/README.md for the details): each statement string
 is exec()'d in one namespace holding torch, F, the leaves, shares_storage(a, b) and a
 recording print; blocks map to `with torch.no_grad():`, `with torch.enable_grad():`,
-`try: ... except Exception:` and `for _ in range(N):`.  memory.saved_bytes comes from a
+`try: ... except Exception:` and `for _ in range(N):`; `autocast` blocks to
+`with torch.autocast(device_type, dtype=...)` (device_type defaults to the run's device, cuda
+on meta).  memory.saved_bytes comes from a
 second pass over the whole program under torch.autograd.graph.saved_tensors_hooks, whose
 pack hook adds numel * element_size of each saved tensor; PyTorch 1.13 skips its own
 saved-version checks under saved-tensor hooks, so the unpack hook checks them itself, and

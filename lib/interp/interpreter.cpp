@@ -2002,6 +2002,14 @@ void Interpreter::finish() {
     result_.grads.push_back(g);
   }
   acc_.finish(result_);
+  const std::set<int64_t>& casts = autocast_.cast_storages();
+  for (const StorageLifetime& s : result_.storages)
+    if (casts.count(s.id)) {
+      ++result_.memory.autocast_copies;
+      result_.memory.autocast_copy_bytes += s.bytes;
+    }
+  for (const SavedLifetime& s : result_.saved)
+    if (casts.count(s.storage_id)) result_.memory.autocast_saved_bytes += s.bytes;
 }
 
 }  // namespace

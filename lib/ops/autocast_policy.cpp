@@ -138,7 +138,7 @@ const std::set<std::string>& unlisted() {
       "rand_like", "randn", "randn_like", "randint", "randperm", "tensor", "new_empty", "new_full", "new_ones",
       "new_tensor", "new_zeros", "eye", "bernoulli",
       // introspection and autograd
-      "Size", "_is_view", "backward", "grad", "retain_grad", "requires_grad_", "data_ptr", "dim", "element_size",
+      "Size", "_is_view", "backward", "autograd.backward", "grad", "retain_grad", "requires_grad_", "data_ptr", "dim", "element_size",
       "is_contiguous", "is_grad_enabled", "set_grad_enabled", "item", "numel", "size", "tolist", "print",
       "shares_storage",
   };
