@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "ops/autocast_policy.hpp"
 #include "ops/table.hpp"
 
 namespace agtrace::app {
@@ -23,7 +24,8 @@ Runner add_ops(CLI::App& root) {
       if (!filter->empty() && hay.find(*filter) == std::string::npos) continue;
       if (*format == "json") {
         all.push_back({{"name", e.name}, {"spellings", e.spellings}, {"signature", e.signature},
-                       {"category", e.category}, {"node", e.node}, {"saves", e.saves}});
+                       {"category", e.category}, {"node", e.node}, {"saves", e.saves},
+                       {"autocast", ops::autocast_policy_text(e.name)}});
         continue;
       }
       std::string sp;
@@ -31,7 +33,8 @@ Runner add_ops(CLI::App& root) {
       std::cout << e.name << e.signature << "  [" << e.category << "]\n"
                 << "    spellings: " << sp << "\n"
                 << "    node:      " << e.node << "\n"
-                << "    saves:     " << e.saves << "\n";
+                << "    saves:     " << e.saves << "\n"
+                << "    autocast:  " << ops::autocast_policy_text(e.name) << "\n";
     }
     if (*format == "json") std::cout << all.dump(2) << "\n";
     return kOk;

@@ -29,7 +29,9 @@ PyTorch 1.13, run it with /usr/bin/python3), never on agtrace.  Public entry poi
 How the program runs (see tests/differential/README.md for the details): each statement string
 is exec()'d in one namespace holding torch, F, the leaves, shares_storage(a, b) and a
 recording print; blocks map to `with torch.no_grad():`, `with torch.enable_grad():`,
-`try: ... except Exception:` and `for _ in range(N):`.  memory.saved_bytes comes from a
+`try: ... except Exception:` and `for _ in range(N):`; `autocast` blocks to
+`with torch.autocast(device_type, dtype=...)` (device_type defaults to the run's device, cuda
+on meta).  memory.saved_bytes comes from a
 second pass over the whole program under torch.autograd.graph.saved_tensors_hooks, whose
 pack hook adds numel * element_size of each saved tensor; PyTorch 1.13 skips its own
 saved-version checks under saved-tensor hooks, so the unpack hook checks them itself, and
@@ -480,6 +482,12 @@ class TorchRun:
 
     # ---- saved_tensor_hooks and checkpoint blocks
 
+    def autocast(self, block):
+        """`with torch.autocast(device_type, dtype=...)`; device_type defaults to the run's
+        device (cuda on meta)."""
+        device_type = block[3] or ("cuda" if self.device == "meta" else self.device)
+        return torch.autocast(device_type, dtype=DTYPES[block[2]])
+
     def block_hooks(self, kind):
         """The hooks of a saved_tensor_hooks block (see the module doc)."""
         def counted(t):
@@ -586,6 +594,9 @@ class TorchRun:
             elif kind == "saved_tensor_hooks":
                 with self.block_hooks(it[2]):
                     self._rerun_items(it[1], ns, local)
+            elif kind == "autocast":
+                with self.autocast(it):
+                    self._rerun_items(it[1], ns, local)
             else:
                 raise UnsupportedScenario("block %s inside a recomputed checkpoint body" % kind)
 
@@ -613,6 +624,9 @@ class TorchRun:
                         break
             elif kind == "saved_tensor_hooks":
                 with self.block_hooks(it[2]):
+                    ok = self._run_items(it[1], ns, in_try, local)
+            elif kind == "autocast":
+                with self.autocast(it):
                     ok = self._run_items(it[1], ns, in_try, local)
             elif kind == "checkpoint":
                 ok = self._run_checkpoint(it[1], it[2], it[3], ns, in_try, local)
@@ -745,6 +759,8 @@ def program_tree(items, counter=None):
                 out.append(("set_grad_enabled", program_tree(it["body"], counter), bool(it["set_grad_enabled"])))
             elif "saved_tensor_hooks" in it:
                 out.append(("saved_tensor_hooks", program_tree(it["body"], counter), it["saved_tensor_hooks"]))
+            elif "autocast" in it:
+                out.append(("autocast", program_tree(it["body"], counter), it["autocast"], it.get("device_type")))
             elif "checkpoint" in it:
                 out.append(("checkpoint", program_tree(it["checkpoint"], counter),
                             list(it.get("inputs", [])), list(it.get("outputs", []))))

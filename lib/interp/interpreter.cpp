@@ -19,6 +19,7 @@
 #include "autograd/grad_mode.hpp"
 #include "cuda/device.hpp"
 #include "errors.hpp"
+#include "interp/autocast.hpp"
 #include "interp/holder_tracker.hpp"
 #include "interp/builtins.hpp"
 #include "interp/indexing.hpp"
@@ -393,6 +394,9 @@ class Interpreter : public ops::Runtime {
   // Saved-tensor hooks and checkpoint blocks (issue #4).
   bool recomputing_ = false;  // a checkpoint body runs again: statements are not new statements
   bool run_saved_tensor_hooks(const ProgramItem& item, bool in_try);
+  // torch.autocast regions (spec: autocast) and the casts made in them.
+  AutocastState autocast_;
+  bool run_autocast(const ProgramItem& item, bool in_try);
   bool run_checkpoint(const ProgramItem& item, bool in_try);
   void recompute_checkpoint(const ProgramItem& item, const std::vector<Value>& args, const SplitMix64& rng,
                             size_t record, autograd::SavedTensorHooks& inner);
@@ -442,6 +446,9 @@ class Interpreter : public ops::Runtime {
   // The values of x[...]'s indices, as the one tuple Python passes for `x[a,]`.
   std::vector<Value> subscript_indices(const Expr& e);
   Value eval_binary(const std::string& op, const Value& a, const Value& b);
+  // `@`, `**` and number / tensor under autocast: the operands cast as matmul, pow and
+  // reciprocal's policies say (the other operators' ops are on no list).
+  Value eval_binary_autocast(char code, const Value& a, const Value& b);
   Value eval_compare(const std::string& op, const Value& a, const Value& b);
   Value call_entry(const ops::OpEntry& entry, const std::string& spelling, const Value* self,
                    const std::vector<Value>& positional, const std::vector<std::pair<std::string, Value>>& keywords);
@@ -693,6 +700,9 @@ bool Interpreter::run_items(const std::vector<ProgramItem>& items, bool in_try) 
       case ProgramItem::Kind::Checkpoint:
         ok = run_checkpoint(item, in_try);
         break;
+      case ProgramItem::Kind::Autocast:
+        ok = run_autocast(item, in_try);
+        break;
     }
     if (!ok) {
       for (size_t j = i + 1; j < items.size(); ++j) {
@@ -863,10 +873,34 @@ bool Interpreter::run_saved_tensor_hooks(const ProgramItem& item, bool in_try) {
   return ok;
 }
 
+// `with torch.autocast(device_type, dtype=DTYPE): body` (spec: autocast).
+bool Interpreter::run_autocast(const ProgramItem& item, bool in_try) {
+  const std::string run_device = device();
+  const std::string device_type =
+      !item.device_type.empty() ? item.device_type : run_device == "meta" ? std::string("cuda") : run_device;
+  if (device_type == "cpu" && item.autocast_dtype != DType::BFloat16) {
+    // torch.autocast.__enter__ (1.13) warns "In CPU autocast, but the target dtype is not
+    // supported. Disabling autocast." and then raises this RuntimeError (measured).
+    block_error(item, "type_error", "Currently, AutocastCPU only support Bfloat16 as the autocast_cpu_dtype", in_try);
+    return false;
+  }
+  autocast_.enter(device_type, item.autocast_dtype);
+  push_block("autocast");
+  const bool ok = run_items(item.body, in_try);
+  pop_block();
+  autocast_.exit();
+  return ok;
+}
+
 // Runs `def fn(*inputs): body; return outputs` under checkpoint's hooks and binds the
 // outputs (spec: checkpoint). Names bound in the body are local: the program's names are
 // restored after it, and only the outputs are bound.
 bool Interpreter::run_checkpoint(const ProgramItem& item, bool in_try) {
+  if (autocast_.active()) {
+    // checkpoint records the autocast state and recomputes under it; not modelled.
+    block_error(item, "unsupported", "checkpoint inside an autocast block", in_try);
+    return false;
+  }
   std::vector<Value> args;
   for (const std::string& name : item.inputs) {
     const Value* v = env_.find(name);
@@ -1459,6 +1493,7 @@ Value Interpreter::call_entry(const ops::OpEntry& entry, const std::string& spel
   }
   profile::Scope profile_op(profile::Section::OpForward, entry.name);  // --profile
   DeviceScope result_device(device_of_arguments(entry, args));
+  if (autocast_.active()) autocast_.cast_arguments(entry.name, spelling, args);
   return entry.impl(args, *this);
 }
 
@@ -1558,6 +1593,28 @@ Value Interpreter::eval_subscript(const Expr& e) {
   return seq[static_cast<size_t>(i < 0 ? i + n : i)];
 }
 
+Value Interpreter::eval_binary_autocast(char code, const Value& a, const Value& b) {
+  const bool ta = a.kind == Value::Kind::Tensor, tb = b.kind == Value::Kind::Tensor;
+  Tensor x = ta ? a.t : nullptr, y = tb ? b.t : nullptr;
+  std::vector<Tensor*> operands;
+  if (ta) operands.push_back(&x);
+  if (tb) operands.push_back(&y);
+  if (code == '@') {
+    if (!(ta && tb)) fail("type_error", "unsupported operand type(s) for @: '" + type_name(a) + "' and '" + type_name(b) + "'");
+    autocast_.cast_operands("matmul", operands);
+    return Value::tensor(ops::matmul(x, y));
+  }
+  if (code == 'P') {
+    autocast_.cast_operands(ta ? "pow" : "rpow", operands);
+    if (ta && tb) return Value::tensor(ops::pow_tensor(x, y));
+    if (ta) return Value::tensor(ops::pow_scalar(x, b));
+    return Value::tensor(ops::rpow(a, y));
+  }
+  // number / tensor: tensor.reciprocal() * number (see eval_binary).
+  autocast_.cast_operands("rdiv", operands);
+  return Value::tensor(ops::mul(ops::reciprocal(y), ops::wrap_number(a)));
+}
+
 Value Interpreter::eval_binary(const std::string& op, const Value& a, const Value& b) {
   const bool ta = a.kind == Value::Kind::Tensor, tb = b.kind == Value::Kind::Tensor;
   if (ta || tb) {
@@ -1571,6 +1628,8 @@ Value Interpreter::eval_binary(const std::string& op, const Value& a, const Valu
     // One character tells the operators apart ('P' for **): no string comparisons per op.
     const char code = op.size() == 1 ? op[0] : op == "**" ? 'P' : '\0';
     DeviceScope result_device(device_of_arguments({&a, &b}, op_name, code == '@'));
+    if (autocast_.active() && (code == '@' || code == 'P' || (code == '/' && !ta)))
+      return eval_binary_autocast(code, a, b);
     if (code == '+') return Value::tensor(ta ? ops::add(a.t, tensor_of(b), Value::integer(1))
                                              : ops::add(b.t, tensor_of(a), Value::integer(1)));  // __radd__
     if (code == '-') return Value::tensor(ta ? ops::sub(a.t, tensor_of(b), Value::integer(1))
@@ -1956,6 +2015,14 @@ void Interpreter::finish() {
     result_.grads.push_back(g);
   }
   acc_.finish(result_);
+  const std::set<int64_t>& casts = autocast_.cast_storages();
+  for (const StorageLifetime& s : result_.storages)
+    if (casts.count(s.id)) {
+      ++result_.memory.autocast_copies;
+      result_.memory.autocast_copy_bytes += s.bytes;
+    }
+  for (const SavedLifetime& s : result_.saved)
+    if (casts.count(s.storage_id)) result_.memory.autocast_saved_bytes += s.bytes;
 }
 
 }  // namespace

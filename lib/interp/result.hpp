@@ -236,6 +236,11 @@ struct MemorySummary {
   int64_t hooks_packed_bytes = 0;
   int64_t host_bytes = 0;
   int64_t checkpoint_avoided_bytes = 0;
+  // Autocast: the cast copies autocast made (storages, their bytes) and the bytes saved for
+  // backward on them -- memory that exists only because of the autocast blocks.
+  int64_t autocast_copies = 0;
+  int64_t autocast_copy_bytes = 0;
+  int64_t autocast_saved_bytes = 0;
 };
 
 // ---- Events, saved-tensor hooks and checkpointing (issue #4) -------------------------

@@ -289,9 +289,10 @@ namespace {
 template <typename F>
 Tensor split_forward(const Tensor& a, const Tensor& b, const std::string& op, F&& f, cuda::pw::BinaryOp device_op,
                      double s0 = 1) {
-  if (kernels::device::any_on_device({&a, &b}))
-    return kernels::device::binary(device_op, a, b, kernels::result_type(a, b), op, s0);
-  return kernels::binary_split(a, b, kernels::result_type(a, b), f, op);
+  const DType out = kernels::result_type(a, b);
+  if (kernels::device::any_on_device({&a, &b})) return kernels::device::binary(device_op, a, b, out, op, s0);
+  return with_operands_in_common_dtype(a, b, out, f,
+                                       [&](auto&& g) { return kernels::binary_split(a, b, out, g, op); });
 }
 }  // namespace
 

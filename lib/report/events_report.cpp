@@ -74,6 +74,11 @@ void add_events_json(ojson& j, const RunResult& r, bool events_placeholder) {
   mem["hooks_packed_bytes"] = r.memory.hooks_packed_bytes;
   mem["host_bytes"] = r.memory.host_bytes;
   mem["checkpoint_avoided_bytes"] = r.memory.checkpoint_avoided_bytes;
+  if (r.memory.autocast_copies > 0) {  // only runs that cast: other reports keep their keys
+    mem["autocast_copies"] = r.memory.autocast_copies;
+    mem["autocast_copy_bytes"] = r.memory.autocast_copy_bytes;
+    mem["autocast_saved_bytes"] = r.memory.autocast_saved_bytes;
+  }
 
   if (events_placeholder) {
     j["events"] = kEventsPlaceholder;

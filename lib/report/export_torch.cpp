@@ -49,6 +49,12 @@ ojson items_json(const std::vector<ProgramItem>& items) {
         out.push_back(ojson{{"saved_tensor_hooks", it.hooks_kind}, {"body", items_json(it.body)}});
         break;
       case K::Repeat: out.push_back(ojson{{"repeat", it.repeat}, {"body", items_json(it.body)}}); break;
+      case K::Autocast: {
+        ojson block{{"autocast", dtype_name(it.autocast_dtype)}, {"body", items_json(it.body)}};
+        if (!it.device_type.empty()) block["device_type"] = it.device_type;
+        out.push_back(block);
+        break;
+      }
       case K::Checkpoint:
         out.push_back(ojson{{"checkpoint", items_json(it.body)}, {"inputs", it.inputs}, {"outputs", it.outputs}});
         break;

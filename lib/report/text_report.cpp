@@ -116,6 +116,9 @@ std::string report_text(const RunResult& r, const TextOptions& opt) {
   o << "  graph-only   " << human_bytes(r.memory.graph_only_bytes) << " at peak";
   if (r.memory.graph_only_statement >= 0) o << " (after " << stmt_ref(r.memory.graph_only_statement) << ")";
   o << "\n";
+  if (r.memory.autocast_copies > 0)
+    o << "  autocast     " << r.memory.autocast_copies << " cast copies, " << human_bytes(r.memory.autocast_copy_bytes)
+      << "; " << human_bytes(r.memory.autocast_saved_bytes) << " of saved values are casts\n";
   if (!r.errors.empty()) {
     o << "  errors       " << r.errors.size() << ":";
     for (const auto& e : r.errors) o << " " << stmt_ref(e.statement) << " " << st.red(e.kind);

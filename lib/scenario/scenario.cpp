@@ -718,10 +718,10 @@ class Loader {
 
   void load_block(const OJ& j, const std::string& ptr, int depth, ProgramItem& item) {
     static const std::vector<std::string> heads = {"no_grad",            "enable_grad", "set_grad_enabled", "try",
-                                                   "saved_tensor_hooks", "repeat",      "checkpoint"};
+                                                   "saved_tensor_hooks", "repeat",      "checkpoint",       "autocast"};
     static const std::vector<std::string> all_keys = {"no_grad",    "enable_grad", "set_grad_enabled", "try",
                                                       "saved_tensor_hooks", "repeat", "checkpoint", "body",
-                                                      "inputs",     "outputs"};
+                                                      "inputs",     "outputs",     "autocast",   "device_type"};
     if (depth > kMaxBlockDepth)
       fail("limit", ptr, "blocks nest deeper than " + std::to_string(kMaxBlockDepth));
 
@@ -746,10 +746,12 @@ class Loader {
     if (head.empty()) fail("schema", ptr, "a block object needs one of: " + join(heads));
 
     std::vector<std::string> extras;
-    if (head == "saved_tensor_hooks" || head == "repeat" || head == "set_grad_enabled") extras = {"body"};
+    if (head == "saved_tensor_hooks" || head == "repeat" || head == "set_grad_enabled" || head == "autocast")
+      extras = {"body"};
     if (head == "checkpoint") extras = {"inputs", "outputs"};
     for (const auto& [k, v] : j.items()) {
       (void)v;
+      if (head == "autocast" && k == "device_type") continue;  // optional
       if (k != head && !contains(extras, k))
         fail("schema", child(ptr, k), "field '" + k + "' does not belong in a " + head + " block");
     }
@@ -785,6 +787,24 @@ class Loader {
         fail("schema", hptr, "unknown saved_tensor_hooks kind " + quote(k) + suggestion(k, hook_kinds) +
                                  " (valid: " + join(hook_kinds) + ")");
       item.hooks_kind = k;
+      body(j.at("body"), child(ptr, "body"));
+    } else if (head == "autocast") {
+      // with torch.autocast(device_type, dtype=DTYPE): the dtypes torch.autocast lowers to.
+      item.kind = ProgramItem::Kind::Autocast;
+      static const std::vector<std::string> dtypes = {"bfloat16", "float16"};
+      const std::string& d = get_string(hv, hptr);
+      if (!contains(dtypes, d))
+        fail("schema", hptr, "unknown autocast dtype " + quote(d) + suggestion(d, dtypes) + " (valid: " + join(dtypes) + ")");
+      item.autocast_dtype = d == "float16" ? DType::Float16 : DType::BFloat16;
+      if (j.contains("device_type")) {
+        // PyTorch 1.13's torch.autocast accepts 'cuda' and 'cpu' only.
+        static const std::vector<std::string> types = {"cpu", "cuda"};
+        const std::string tptr = child(ptr, "device_type");
+        const std::string& t = get_string(j.at("device_type"), tptr);
+        if (!contains(types, t))
+          fail("schema", tptr, "unknown autocast device_type " + quote(t) + suggestion(t, types) + " (valid: " + join(types) + ")");
+        item.device_type = t;
+      }
       body(j.at("body"), child(ptr, "body"));
     } else if (head == "repeat") {
       item.kind = ProgramItem::Kind::Repeat;

@@ -28,7 +28,7 @@ struct LeafSpec {
 };
 
 struct ProgramItem {
-  enum class Kind { Statement, NoGrad, EnableGrad, SetGradEnabled, Try, SavedTensorHooks, Repeat, Checkpoint };
+  enum class Kind { Statement, NoGrad, EnableGrad, SetGradEnabled, Try, SavedTensorHooks, Repeat, Checkpoint, Autocast };
   Kind kind = Kind::Statement;
   // Statement
   int index = -1;            // statement number: 0-based, in order of appearance, blocks flattened
@@ -37,6 +37,8 @@ struct ProgramItem {
   std::vector<ProgramItem> body;
   std::string hooks_kind;    // saved_tensor_hooks: "save_on_cpu", "fp16", "bf16", "count"
   int64_t repeat = 0;        // repeat: N
+  DType autocast_dtype = DType::BFloat16;  // autocast: bfloat16 or float16
+  std::string device_type;   // autocast: "cpu", "cuda", or "" (the run's device; cuda on meta)
   bool grad_mode = false;    // set_grad_enabled: BOOL
   std::vector<std::string> inputs, outputs;  // checkpoint
   std::string pointer;       // JSON pointer of this item, e.g. "/program/3/try/0"
