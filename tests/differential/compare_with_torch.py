@@ -137,6 +137,14 @@ def has_autocast(items):
     return False
 
 
+# --no-grad-values: gradients are compared by name, shape and dtype only. For deep float32
+# conv nets (resnet18, efficientnet_b0, densenet121 in scenarios/models) PyTorch's oneDNN
+# convolutions and batch_norm sum in another order, and after dozens of layers the last
+# digits of float32 gradients differ beyond rtol 1e-5; walks, saved values and bytes are
+# still compared exactly.
+COMPARE_GRAD_VALUES = True
+
+
 def compare(report, run, saved_bytes, scenario):
     """Differences between agtrace's report and the PyTorch run, as strings."""
     diffs = []
@@ -203,7 +211,7 @@ def compare(report, run, saved_bytes, scenario):
             continue
         if "dtype" in a and a["dtype"] != t["dtype"]:
             diffs.append("grad of %s dtype: agtrace %s, torch %s" % (name, a["dtype"], t["dtype"]))
-        if t["values"] is None:
+        if t["values"] is None or not COMPARE_GRAD_VALUES:
             continue
         av = a.get("values")
         if av is None:
@@ -648,8 +656,12 @@ def main(argv=None):
     ap.add_argument("--agtrace", required=True, help="path of the agtrace binary")
     ap.add_argument("--self-test", action="store_true",
                     help="check that the comparison flags deliberately corrupted reports")
+    ap.add_argument("--no-grad-values", action="store_true",
+                    help="compare gradients by name, shape and dtype, not by value")
     ap.add_argument("scenarios", nargs="*", help="scenario files (JSON)")
     args = ap.parse_args(argv)
+    global COMPARE_GRAD_VALUES
+    COMPARE_GRAD_VALUES = not args.no_grad_values
     if not os.access(args.agtrace, os.X_OK):
         ap.error("--agtrace %s is not an executable file" % args.agtrace)
     status = 0
