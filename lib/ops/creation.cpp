@@ -43,6 +43,10 @@ Tensor make_tensor(const Shape& shape, DType dtype, const std::string& device, d
   if constexpr (std::is_same_v<Draw, std::nullptr_t>) {
     return kernels::full(shape, fill, dtype, false);
   } else {
+    // The size is checked (PyTorch's "Storage size calculation overflowed", the memory
+    // budget) before any element is drawn: torch.arange(0, 2**62) raises as in PyTorch
+    // instead of building a vector of 2**62 doubles.
+    check_allocation(shape, dtype);
     std::vector<double> values(static_cast<size_t>(shape_numel(shape)));
     for (double& v : values) v = draw();
     return tensor_from_values(shape, dtype, values);

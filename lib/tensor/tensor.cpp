@@ -204,12 +204,16 @@ std::string shape_str(const Shape& s) {
 }
 
 namespace {
-Tensor new_tensor(const InternedShape& sizes, DType dtype, bool meta, bool zero_fill) {
-  // Measured (torch 1.13): torch.zeros(2**32, 2**32) and torch.zeros(2**62, 2,
-  // device='meta') raise this (computeStorageNbytesContiguous), before any allocation.
+// Measured (torch 1.13): torch.zeros(2**32, 2**32) and torch.zeros(2**62, 2,
+// device='meta') raise this (computeStorageNbytesContiguous), before any allocation.
+void check_storage_size(const Shape& sizes, DType dtype) {
   uint64_t bytes = 0;
   if (!has_negative_size(sizes) && size_product_overflows(sizes, static_cast<uint64_t>(dtype_size(dtype)), bytes))
     throw ScenarioError("shape_mismatch", "Storage size calculation overflowed with sizes=" + shape_str(sizes));
+}
+
+Tensor new_tensor(const InternedShape& sizes, DType dtype, bool meta, bool zero_fill) {
+  check_storage_size(sizes, dtype);
   auto t = make_shared_object<TensorImpl>();
   t->storage = make_shared_object<Storage>(dtype, shape_numel(sizes), meta, zero_fill);
   t->sizes = sizes;
@@ -218,6 +222,15 @@ Tensor new_tensor(const InternedShape& sizes, DType dtype, bool meta, bool zero_
   return t;
 }
 }  // namespace
+
+void check_allocation(const Shape& sizes, DType dtype) {
+  check_storage_size(sizes, dtype);
+  if (!allocating_on_cpu()) return;  // a device backend counts its own bytes
+  const RunLimits& lim = run_limits();
+  const int64_t n = shape_numel(sizes);
+  const int elem_shift = dtype == DType::Float32 ? 2 : 3;  // as Storage holds elements
+  if (n > ((lim.max_memory - lim.held) >> elem_shift)) throw_over_budget(n, lim);
+}
 
 Tensor empty_tensor(const InternedShape& sizes, DType dtype, bool meta) { return new_tensor(sizes, dtype, meta, true); }
 Tensor uninitialized_tensor(const InternedShape& sizes, DType dtype, bool meta) {

@@ -237,6 +237,10 @@ std::vector<double> to_values(const Tensor& t);
 double item(const Tensor& t);
 // Writes row-major values through the tensor's strides, rounding to its dtype.
 void write_values(const Tensor& t, const std::vector<double>& values);
+// What allocating a tensor of `sizes` would raise, without allocating it: PyTorch's
+// "Storage size calculation overflowed" and the memory budget's `limit` (a creation op that
+// computes its values first calls it before building them).
+void check_allocation(const Shape& sizes, DType dtype);
 // The storage's elements as double: its own array when it holds double, else a copy of
 // the whole storage in `copy` (same offsets). Meta: null.
 const double* storage_as_double(const Storage& s, std::vector<double>& copy);
