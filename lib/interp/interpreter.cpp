@@ -1615,6 +1615,44 @@ Value Interpreter::eval_binary_autocast(char code, const Value& a, const Value& 
   return Value::tensor(ops::mul(ops::reciprocal(y), ops::wrap_number(a)));
 }
 
+namespace {
+int64_t exact_int(const Value& v) { return v.kind == Value::Kind::Int ? v.i : (v.b ? 1 : 0); }
+
+// Python's int arithmetic on int64 values, exactly: a result beyond int64 (Python would
+// make a bigger int) is refused, never wrapped; // and % round toward negative infinity.
+Value int_arithmetic(const std::string& op, int64_t x, int64_t y) {
+  auto beyond = [&]() -> Value {
+    throw ScenarioError("unsupported", "the integer " + std::to_string(x) + " " + op + " " + std::to_string(y) +
+                                           " is beyond int64 (agtrace's Python integers are 64-bit)");
+  };
+  int64_t r = 0;
+  if (op == "+") return __builtin_add_overflow(x, y, &r) ? beyond() : Value::integer(r);
+  if (op == "-") return __builtin_sub_overflow(x, y, &r) ? beyond() : Value::integer(r);
+  if (op == "*") return __builtin_mul_overflow(x, y, &r) ? beyond() : Value::integer(r);
+  if (op == "//" || op == "%") {
+    if (y == 0) fail("type_error", "ZeroDivisionError: integer division or modulo by zero");
+    if (x == INT64_MIN && y == -1) return op == "%" ? Value::integer(0) : beyond();
+    int64_t q = x / y, m = x % y;
+    if (m != 0 && ((m < 0) != (y < 0))) {
+      --q;
+      m += y;
+    }
+    return Value::integer(op == "//" ? q : m);
+  }
+  if (op == "**") {
+    if (y < 0) return Value::real(std::pow(static_cast<double>(x), static_cast<double>(y)));
+    int64_t result = 1, base = x;
+    for (int64_t e = y; e > 0; e >>= 1) {  // by squaring: 2**10**9 takes 30 steps, not 10**9
+      if ((e & 1) && __builtin_mul_overflow(result, base, &result)) return beyond();
+      // |base| >= 2 here, so a square that does not fit means a result that does not.
+      if (e > 1 && __builtin_mul_overflow(base, base, &base)) return beyond();
+    }
+    return Value::integer(result);
+  }
+  fail("type_error", "unsupported operand type(s) for " + op + ": 'int' and 'int'");
+}
+}  // namespace
+
 Value Interpreter::eval_binary(const std::string& op, const Value& a, const Value& b) {
   const bool ta = a.kind == Value::Kind::Tensor, tb = b.kind == Value::Kind::Tensor;
   if (ta || tb) {
@@ -1655,28 +1693,22 @@ Value Interpreter::eval_binary(const std::string& op, const Value& a, const Valu
   }
   if (a.is_number() && b.is_number()) {
     const bool ints = a.kind != Value::Kind::Float && b.kind != Value::Kind::Float;
+    if (ints && op != "/") return int_arithmetic(op, exact_int(a), exact_int(b));
     const double x = a.number(), y = b.number();
-    if (op == "+") return ints ? Value::integer(static_cast<int64_t>(x) + static_cast<int64_t>(y)) : Value::real(x + y);
-    if (op == "-") return ints ? Value::integer(static_cast<int64_t>(x) - static_cast<int64_t>(y)) : Value::real(x - y);
-    if (op == "*") return ints ? Value::integer(static_cast<int64_t>(x) * static_cast<int64_t>(y)) : Value::real(x * y);
+    if (op == "+") return Value::real(x + y);
+    if (op == "-") return Value::real(x - y);
+    if (op == "*") return Value::real(x * y);
     if (op == "/") {
       if (y == 0) fail("type_error", "ZeroDivisionError: division by zero");
       return Value::real(x / y);
     }
     if (op == "//" || op == "%") {
-      if (y == 0) fail("type_error", "ZeroDivisionError: integer division or modulo by zero");
+      if (y == 0) fail("type_error", op == "//" ? "ZeroDivisionError: float floor division by zero" : "ZeroDivisionError: float modulo");
       double q = std::floor(x / y);
-      if (op == "//") return ints ? Value::integer(static_cast<int64_t>(q)) : Value::real(q);
-      return ints ? Value::integer(static_cast<int64_t>(x - q * y)) : Value::real(x - q * y);
+      if (op == "//") return Value::real(q);
+      return Value::real(x - q * y);
     }
-    if (op == "**") {
-      if (ints && y >= 0) {
-        int64_t r = 1, base = static_cast<int64_t>(x);
-        for (int64_t k = 0; k < static_cast<int64_t>(y); ++k) r *= base;
-        return Value::integer(r);
-      }
-      return Value::real(std::pow(x, y));
-    }
+    if (op == "**") return Value::real(std::pow(x, y));
   }
   if (op == "+" && a.kind == Value::Kind::Str && b.kind == Value::Kind::Str) return Value::str(a.s + b.s);
   if (op == "+" && a.kind == b.kind && (a.kind == Value::Kind::Tuple || a.kind == Value::Kind::List)) {

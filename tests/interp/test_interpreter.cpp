@@ -219,6 +219,25 @@ TEST_CASE("node snapshots show what backward released and names bound after it",
   for (const agtrace::SavedSnapshot& s : renamed.saved) CHECK(s.same_object_as.str() == "z");
 }
 
+TEST_CASE("Python integers are exact in int64 and refused beyond it (never wrapped)", "[interp]") {
+  auto r = run_text(scenario(R"JSON([
+    "print(2**62 + (2**62 - 1), 9007199254740993 + 0, -7 // 2, -7 % 2, 2 ** 10 ** 1)",
+    {"try": ["a = 2**63"]},
+    {"try": ["b = 9223372036854775807 + 1"]},
+    {"try": ["c = -9223372036854775807 - 2"]},
+    {"try": ["d = 3037000500 * 3037000500"]},
+    {"try": ["e = 1 // 0"]}
+  ])JSON"));
+  REQUIRE(r.printed.size() == 1);
+  CHECK(r.printed[0] == "9223372036854775807 9007199254740993 -4 1 1024");
+  REQUIRE(r.errors.size() == 5);
+  for (int i = 0; i < 4; ++i) {
+    CHECK(r.errors[static_cast<size_t>(i)].kind == "unsupported");
+    CHECK(r.errors[static_cast<size_t>(i)].message.find("is beyond int64") != std::string::npos);
+  }
+  CHECK(r.errors[4].message == "ZeroDivisionError: integer division or modulo by zero");
+}
+
 TEST_CASE("errors carry the facts PyTorch's message holds", "[interp]") {
   auto r = run_text(scenario(R"JSON([
     "h = x * 2",
