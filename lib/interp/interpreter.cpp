@@ -1246,8 +1246,16 @@ Value Interpreter::eval(const Expr& e) {
         if (e.text == "+") return v;
         return Value::tensor(ops::neg(v.t));
       }
-      if (v.kind == Value::Kind::Int || v.kind == Value::Kind::Bool)
-        return Value::integer(e.text == "-" ? -static_cast<int64_t>(v.number()) : static_cast<int64_t>(v.number()));
+      if (v.kind == Value::Kind::Int || v.kind == Value::Kind::Bool) {
+        // The int64 value itself (through a double, 2**63 - 1 read as 2**63); -(-2**63) is
+        // beyond int64, as the binary operators refuse it.
+        const int64_t x = v.kind == Value::Kind::Int ? v.i : (v.b ? 1 : 0);
+        if (e.text != "-") return Value::integer(x);
+        if (x == INT64_MIN)
+          throw ScenarioError("unsupported", "the integer -(" + std::to_string(x) +
+                                                 ") is beyond int64 (agtrace's Python integers are 64-bit)");
+        return Value::integer(-x);
+      }
       if (v.kind == Value::Kind::Float) return Value::real(e.text == "-" ? -v.f : v.f);
       fail("type_error", "bad operand type for unary " + e.text + ": '" + type_name(v) + "'");
     }
