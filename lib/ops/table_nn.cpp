@@ -122,7 +122,8 @@ std::vector<OpEntry> nn_ops() {
       {"layer_norm", {"F.layer_norm"}, "(input, normalized_shape, weight=None, bias=None, eps=0.00001)", "nn",
        "NativeLayerNormBackward0",
        "bias, input, weight (same objects; None when absent), normalized_shape, result1 = mean and result2 = rstd "
-       "(new tensors of shape [..., 1]); edges (input, weight|None, bias|None)",
+       "(new tensors of shape [..., 1]; bfloat16 for a bfloat16 input on the CPU, float32 for float16 and "
+       "bfloat16 on cuda and meta); edges (input, weight|None, bias|None)",
        impl_layer_norm, {}},
       {"batch_norm", {"F.batch_norm"},
        "(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=0.00001)", "nn",

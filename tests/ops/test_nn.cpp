@@ -298,8 +298,65 @@ TEST_CASE("nn errors: layer_norm", "[nn][errors]") {
   e = error_of([&] { ops::layer_norm(A({2, 3}, -1, 1, true, DType::Float64), {3}, A({3}), nullptr, 1e-5); });
   CHECK(e.first == "dtype_mismatch");
   CHECK(e.second == "expected scalar type Double but found Float");
-  e = error_of([&] { ops::layer_norm(A({2, 3}, -1, 1, true, DType::BFloat16), {3}, nullptr, nullptr, 1e-5); });
-  CHECK(e.first == "unsupported");
+  e = error_of([&] { ops::layer_norm(A({2, 3}, -1, 1, true, DType::Float16), {3}, nullptr, nullptr, 1e-5); });
+  CHECK(e.first == "dtype_mismatch");
+  CHECK(e.second == "\"LayerNormKernelImpl\" not implemented for 'Half'");
+}
+
+TEST_CASE("nn: layer_norm of bfloat16 on the CPU rounds as 1.13's kernel does and refuses its backward",
+          "[nn][fidelity]") {
+  // Inputs x_i = ((37 i) mod 101 - 50) / 16, w_j = 1 + ((7 j) mod 13 - 6) / 32,
+  // b_j = ((5 j) mod 11 - 5) / 64, all exact in bfloat16; references from
+  // torch.native_layer_norm(x, (cols,), w, b, 1e-5) in 1.13. Rows of 8 (RowwiseMoments'
+  // scalar tail only), 20 (one 16-lane vector and a tail) and 1100 (a cascade of chunks).
+  struct Case {
+    int64_t rows, cols;
+    Vals mean, rstd, first8;
+    double sum_affine, sum_plain;
+  };
+  const std::vector<Case> cases = {
+      {2, 8, {-0.55078125, -0.2021484375}, {0.5703125, 0.54296875},
+       {-1.2734375, -0.1533203125, 1.0625, -1.1953125, 0.244140625, 1.640625, -0.63671875, 0.5859375},
+       0.01708984375, -0.02587890625},
+      {3, 20, {-0.09423828125, 0.076171875, -0.0732421875}, {0.52734375, 0.55859375, 0.5625},
+       {-1.375, -0.390625, 0.7890625, -1.3671875, 0.01953125, 1.25, -0.8046875, 0.26953125}, 0.5428466796875,
+       0.023193359375},
+      {2, 1100, {-0.0018768310546875, -0.000946044921875}, {0.55078125, 0.55078125},
+       {-1.4765625, -0.4609375, 0.77734375, -1.4765625, -0.0269775390625, 1.25, -0.88671875, 0.2255859375},
+       -0.86006546020507812, 0.31615066528320312},
+  };
+  for (const Case& c : cases) {
+    INFO("rows " << c.rows << ", cols " << c.cols);
+    Vals xv, wv, bv;
+    for (int64_t i = 0; i < c.rows * c.cols; ++i) xv.push_back(static_cast<double>((i * 37) % 101 - 50) / 16.0);
+    for (int64_t j = 0; j < c.cols; ++j) {
+      wv.push_back(1.0 + static_cast<double>((j * 7) % 13 - 6) / 32.0);
+      bv.push_back(static_cast<double>((j * 5) % 11 - 5) / 64.0);
+    }
+    Tensor x = agtrace::tensor_from_values({c.rows, c.cols}, DType::BFloat16, xv);
+    x->requires_grad_flag = true;
+    Tensor w = agtrace::tensor_from_values({c.cols}, DType::BFloat16, wv);
+    Tensor b = agtrace::tensor_from_values({c.cols}, DType::BFloat16, bv);
+    Tensor y = ops::layer_norm(x, {c.cols}, w, b, 1e-5);
+    Tensor plain = ops::layer_norm(x, {c.cols}, nullptr, nullptr, 1e-5);
+    CHECK(y->dtype() == DType::BFloat16);
+    Node& node = *y->grad_fn;
+    Tensor mean = node.unpack("result1"), rstd = node.unpack("result2");
+    CHECK(mean->dtype() == DType::BFloat16);  // measured: _saved_result1.dtype is torch.bfloat16
+    CHECK(rstd->dtype() == DType::BFloat16);
+    CHECK(agtrace::to_values(mean) == c.mean);
+    CHECK(agtrace::to_values(rstd) == c.rstd);
+    const Vals yv = agtrace::to_values(y), pv = agtrace::to_values(plain);
+    CHECK(Vals(yv.begin(), yv.begin() + 8) == c.first8);
+    double sum_affine = 0.0, sum_plain = 0.0;
+    for (double v : yv) sum_affine += v;
+    for (double v : pv) sum_plain += v;
+    CHECK(sum_affine == c.sum_affine);
+    CHECK(sum_plain == c.sum_plain);
+    const auto e = error_of([&] { backward_of_sum(y); });
+    CHECK(e.first == "unsupported");
+    CHECK(e.second == "the backward of layer_norm of bfloat16 tensors on the CPU is not supported");
+  }
 }
 
 TEST_CASE("nn: layer_norm backward unpacks the bias, so editing it fails backward", "[nn][fidelity]") {
