@@ -284,8 +284,7 @@ std::pair<double, double> rowwise_moments_bf16(const double* x, int64_t N) {
   while ((int64_t{1} << depth) < chunks) ++depth;  // utils::CeilLog2
   const size_t levels = static_cast<size_t>(std::max<int64_t>(depth, 1));
   std::vector<int64_t> m0_stk(levels, 0);
-  std::vector<std::array<double, kLanes>> m1_stk(levels), m2_stk(levels);
-  for (size_t l = 0; l < levels; ++l) m1_stk[l].fill(0.0), m2_stk[l].fill(0.0);
+  std::vector<std::array<double, kLanes>> m1_stk(levels), m2_stk(levels);  // value-initialised: zeros
   auto add_vec = [&](int64_t m0_add, const std::array<double, kLanes>& m1_add, const std::array<double, kLanes>& m2_add,
                      size_t level) {
     for (int64_t lane = 0; lane < kLanes; ++lane)
@@ -1411,14 +1410,15 @@ Tensor layer_norm(const Tensor& x, const std::vector<int64_t>& normalized_shape,
   OpScope scope("layer_norm");
   const Shape ns(normalized_shape.begin(), normalized_shape.end());
   check_layer_norm_inputs(x, ns, weight, bias);
+  const DType dt = x->dtype();
+  const bool meta = x->is_meta();
   // The CPU kernel dispatches float, double and BFloat16 (float16: "not implemented for
   // 'Half'", measured); CUDA and meta take all four.
-  if (!(x->dtype() == DType::BFloat16 && !kernels::device::on_device(x))) require_kernel_dtype(x, "LayerNormKernelImpl", "layer_norm");
+  const bool bf16_cpu = dt == DType::BFloat16 && !meta && !kernels::device::on_device(x);
+  if (!bf16_cpu) require_kernel_dtype(x, "LayerNormKernelImpl", "layer_norm");
   require_same_dtype(x, weight, "layer_norm");
   require_same_dtype(x, bias, "layer_norm");
 
-  const DType dt = x->dtype();
-  const bool meta = x->is_meta();
   const RowSplit s = split_rows(x->sizes, ns.size());
   Shape stat_shape(x->sizes.begin(), x->sizes.end() - static_cast<long>(ns.size()));
   stat_shape.resize(x->sizes.size(), 1);
@@ -1428,7 +1428,6 @@ Tensor layer_norm(const Tensor& x, const std::vector<int64_t>& normalized_shape,
   // float16 / bfloat16 input on meta and CUDA: mean and rstd are float32 (measured on meta:
   // _saved_result1.dtype is torch.float32). The CPU's BFloat16 kernel keeps them in
   // bfloat16 (measured: _saved_result1.dtype is torch.bfloat16).
-  const bool bf16_cpu = dt == DType::BFloat16 && !meta && !kernels::device::on_device(xc);
   const DType stat_dt = bf16_cpu ? dt : dt == DType::Float16 || dt == DType::BFloat16 ? DType::Float32 : dt;
   Tensor out, mean, rstd;
   if (kernels::device::on_device(xc)) {
