@@ -140,7 +140,9 @@ ERROR_PATTERNS = [
                         "data set to a tensor that requires gradients must be floating point",
                         "have incompatible tensor type",
                         "must have the same scalar type", "expected to have the same dtype",
-                        "Expected self.dtype to be equal to src.dtype", "expected dtype"]),
+                        "Expected self.dtype to be equal to src.dtype", "expected dtype",
+                        # convolution's type checks (oneDNN's and at::_convolution's)
+                        ") and weight type (", ") and bias type ("]),
     ("index_out_of_range", ["out of bounds", "Dimension out of range", "invalid index of a 0-dim tensor",
                             "cannot be applied to a 0-dim tensor", "too many indices", "index out of range",
                             "single ellipsis", "out of range"]),

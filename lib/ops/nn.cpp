@@ -69,15 +69,19 @@ std::string scalar_name(DType d) {
 
 // PyTorch runs these layers in float32 / float64 kernels (and int64 for conv2d). Other
 // dtypes fail at dispatch with `"kernel" not implemented for 'Half'` (measured for
-// Half and Long). BFloat16 kernels exist in PyTorch but compute with float accumulation
-// and bfloat16 intermediates that agtrace does not mirror: unsupported, not approximated.
+// Half and Long). BFloat16 kernels exist in PyTorch; where agtrace mirrors one on the CPU
+// (bfloat16_on_cpu) the layer runs, elsewhere it is unsupported, not approximated.
 void require_kernel_dtype(const Tensor& t, const std::string& kernel, const std::string& op,
-                          bool allow_int64 = false) {
+                          bool allow_int64 = false, bool bfloat16_on_cpu = false) {
   const DType d = t->dtype();
   if (d == DType::Float32 || d == DType::Float64 || (allow_int64 && d == DType::Int64)) return;
   // Meta kernels have no dtype dispatch: float16 / bfloat16 layers run there (measured in
-  // 1.13; needed to account a float16 model on meta, issue #4).
+  // 1.13; needed to account a float16 model on meta).
   if (t->is_meta() && (d == DType::Float16 || d == DType::BFloat16)) return;
+  if (bfloat16_on_cpu && d == DType::BFloat16) {
+    if (!kernels::device::on_device(t)) return;
+    fail("unsupported", op + " of bfloat16 tensors has no cuda kernel");
+  }
   if (d == DType::BFloat16) fail("unsupported", op + " of bfloat16 tensors is not supported");
   fail("dtype_mismatch", "\"" + kernel + "\" not implemented for '" + scalar_name(d) + "'",
        {{"op", op}, {"dtype", dtype_name(d)}});
@@ -597,13 +601,16 @@ std::vector<Tensor> batch_norm_backward(Node& n, const std::vector<Tensor>& g) {
   const std::vector<double> wv = w ? to_values(w) : std::vector<double>{};
   const std::vector<double> mean_v = training ? to_values(save_mean) : to_values(rm);
   const std::vector<double> stat_v = training ? to_values(save_invstd) : to_values(rv);
+  DType eval_dtype = x->dtype();
+  if (!training && rv) eval_dtype = rv->dtype() == DType::BFloat16 ? DType::Float32 : rv->dtype();
   std::vector<double> dx(xv.size()), dw(static_cast<size_t>(channels)), db(static_cast<size_t>(channels));
   auto at = [&](int64_t b, int64_t c, int64_t i) { return static_cast<size_t>((b * channels + c) * inner + i); };
   for (int64_t c = 0; c < channels; ++c) {
     const double m = mean_v[c];
-    // In eval mode PyTorch computes invstd from the running variance in the parameter dtype.
+    // In eval mode PyTorch computes invstd from the running variance in its accumulation
+    // type (batch_norm's forward says which).
     const double invstd =
-        training ? stat_v[c] : round_to_dtype(1.0 / std::sqrt(stat_v[c] + eps), x->dtype());
+        training ? stat_v[c] : round_to_dtype(1.0 / std::sqrt(stat_v[c] + eps), eval_dtype);
     const double wc = w ? wv[c] : 1.0;
     double sum_g = 0.0, dot = 0.0;
     for (int64_t b = 0; b < batch; ++b)
@@ -768,6 +775,8 @@ void check_batch_norm_dtypes(const Tensor& x, const std::vector<Tensor>& params)
       if (p && p->dtype() != DType::Float32)
         fail("dtype_mismatch", "mixed dtype (CPU): expect parameter to have scalar type of Float",
              {{"op", "batch_norm"}});
+    // A bfloat16 input with float32 parameters is the mixed kernel 1.13 runs (measured).
+    if (x->dtype() == DType::BFloat16) return;
     fail("dtype_mismatch", "mixed dtype (CPU): expect input to have scalar type of BFloat16", {{"op", "batch_norm"}});
   }
   for (const Tensor& p : params) require_same_dtype(x, p, "batch_norm");
@@ -1001,7 +1010,7 @@ void conv_forward_in(const ConvGeometry& c, const Tensor& input, const Tensor& w
   kernels::conv_forward<T>(kernel_shape(c), x.ptr, w.ptr, b.ptr, elements_of<T>(out));
 }
 
-// float64 and int64 (slow_conv2d's integer kernel, exact sums): accumulated in double in
+// float64, bfloat16 and int64 (slow_conv2d's integer kernel, exact sums): accumulated in double in
 // (input channel, kernel row, kernel column) order, the bias added last.
 void conv_forward_exact(const ConvGeometry& c, const Tensor& input, const Tensor& weight, const Tensor& bias,
                         const Tensor& out) {
@@ -1172,6 +1181,20 @@ std::string input_type_name(DType d) {
   return "?";
 }
 
+// The legacy type names of oneDNN's convolution type check (measured: torch.FloatTensor,
+// torch.LongTensor; a bfloat16 tensor is CPUBFloat16Type).
+std::string legacy_tensor_type(DType d) {
+  switch (d) {
+    case DType::Float32: return "torch.FloatTensor";
+    case DType::Float64: return "torch.DoubleTensor";
+    case DType::Float16: return "torch.HalfTensor";
+    case DType::BFloat16: return "CPUBFloat16Type";
+    case DType::Int64: return "torch.LongTensor";
+    case DType::Bool: return "torch.BoolTensor";
+  }
+  return "?";
+}
+
 // The input's rank check of at::conv1d / at::conv2d (batchify), first of all (measured).
 void check_conv_input_rank(const Tensor& input, size_t spatial, const char* op) {
   const int64_t batched = static_cast<int64_t>(spatial) + 2;
@@ -1236,7 +1259,17 @@ void check_convolution(const Tensor& input, const Tensor& weight, const Tensor& 
                                "). Kernel size can't be greater than actual input size");
   // The backend's type checks come last: the bias first, then the weight (measured with
   // both mismatched: the bias message wins).
-  require_kernel_dtype(input, "slow_conv2d_cpu", op, /*allow_int64=*/true);
+  // bfloat16 on the CPU: 1.13 runs oneDNN's bfloat16 convolution (on a CPU with AVX-512),
+  // whose forward and backward equal the exact sums of the bfloat16 operands rounded once
+  // (measured: 0 of 3,584 outputs and 0 of 8,751 gradient values differ, 1-D and 2-D,
+  // strided, grouped, with and without bias), as conv_forward_exact computes them.
+  require_kernel_dtype(input, "slow_conv2d_cpu", op, /*allow_int64=*/true, /*bfloat16_on_cpu=*/true);
+  // oneDNN checks the weight's type before the bias's (measured: a bfloat16 input with a
+  // float32 weight and a bfloat16 bias names the weight).
+  if (input->dtype() == DType::BFloat16 && !input->is_meta() && weight->dtype() != DType::BFloat16)
+    fail("dtype_mismatch", "Input type (CPUBFloat16Type) and weight type (" + legacy_tensor_type(weight->dtype()) +
+                               ") should be the same or input should be a MKLDNN tensor and weight is a dense tensor",
+         {{"op", op}, {"dtypes", {dtype_name(input->dtype()), dtype_name(weight->dtype())}}});
   if (spatial == 1 && ((bias && bias->dtype() != input->dtype()) || weight->dtype() != input->dtype()))
     // conv1d's dtype messages depend on the backend 1.13 picks for the shape (oneDNN for a
     // batched float32 input: "Input type (torch.FloatTensor) and weight type ... or input
@@ -1486,6 +1519,45 @@ Tensor layer_norm(const Tensor& x, const std::vector<int64_t>& normalized_shape,
   return out;
 }
 
+// One channel's statistics as 1.13's mixed-dtype kernel (bfloat16 input, float32
+// parameters: BatchNormCollectStatsImpl<BFloat16, float>, AVX2 build) computes them, in
+// float: per batch entry, 16-element blocks added into 8 float lanes (low half, then high
+// half), the remainder added to a scalar; the lanes summed in order onto it; mean = sum / N.
+// The variance sum runs the same way with each (x - mean)^2 added by a fused multiply-add
+// (the compiler contracts the kernel's `acc += d * d`). Measured over 208 channels of 5
+// shapes: 0 differences in save_mean and save_invstd (without the fused adds, 23 invstd).
+struct MixedChannelStats {
+  float mean, var_sum;
+};
+
+MixedChannelStats mixed_channel_stats(const std::vector<double>& xv, int64_t batch, int64_t channels, int64_t inner,
+                                      int64_t c) {
+  const int64_t blocked = inner - inner % 16;
+  auto reduce = [&](auto&& add) {
+    float lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    float scalar = 0.0f;
+    for (int64_t b = 0; b < batch; ++b) {
+      const double* row = xv.data() + (b * channels + c) * inner;
+      int64_t d = 0;
+      for (; d < blocked; d += 16)
+        for (int half = 0; half < 2; ++half)
+          for (int lane = 0; lane < 8; ++lane) add(lanes[lane], static_cast<float>(row[d + half * 8 + lane]));
+      for (; d < inner; ++d) add(scalar, static_cast<float>(row[d]));
+    }
+    float across = 0.0f;
+    for (float lane : lanes) across += lane;
+    return scalar + across;
+  };
+  const float count = static_cast<float>(batch * inner);
+  const float mean = reduce([](float& acc, float v) { acc += v; }) / count;
+  auto square_add = [mean](float& acc, float v) {
+    const float d = v - mean;
+    acc = std::fma(d, d, acc);
+  };
+  const float var_sum = reduce(square_add);
+  return {mean, var_sum};
+}
+
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, bool training, double momentum, double eps) {
   OpScope scope("batch_norm");
@@ -1513,13 +1585,30 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   if (!running_var && !training) fail("type_error", "running_var must be defined in evaluation mode");
   check_count(weight, "weight");
   check_count(bias, "bias");
-  require_kernel_dtype(x, "batch_norm", "batch_norm");
-  check_batch_norm_dtypes(x, {weight, bias, running_mean, running_var});
-
+  // bfloat16 on the CPU, with bfloat16 or (mixed) float32 parameters: 1.13's outputs and
+  // input gradients equal the exact values from its saved statistics rounded once, and the
+  // statistics the exact ones rounded to the parameters' dtype (measured: 0 of 22,820
+  // outputs, 0 of 22,820 input gradients; a few float32 statistics differ in the last bit).
+  require_kernel_dtype(x, "batch_norm", "batch_norm", false, /*bfloat16_on_cpu=*/true);
   const DType dt = x->dtype();
   const bool meta = x->is_meta();
-  // result1/result2: the batch statistics in training, empty [0] tensors in eval (measured).
-  const Shape stat_shape{training ? channels : 0};
+  // The meta kernel checks no dtypes (measured: a float16 input with float32 parameters, a
+  // float32 one with bfloat16 parameters, run).
+  if (!meta) check_batch_norm_dtypes(x, {weight, bias, running_mean, running_var});
+  // result1/result2: on the CPU the batch statistics in the parameters' dtype in training,
+  // empty [0] tensors in eval; on meta [C] tensors in float32 for a float16 / bfloat16
+  // input, in its dtype otherwise, in either mode (measured).
+  DType stat_dtype = dt;
+  for (const Tensor* p : {&weight, &bias, &running_mean, &running_var})
+    if (*p) {
+      stat_dtype = (*p)->dtype();
+      break;
+    }
+  if (meta) stat_dtype = (dt == DType::Float16 || dt == DType::BFloat16) ? DType::Float32 : dt;
+  const Shape stat_shape{training || meta ? channels : 0};
+  // Eval mode's invstd comes from the running variance in its accumulation type (float for
+  // bfloat16 buffers: rounding it to bfloat16 changes 23 of 72 outputs, measured).
+  const DType eval_invstd_dtype = stat_dtype == DType::BFloat16 ? DType::Float32 : stat_dtype;
   const bool on_device = kernels::device::any_on_device({&x, &weight, &bias, &running_mean, &running_var});
   Tensor out, save_mean, save_invstd;
   if (on_device) {
@@ -1532,8 +1621,8 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
     save_invstd = d.save_invstd;
   } else {
     out = fresh(x->sizes, dt, meta);
-    save_mean = fresh(stat_shape, dt, meta);
-    save_invstd = fresh(stat_shape, dt, meta);
+    save_mean = fresh(stat_shape, stat_dtype, meta);
+    save_invstd = fresh(stat_shape, stat_dtype, meta);
   }
   if (!meta && !on_device) {
     const int64_t batch = x->sizes[0];
@@ -1557,17 +1646,45 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
         double var_sum = 0.0;
         for (int64_t b = 0; b < batch; ++b)
           for (int64_t i = 0; i < inner; ++i) var_sum += (xv[at(b, c, i)] - mean) * (xv[at(b, c, i)] - mean);
-        m = round_to_dtype(mean, dt);
-        invstd = round_to_dtype(1.0 / std::sqrt(var_sum / static_cast<double>(count) + eps), dt);
+        if (dt == DType::BFloat16 && stat_dtype == DType::Float32) {
+          const MixedChannelStats st = mixed_channel_stats(xv, batch, channels, inner, c);
+          m = st.mean;
+          invstd = static_cast<float>(
+              1.0 / std::sqrt(static_cast<double>(st.var_sum / static_cast<float>(count)) + eps));
+          // The momentum step in float arithmetic, the unbiased variance the float var_sum
+          // over n - 1 (measured: 0 differences in 54 running means; in double, 31).
+          const float step = static_cast<float>(momentum), keep = 1.0f - step;
+          const float unbiased = st.var_sum / static_cast<float>(count - 1);
+          if (running_mean) rmv[c] = step * st.mean + keep * static_cast<float>(rmv[c]);
+          if (running_var) rvv[c] = step * unbiased + keep * static_cast<float>(rvv[c]);
+        } else if (stat_dtype == DType::BFloat16) {
+          // bfloat16 parameters: batch_norm_cpu_update_stats_template with param_t =
+          // BFloat16 keeps the mean and the variance sum (taken about the unrounded mean) as
+          // bfloat16 and runs its divisions and momentum step in BFloat16 arithmetic, n and
+          // the momentum rounded first (measured over 800 channels: 0 differences in the
+          // statistics and the running buffers; rounding only the results differs in 35 of
+          // 240 invstd values and 44 of 240 running means).
+          const double mean_b = bf16_op(mean), var_sum_b = bf16_op(var_sum);
+          const double step = bf16_op(momentum), keep = bf16_op(1.0 - step);
+          m = mean_b;
+          invstd = bf16_op(1.0 / std::sqrt(bf16_op(var_sum_b / bf16_op(static_cast<double>(count))) + eps));
+          if (running_mean) rmv[c] = bf16_op(bf16_op(step * mean_b) + bf16_op(keep * rmv[c]));
+          // momentum * unbiased_var is BFloat16 times float, a float.
+          const double unbiased = bf16_op(var_sum_b / bf16_op(static_cast<double>(count - 1)));
+          if (running_var) rvv[c] = bf16_op(f32_op(f32_op(step * unbiased) + bf16_op(keep * rvv[c])));
+        } else {
+          m = round_to_dtype(mean, stat_dtype);
+          invstd = round_to_dtype(1.0 / std::sqrt(var_sum / static_cast<double>(count) + eps), stat_dtype);
+          // The running buffers take the momentum step with the UNBIASED variance.
+          if (running_mean) rmv[c] = momentum * mean + (1.0 - momentum) * rmv[c];
+          if (running_var)
+            rvv[c] = momentum * (var_sum / static_cast<double>(count - 1)) + (1.0 - momentum) * rvv[c];
+        }
         smv.push_back(m);
         siv.push_back(invstd);
-        // The running buffers take the momentum step with the UNBIASED variance.
-        if (running_mean) rmv[c] = momentum * mean + (1.0 - momentum) * rmv[c];
-        if (running_var)
-          rvv[c] = momentum * (var_sum / static_cast<double>(count - 1)) + (1.0 - momentum) * rvv[c];
       } else {
         m = rmv[c];
-        invstd = round_to_dtype(1.0 / std::sqrt(rvv[c] + eps), dt);
+        invstd = round_to_dtype(1.0 / std::sqrt(rvv[c] + eps), eval_invstd_dtype);
       }
       const double wc = weight ? wv[c] : 1.0, bc = bias ? bv[c] : 0.0;
       for (int64_t b = 0; b < batch; ++b)
@@ -1967,7 +2084,8 @@ MaxPool2dResult max_pool2d(const Tensor& input, const std::vector<int64_t>& kern
                                "x" + std::to_string(p.out_h) + "x" + std::to_string(p.out_w) +
                                "). Output size is too small",
          {{"shape", input->sizes}});
-  require_kernel_dtype(input, "max_pool2d", "max_pool2d");
+  // bfloat16 on the CPU: a maximum is exact in any dtype (measured equal to float64's).
+  require_kernel_dtype(input, "max_pool2d", "max_pool2d", false, /*bfloat16_on_cpu=*/true);
 
   p.planes = input->numel() / std::max<int64_t>(p.height * p.width, 1);
   Shape out_shape = input->sizes;

@@ -359,6 +359,88 @@ TEST_CASE("nn: layer_norm of bfloat16 on the CPU rounds as 1.13's kernel does an
   }
 }
 
+TEST_CASE("nn: batch_norm of bfloat16 on the CPU computes its statistics as 1.13's kernels do", "[nn][fidelity]") {
+  // Inputs x_i = ((37 i) mod 101 - 50) / 16 (exact in bfloat16), w_c = 1 + ((7 c) mod 13 - 6) / 32,
+  // b_c = ((5 c) mod 11 - 5) / 64, running_mean_c = ((3 c) mod 7) / 10, running_var_c =
+  // 1 + c / 4; references from F.batch_norm(x, rm, rv, w, b, training=True, momentum=0.3) in
+  // 1.13, with float32 parameters (the mixed kernel) and with bfloat16 ones. Inner sizes 5
+  // (scalar remainder only), 20 (one 16-element block and a remainder) and 35 (two blocks
+  // and a remainder); without the fused multiply-adds 4 of the float32 invstd values differ.
+  struct Case {
+    Shape shape;
+    DType params;
+    Vals mean, invstd, running_mean, running_var, first4;
+    double sum;
+  };
+  const DType F32 = DType::Float32, BF = DType::BFloat16;
+  const std::vector<Case> cases = {
+      {{2, 3, 5}, F32, {-0.09375, 0.10625000298023224, -0.32499998807907104},
+       {0.5264033675193787, 0.5661765933036804, 0.5679752230644226},
+       {-0.02812500111758709, 0.24187500774860382, 0.3225000202655792},
+       {1.9029297828674316, 1.9148569107055664, 2.0832812786102295},
+       {-1.375, -0.384765625, 0.60546875, -1.109375}, -0.001953125},
+      {{2, 3, 5}, BF, {-0.09375, 0.1064453125, -0.32421875},
+       {0.52734375, 0.56640625, 0.5703125},
+       {-0.0281982421875, 0.2421875, 0.322265625},
+       {1.90625, 1.921875, 2.078125},
+       {-1.375, -0.38671875, 0.60546875, -1.109375}, -0.008544921875},
+      {{3, 8, 20}, F32, {-0.0062500000931322575, 0.0572916679084301, -0.08958332985639572, 0.07916666567325592, -0.0677083358168602, -0.004166666883975267, 0.05937499925494194, -0.08749999850988388},
+       {0.5439872741699219, 0.5518185496330261, 0.5511842966079712, 0.5452263951301575, 0.5518185496330261, 0.549540102481842, 0.5458758473396301, 0.5510008931159973},
+       {-0.001875000074505806, 0.22718751430511475, 0.3931250274181366, 0.16375000774860382, 0.3296875059604645, 0.06875000149011612, 0.29781249165534973, -0.026250001043081284},
+       {1.7309598922729492, 1.8769052028656006, 2.0542120933532715, 2.25127911567688, 2.401905059814453, 2.5852303504943848, 2.773838520050049, 2.9298806190490723},
+       {-1.453125, -0.43359375, 0.5859375, -1.1796875}, 0.949615478515625},
+      {{3, 8, 20}, BF, {-0.006256103515625, 0.057373046875, -0.08935546875, 0.0791015625, -0.06787109375, -0.004180908203125, 0.059326171875, -0.08740234375},
+       {0.54296875, 0.55078125, 0.55078125, 0.546875, 0.55078125, 0.55078125, 0.546875, 0.55078125},
+       {-0.00188446044921875, 0.2275390625, 0.392578125, 0.1630859375, 0.330078125, 0.068359375, 0.296875, -0.0262451171875},
+       {1.734375, 1.8828125, 2.046875, 2.25, 2.40625, 2.578125, 2.78125, 2.9375},
+       {-1.453125, -0.43359375, 0.5859375, -1.1796875}, 0.9471588134765625},
+      {{2, 8, 35}, F32, {-0.05535714328289032, 0.08214285969734192, -0.05089285597205162, -0.0035714285913854837, 0.04374999925494194, -0.0892857164144516, 0.04821428656578064, 0.0053571430034935474},
+       {0.5429267883300781, 0.5521779656410217, 0.5486536622047424, 0.5494332313537598, 0.5491330027580261, 0.5505316257476807, 0.544427752494812, 0.5519883632659912},
+       {-0.016607142984867096, 0.2346428632736206, 0.4047321677207947, 0.1389285773038864, 0.3631249964237213, 0.043214283883571625, 0.2944642901420593, 0.0016071429708972573},
+       {1.7324912548065186, 1.8731842041015625, 2.061049461364746, 2.233182430267334, 2.409285068511963, 2.5791635513305664, 2.776806116104126, 2.923870086669922},
+       {-1.4296875, -0.412109375, 0.609375, -1.15625}, 1.0931396484375},
+      {{2, 8, 35}, BF, {-0.055419921875, 0.08203125, -0.05078125, -0.003570556640625, 0.043701171875, -0.08935546875, 0.048095703125, 0.00537109375},
+       {0.54296875, 0.55078125, 0.546875, 0.55078125, 0.55078125, 0.55078125, 0.54296875, 0.55078125},
+       {-0.0167236328125, 0.234375, 0.404296875, 0.138671875, 0.36328125, 0.04296875, 0.29296875, 0.001617431640625},
+       {1.734375, 1.875, 2.0625, 2.234375, 2.40625, 2.578125, 2.78125, 2.921875},
+       {-1.4296875, -0.412109375, 0.609375, -1.15625}, 1.0743408203125},
+  };
+  for (const Case& c : cases) {
+    INFO("shape " << agtrace::shape_str(c.shape) << ", parameters " << agtrace::dtype_name(c.params));
+    const int64_t channels = c.shape[1];
+    int64_t n = 1;
+    for (int64_t d : c.shape) n *= d;
+    Vals xv, wv, bv, rmv, rvv;
+    for (int64_t i = 0; i < n; ++i) xv.push_back(static_cast<double>((i * 37) % 101 - 50) / 16.0);
+    for (int64_t ch = 0; ch < channels; ++ch) {
+      wv.push_back(1.0 + static_cast<double>((ch * 7) % 13 - 6) / 32.0);
+      bv.push_back(static_cast<double>((ch * 5) % 11 - 5) / 64.0);
+      rmv.push_back(static_cast<double>((ch * 3) % 7) / 10.0);
+      rvv.push_back(1.0 + static_cast<double>(ch) / 4.0);
+    }
+    Tensor x = agtrace::tensor_from_values(c.shape, BF, xv);
+    Tensor w = agtrace::tensor_from_values({channels}, c.params, wv);
+    w->requires_grad_flag = true;
+    Tensor b = agtrace::tensor_from_values({channels}, c.params, bv);
+    Tensor rm = agtrace::tensor_from_values({channels}, c.params, rmv);
+    Tensor rv = agtrace::tensor_from_values({channels}, c.params, rvv);
+    Tensor y = ops::batch_norm(x, rm, rv, w, b, true, 0.3, 1e-5);
+    CHECK(y->dtype() == BF);
+    Node& node = *y->grad_fn;
+    Tensor mean = node.unpack("result1"), invstd = node.unpack("result2");
+    CHECK(mean->dtype() == c.params);  // measured: the statistics take the parameters' dtype
+    CHECK(agtrace::to_values(mean) == c.mean);
+    CHECK(agtrace::to_values(invstd) == c.invstd);
+    CHECK(agtrace::to_values(rm) == c.running_mean);
+    CHECK(agtrace::to_values(rv) == c.running_var);
+    const Vals yv = agtrace::to_values(y);
+    CHECK(Vals(yv.begin(), yv.begin() + 4) == c.first4);
+    double sum = 0.0;
+    for (double v : yv) sum += v;
+    CHECK(sum == c.sum);
+  }
+}
+
 TEST_CASE("nn: layer_norm backward unpacks the bias, so editing it fails backward", "[nn][fidelity]") {
   // Measured: F.layer_norm(x, (3,), None, bc); bc.add_(1); backward -> version error,
   // although the gradient formula never reads the bias.
