@@ -72,7 +72,34 @@ void Accountant::end_statement_with(int index, bool raised, std::vector<HolderCh
   model_graph_only_peak_ = std::max(model_graph_only_peak_, go.block_bytes);
 }
 
-void Accountant::finish(RunResult& out) {
+namespace {
+// A holder category's position in CategoryBytes (name order).
+size_t category_slot(int category) {
+  for (size_t i = 0; i < CategoryBytes::kMax; ++i)
+    if (kCategoriesByName[i] == category) return i;
+  throw std::logic_error("unknown holder category");
+}
+}  // namespace
+
+void Accountant::finish(RunResult& out, const std::map<int64_t, DType>& storage_dtypes) {
+  // The bytes by category at the end: of the storages still alive, by the category their
+  // holders gave them at the last statement end. A block's exit after that statement can
+  // still free some (autocast's cast cache at the outermost exit), so these are counted
+  // here, not taken from that statement's record.
+  std::array<int64_t, CategoryBytes::kMax> at_end{};
+  std::array<bool, CategoryBytes::kMax> present{};
+  for (Storage& st : storages_) {
+    if (!st.allocated || st.life.freed || st.category_now < 0) continue;
+    const size_t slot = category_slot(st.category_now);
+    at_end[slot] += st.life.bytes;
+    present[slot] = true;
+    auto d = storage_dtypes.find(st.life.id);
+    if (d != storage_dtypes.end())
+      out.memory.categories_at_end_by_dtype[kHolderCategories[st.category_now]][dtype_name(d->second)] +=
+          st.life.bytes;
+  }
+  for (size_t i = 0; i < CategoryBytes::kMax; ++i)
+    if (present[i]) out.memory.categories_at_end.set_at(i, at_end[i]);
   // Moved out: finish_extras below still reads each lifetime's bytes and freed flag, and
   // each saved value's storage and statement.
   out.storages.reserve(storages_.size());
@@ -98,7 +125,6 @@ void Accountant::finish(RunResult& out) {
     }
     out.saved.push_back(std::move(rec.life));
   }
-  if (!by_statement_.empty()) out.memory.categories_at_end = by_statement_.back().categories;
   out.memory_by_statement = std::move(by_statement_);
   out.memory.peak_bytes = peak_;
   out.memory.peak_statement = peak_statement_;

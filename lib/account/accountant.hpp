@@ -68,7 +68,8 @@ class Accountant final : public EventSink {
   void end_statement_with(int index, bool raised, std::vector<HolderChange>& changes);
   // Hands the figures to `out`, moving the large records (timeline, lifetimes) rather
   // than copying them: call once, at the end of the run.
-  void finish(RunResult& out);
+  // storage_dtypes: the dtype of each storage alive at the end (for the bytes by dtype).
+  void finish(RunResult& out, const std::map<int64_t, DType>& storage_dtypes = {});
   int64_t live_bytes() const { return live_; }
   // A cuda run: the allocator model counts cuda storages only. The CPU tensors of such a run
   // (a Python number wrapped, an index made without device=, a save_on_cpu pack) take no

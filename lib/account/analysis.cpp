@@ -83,6 +83,22 @@ void what_if_rows(const RunResult& r, MemoryAnalysis& a) {
   for (size_t i = 0; i < top.size() && i < 3; ++i)
     a.what_if.push_back({"checkpoint [" + std::to_string(top[i].second) + "]", -top[i].first, 0,
                          "its graph-only saved values are recomputed in backward instead of kept"});
+  // Without autocast: the same program with its autocast blocks' bodies run as plain
+  // statements (run_scenario runs it); the row is the change of the peak.
+  if (r.autocast_comparison.present) {
+    const AutocastComparison& c = r.autocast_comparison;
+    if (c.raised_at >= 0)
+      a.what_if.push_back({"without autocast", 0, 0,
+                           "the program raises " + c.raised_kind + " at [" + std::to_string(c.raised_at) +
+                               "] when its autocast blocks run as plain statements"});
+    else
+      a.what_if.push_back({"without autocast", c.peak_bytes_without - c.peak_bytes_with, 0,
+                           "peak " + std::to_string(c.peak_bytes_with) + " -> " + std::to_string(c.peak_bytes_without) +
+                               " B, saved " + std::to_string(c.saved_bytes_with) + " -> " +
+                               std::to_string(c.saved_bytes_without) +
+                               " B: the autocast blocks run as plain statements (per node: agtrace diff S S "
+                               "--b-without-autocast)"});
+  }
   // Dropping a name (del x): frees its storage only when nothing else holds it.
   for (const auto& [id, holders] : r.account.holders_at_end) {
     std::vector<std::string> names, others;

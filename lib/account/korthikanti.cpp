@@ -1,5 +1,6 @@
 #include "account/korthikanti.hpp"
 
+#include <algorithm>
 #include <map>
 #include <string_view>
 
@@ -42,6 +43,10 @@ std::string allocated_by(const RunResult& r, int64_t storage_id) {
 std::string saved_role(const RunResult& r, const SavedLifetime& s) {
   const char* c = r.account.saved_category.find(s.id);
   if (c && std::string_view(c) == "leaf_param") return "parameter";
+  // Autocast's cached low-precision copy of a weight (AddmmBackward0 saves it as mat2): a
+  // parameter in another dtype, which the paper's activations do not include either.
+  if (std::binary_search(r.autocast_leaf_casts.begin(), r.autocast_leaf_casts.end(), s.storage_id))
+    return "parameter_cast";
   const std::string& w = s.what;
   if (w == "NativeLayerNormBackward0._saved_input") return "layernorm_input";
   if (w == "NativeLayerNormBackward0._saved_result1" || w == "NativeLayerNormBackward0._saved_result2")
@@ -108,6 +113,10 @@ KorthikantiReport reconcile_korthikanti(const RunResult& r, const KorthikantiSha
     const std::string role = saved_role(r, s);
     if (role == "parameter") {
       out.parameter_bytes += s.bytes;
+      continue;
+    }
+    if (role == "parameter_cast") {
+      out.parameter_cast_bytes += s.bytes;
       continue;
     }
     out.activation_bytes += s.bytes;

@@ -45,12 +45,13 @@ struct KorthikantiReport {
   int64_t formula_bytes = 0;        // sbh(34 + 5as/h)
   int64_t activation_bytes = 0;     // saved bytes of the run that are not parameters
   int64_t parameter_bytes = 0;      // saved leaf tensors that require grad (weights)
+  int64_t parameter_cast_bytes = 0; // saved autocast copies of those (float16 / bfloat16 weights)
   int64_t explained_bytes = 0;
   int64_t unexplained_bytes = 0;   // sum of |unexplained| over the roles
   std::vector<ReconcileRole> roles;
 };
 
-// The role of one saved value ("parameter", "dropout_mask", ... or "other").
+// The role of one saved value ("parameter", "parameter_cast", "dropout_mask", ... or "other").
 std::string saved_role(const RunResult& r, const SavedLifetime& s);
 
 KorthikantiReport reconcile_korthikanti(const RunResult& r, const KorthikantiShape& shape);

@@ -13,7 +13,28 @@ std::string AutocastState::device_type_of(const Tensor& t) {
   return "cpu";
 }
 
-void AutocastState::enter(const std::string& device_type, DType dtype) { regions_.push_back({device_type, dtype}); }
+void AutocastState::enter(const std::string& device_type, DType dtype) {
+  regions_.push_back({device_type, dtype});
+  publish();
+}
+
+AutocastState::~AutocastState() { ops::autocast_query() = {}; }
+
+// torch.autocast's __enter__ sets the device type's flag and dtype, __exit__ restores the
+// previous ones: the innermost region of each device type decides.
+void AutocastState::publish() const {
+  ops::AutocastQuery q;
+  for (const Region& r : regions_) {
+    if (r.device_type == "cpu") {
+      q.cpu_enabled = true;
+      q.cpu_dtype = r.dtype;
+    } else {
+      q.cuda_enabled = true;
+      q.gpu_dtype = r.dtype;
+    }
+  }
+  ops::autocast_query() = q;
+}
 
 // autocast's __exit__ decrements the nesting count and calls clear_cache() at zero: the cached
 // copies live until the outermost region (of any device type) ends, inner exits keep them
@@ -21,6 +42,7 @@ void AutocastState::enter(const std::string& device_type, DType dtype) { regions
 // ToCopyBackward0 of a call made before it; a new outer region makes a new one).
 void AutocastState::exit() {
   regions_.pop_back();
+  publish();
   if (regions_.empty()) cache_.clear();
 }
 
@@ -58,6 +80,7 @@ Tensor AutocastState::cached_cast(DType to, const Tensor& t, const std::string& 
   // first cast under no_grad (measured: after `with torch.no_grad(): F.linear(x, W)`, a
   // F.linear(x, W) in grad mode has no grad_fn; after W.mul_(2) the result is unchanged).
   Tensor cast = make_cast(to, t);
+  leaf_cast_storages_.insert(cast->storage->id);
   cache_[t.get()] = {Weak<TensorImpl>(t), cast};
   return cast;
 }

@@ -20,6 +20,11 @@ class AutocastState {
   // meta run accounts what the CUDA policy would do).
   static std::string device_type_of(const Tensor& t);
 
+  AutocastState() = default;
+  AutocastState(const AutocastState&) = delete;
+  AutocastState& operator=(const AutocastState&) = delete;
+  ~AutocastState();  // the queries read the defaults again
+
   void enter(const std::string& device_type, DType dtype);
   void exit();  // clears the cache when the outermost region exits
   bool active() const { return !regions_.empty(); }
@@ -31,6 +36,8 @@ class AutocastState {
 
   // Storage ids of every cast copy made so far (the accountant's "autocast copies").
   const std::set<int64_t>& cast_storages() const { return cast_storages_; }
+  // Of those, the cached casts of float32 leaves that require grad (weights, in a model).
+  const std::set<int64_t>& leaf_cast_storages() const { return leaf_cast_storages_; }
   // The innermost region's dtype for a device type, or nullptr when none is active.
   const DType* dtype_for(const std::string& device_type) const;
 
@@ -48,12 +55,14 @@ class AutocastState {
   // Applies `policy` of a device type to the given tensors (first: the first tensor argument).
   DType target_dtype(ops::CastPolicy policy, const std::vector<Tensor*>& ts, const std::string& device_type,
                      DType low) const;
+  void publish() const;  // sets ops::autocast_query() from the regions
   void refuse(const std::string& op, const std::string& spelling, const std::string& device_type,
               ops::CastPolicy policy) const;
 
   std::vector<Region> regions_;
   std::map<const TensorImpl*, std::pair<Weak<TensorImpl>, Tensor>> cache_;
   std::set<int64_t> cast_storages_;
+  std::set<int64_t> leaf_cast_storages_;
 };
 
 }  // namespace agtrace

@@ -875,6 +875,7 @@ bool Interpreter::run_saved_tensor_hooks(const ProgramItem& item, bool in_try) {
 
 // `with torch.autocast(device_type, dtype=DTYPE): body` (spec: autocast).
 bool Interpreter::run_autocast(const ProgramItem& item, bool in_try) {
+  if (opt_.autocast_plain) return run_items(item.body, in_try);
   const std::string run_device = device();
   const std::string device_type =
       !item.device_type.empty() ? item.device_type : run_device == "meta" ? std::string("cuda") : run_device;
@@ -2054,7 +2055,11 @@ void Interpreter::finish() {
     if (opt_.keep_values) g.values = display_values(t->grad);
     result_.grads.push_back(g);
   }
-  acc_.finish(result_);
+  // A storage holds one dtype (no op reinterprets one): the dtype of any live tensor on it.
+  std::map<int64_t, DType> storage_dtypes;
+  for (TensorImpl* t : live_tensors())
+    if (t->storage) storage_dtypes.emplace(t->storage->id, t->dtype());
+  acc_.finish(result_, storage_dtypes);
   const std::set<int64_t>& casts = autocast_.cast_storages();
   for (const StorageLifetime& s : result_.storages)
     if (casts.count(s.id)) {
@@ -2063,6 +2068,8 @@ void Interpreter::finish() {
     }
   for (const SavedLifetime& s : result_.saved)
     if (casts.count(s.storage_id)) result_.memory.autocast_saved_bytes += s.bytes;
+  const std::set<int64_t>& leaf_casts = autocast_.leaf_cast_storages();
+  result_.autocast_leaf_casts.assign(leaf_casts.begin(), leaf_casts.end());
 }
 
 }  // namespace
@@ -2071,6 +2078,12 @@ namespace {
 bool has_checkpoint(const std::vector<ProgramItem>& items) {
   for (const ProgramItem& it : items)
     if (it.kind == ProgramItem::Kind::Checkpoint || has_checkpoint(it.body)) return true;
+  return false;
+}
+
+bool has_autocast(const std::vector<ProgramItem>& items) {
+  for (const ProgramItem& it : items)
+    if (it.kind == ProgramItem::Kind::Autocast || has_autocast(it.body)) return true;
   return false;
 }
 
@@ -2090,35 +2103,55 @@ void release_what_cycles_keep() {
   }
   held.clear();  // after the sweep: freeing may destroy nodes the sweep would visit
 }
-}  // namespace
 
-RunResult run_scenario(const Scenario& scenario, const RunOptions& options) {
+RunResult run_once(const Scenario& scenario, const RunOptions& options) {
   RunResult result;
   {
     Interpreter interp(scenario, options);
     result = interp.run();
   }
   release_what_cycles_keep();
+  return result;
+}
+
+void compare_runs(WithWithout& c, const RunResult& with, const RunResult& without) {
+  c.present = true;
+  c.saved_bytes_with = with.memory.saved_bytes;
+  c.saved_bytes_without = without.memory.saved_bytes;
+  c.peak_bytes_with = with.memory.peak_bytes;
+  c.peak_bytes_without = without.memory.peak_bytes;
+  c.graph_only_bytes_with = with.memory.graph_only_bytes;
+  c.graph_only_bytes_without = without.memory.graph_only_bytes;
+}
+}  // namespace
+
+RunResult run_scenario(const Scenario& scenario, const RunOptions& options) {
+  RunResult result = run_once(scenario, options);
   // "With and without checkpointing": the same program once more with every checkpoint
   // block run as a plain call of the same function (same local scope, no hooks), so the
   // figures differ only by what checkpointing changes. Only its memory figures are kept.
   if (!options.checkpoint_plain && has_checkpoint(scenario.program)) {
     RunOptions plain_options = options;
     plain_options.checkpoint_plain = true;
-    RunResult plain;
-    {
-      Interpreter interp(scenario, plain_options);
-      plain = interp.run();
-    }
-    release_what_cycles_keep();
-    CheckpointComparison& c = result.checkpoint_comparison;
-    c.present = true;
-    c.saved_bytes_with = result.memory.saved_bytes;
-    c.saved_bytes_without = plain.memory.saved_bytes;
-    c.peak_bytes_with = result.memory.peak_bytes;
-    c.peak_bytes_without = plain.memory.peak_bytes;
-    c.graph_only_bytes_with = result.memory.graph_only_bytes;
-    c.graph_only_bytes_without = plain.memory.graph_only_bytes;
+    compare_runs(result.checkpoint_comparison, result, run_once(scenario, plain_options));
+  }
+  // "Without autocast": the same program once more with every autocast block's body run
+  // as plain statements, so the figures differ only by what autocast changes (its casts,
+  // the low-precision values its ops save). Only the memory figures and the first error
+  // outside try are kept.
+  if (!options.autocast_plain && has_autocast(scenario.program)) {
+    RunOptions plain_options = options;
+    plain_options.autocast_plain = true;
+    const RunResult plain = run_once(scenario, plain_options);
+    AutocastComparison& c = result.autocast_comparison;
+    compare_runs(c, result, plain);
+    for (const ErrorRecord& e : plain.errors)
+      if (!e.caught) {
+        c.raised_at = e.statement;
+        c.raised_kind = e.kind;
+        c.raised_message = e.message;
+        break;
+      }
   }
   return result;
 }

@@ -16,6 +16,8 @@ struct RunOptions {
   int64_t max_memory = int64_t{4} << 30;  // --max-memory: budget for element data (see RunLimits)
   // Run checkpoint blocks as plain function calls (the "without checkpointing" figures).
   bool checkpoint_plain = false;
+  // Run autocast blocks' bodies as plain statements (the "without autocast" figures).
+  bool autocast_plain = false;
   // Check the holder index against a walk over every live tensor and node at every
   // statement end (slow: for tests; also set by AGTRACE_VERIFY_HOLDERS=1). A disagreement
   // throws std::logic_error.

@@ -230,6 +230,8 @@ struct MemorySummary {
   int64_t graph_only_bytes = 0;
   int graph_only_statement = -1;
   CategoryBytes categories_at_end;
+  // The same bytes by dtype: category -> dtype name -> bytes of the storages alive at the end.
+  std::map<std::string, std::map<std::string, int64_t>> categories_at_end_by_dtype;
   // Saved-tensor hooks: bytes the hooks keep for values saved under them (an fp16 copy is
   // half), of which on the host (save_on_cpu); saved bytes checkpoint blocks did not keep.
   int64_t hooks_saved_bytes = 0;
@@ -266,12 +268,23 @@ struct CheckpointRecord {
   std::vector<int> recomputed_at;  // statements during which the body ran again
 };
 
-// The same program with every checkpoint block run as a plain function call.
-struct CheckpointComparison {
+// A run's memory figures beside those of the same program run again without a feature.
+struct WithWithout {
   bool present = false;
   int64_t saved_bytes_with = 0, saved_bytes_without = 0;
   int64_t peak_bytes_with = 0, peak_bytes_without = 0;
   int64_t graph_only_bytes_with = 0, graph_only_bytes_without = 0;
+};
+
+// The same program with every checkpoint block run as a plain function call.
+struct CheckpointComparison : WithWithout {};
+
+// The same program with every autocast block's body run as plain statements.
+struct AutocastComparison : WithWithout {
+  // Without autocast the program may raise where it ran (a float16 tensor meeting a
+  // float32 weight): the first error outside try, its statement (-1 when none).
+  int raised_at = -1;
+  std::string raised_kind, raised_message;
 };
 
 struct RunResult {
@@ -294,6 +307,9 @@ struct RunResult {
   std::vector<HookWarning> hook_warnings;
   std::vector<CheckpointRecord> checkpoints;
   CheckpointComparison checkpoint_comparison;
+  AutocastComparison autocast_comparison;
+  // Storage ids of autocast's cached casts of float32 leaves requiring grad, ascending.
+  std::vector<int64_t> autocast_leaf_casts;
   bool raised = false;                     // an error outside try ended the program
   nlohmann::json expect;
 };

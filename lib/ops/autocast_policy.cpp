@@ -139,7 +139,8 @@ const std::set<std::string>& unlisted() {
       "new_tensor", "new_zeros", "eye", "bernoulli",
       // introspection and autograd
       "Size", "_is_view", "backward", "autograd.backward", "grad", "retain_grad", "requires_grad_", "data_ptr", "dim", "element_size",
-      "is_contiguous", "is_grad_enabled", "set_grad_enabled", "item", "numel", "size", "tolist", "print",
+      "is_contiguous", "is_grad_enabled", "set_grad_enabled", "is_autocast_enabled", "is_autocast_cpu_enabled",
+      "get_autocast_cpu_dtype", "get_autocast_gpu_dtype", "is_autocast_cache_enabled", "item", "numel", "size", "tolist", "print",
       "shares_storage",
   };
   return s;
@@ -172,6 +173,11 @@ const char* cast_policy_name(CastPolicy p) {
 std::string autocast_policy_text(const std::string& op) {
   return std::string("cpu ") + cast_policy_name(autocast_policy(op, "cpu")) + ", cuda " +
          cast_policy_name(autocast_policy(op, "cuda"));
+}
+
+AutocastQuery& autocast_query() {
+  static AutocastQuery state;
+  return state;
 }
 
 }  // namespace agtrace::ops

@@ -5,6 +5,8 @@
 #pragma once
 #include <string>
 
+#include "tensor/dtype.hpp"
+
 namespace agtrace::ops {
 
 enum class CastPolicy {
@@ -23,5 +25,16 @@ CastPolicy autocast_policy(const std::string& op, const std::string& device_type
 const char* cast_policy_name(CastPolicy p);
 // The line `agtrace ops` prints: "cpu lower, cuda lower".
 std::string autocast_policy_text(const std::string& op);
+
+// What torch.is_autocast_enabled(), is_autocast_cpu_enabled(), get_autocast_cpu_dtype() and
+// get_autocast_gpu_dtype() read: the innermost autocast region of each device type the
+// program is in (the interpreter's AutocastState keeps it), else 1.13's defaults (measured:
+// False, False, torch.bfloat16, torch.float16). A cuda region counts as enabled, as on a
+// machine with CUDA (a CUDA-less PyTorch disables it with a warning).
+struct AutocastQuery {
+  bool cpu_enabled = false, cuda_enabled = false;
+  DType cpu_dtype = DType::BFloat16, gpu_dtype = DType::Float16;
+};
+AutocastQuery& autocast_query();
 
 }  // namespace agtrace::ops

@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "autograd/grad_mode.hpp"
+#include "ops/autocast_policy.hpp"
 #include "errors.hpp"
 #include "ops/indexing.hpp"
 #include "ops/ops.hpp"
@@ -468,6 +469,12 @@ Value impl_equal(Args& a, Runtime&) {
 }
 
 Value impl_is_grad_enabled(Args&, Runtime&) { return Value::boolean(autograd::grad_enabled()); }
+Value impl_is_autocast_enabled(Args&, Runtime&) { return Value::boolean(autocast_query().cuda_enabled); }
+Value impl_is_autocast_cpu_enabled(Args&, Runtime&) { return Value::boolean(autocast_query().cpu_enabled); }
+Value impl_get_autocast_cpu_dtype(Args&, Runtime&) { return Value::dtype_of(autocast_query().cpu_dtype); }
+Value impl_get_autocast_gpu_dtype(Args&, Runtime&) { return Value::dtype_of(autocast_query().gpu_dtype); }
+// A scenario's autocast block always caches (it has no cache_enabled=False).
+Value impl_is_autocast_cache_enabled(Args&, Runtime&) { return Value::boolean(true); }
 
 Value impl_size(Args& a, Runtime&) {
   Tensor t = a.tensor("self");
@@ -681,6 +688,15 @@ std::vector<OpEntry> core_ops() {
       {"requires_grad_", {"Tensor.requires_grad_"}, "(self, requires_grad=True)", "autograd", none, "-",
        impl_requires_grad_, {}},
       {"is_grad_enabled", {"torch.is_grad_enabled"}, "()", "autograd", none, "-", impl_is_grad_enabled, {}},
+      {"is_autocast_enabled", {"torch.is_autocast_enabled"}, "()", "autograd", none, "-", impl_is_autocast_enabled, {}},
+      {"is_autocast_cpu_enabled", {"torch.is_autocast_cpu_enabled"}, "()", "autograd", none, "-",
+       impl_is_autocast_cpu_enabled, {}},
+      {"get_autocast_cpu_dtype", {"torch.get_autocast_cpu_dtype"}, "()", "autograd", none, "-",
+       impl_get_autocast_cpu_dtype, {}},
+      {"get_autocast_gpu_dtype", {"torch.get_autocast_gpu_dtype"}, "()", "autograd", none, "-",
+       impl_get_autocast_gpu_dtype, {}},
+      {"is_autocast_cache_enabled", {"torch.is_autocast_cache_enabled"}, "()", "autograd", none, "-",
+       impl_is_autocast_cache_enabled, {}},
       // ---- creation
       {"zeros", {"torch.zeros"}, "(*size, dtype=None, device=None, requires_grad=False)", "creation", none, "-", impl_zeros, {}},
       {"ones", {"torch.ones"}, "(*size, dtype=None, device=None, requires_grad=False)", "creation", none, "-", impl_ones, {}},

@@ -36,7 +36,8 @@ ojson korthikanti_json(const KorthikantiReport& k) {
   return {{"formula", "sbh(34 + 5as/h) bytes per layer (Korthikanti et al. 2022, section 4.1)"},
           {"s", k.shape.s}, {"b", k.shape.b}, {"h", k.shape.h}, {"a", k.shape.a},
           {"formula_bytes", k.formula_bytes}, {"activation_bytes", k.activation_bytes},
-          {"parameter_bytes", k.parameter_bytes}, {"explained_bytes", k.explained_bytes},
+          {"parameter_bytes", k.parameter_bytes}, {"parameter_cast_bytes", k.parameter_cast_bytes},
+          {"explained_bytes", k.explained_bytes},
           {"unexplained_bytes", k.unexplained_bytes}, {"roles", roles}};
 }
 
@@ -129,8 +130,9 @@ std::string report_account_text(const RunResult& r) {
     o << "\nKorthikanti et al. 2022: sbh(34 + 5as/h) with s=" << ks.s << " b=" << ks.b << " h=" << ks.h << " a=" << ks.a
       << "\n";
     o << "  formula " << k.formula_bytes << " B; saved activations " << k.activation_bytes << " B (+ parameters "
-      << k.parameter_bytes << " B, not activations); explained " << k.explained_bytes << " B; unexplained "
-      << k.unexplained_bytes << " B\n";
+      << k.parameter_bytes << " B";
+    if (k.parameter_cast_bytes) o << " and their autocast copies " << k.parameter_cast_bytes << " B";
+    o << ", not activations); explained " << k.explained_bytes << " B; unexplained " << k.unexplained_bytes << " B\n";
     o << "  " << pad_to("role", 24) << lpad_to("formula", 14) << lpad_to("agtrace", 14) << lpad_to("diff", 14) << "\n";
     for (const auto& rr : k.roles) {
       if (!rr.formula_bytes && !rr.run_bytes) continue;

@@ -78,6 +78,10 @@ void add_events_json(ojson& j, const RunResult& r, bool events_placeholder) {
     mem["autocast_copies"] = r.memory.autocast_copies;
     mem["autocast_copy_bytes"] = r.memory.autocast_copy_bytes;
     mem["autocast_saved_bytes"] = r.memory.autocast_saved_bytes;
+    ojson by_dtype = ojson::object();
+    for (const auto& [category, dtypes] : r.memory.categories_at_end_by_dtype)
+      for (const auto& [dtype, bytes] : dtypes) by_dtype[category][dtype] = bytes;
+    mem["categories_at_end_by_dtype"] = std::move(by_dtype);
   }
 
   if (events_placeholder) {
@@ -119,6 +123,19 @@ void add_events_json(ojson& j, const RunResult& r, bool events_placeholder) {
                   {"graph_only_bytes", c.graph_only_bytes_with}}},
         {"without", {{"saved_bytes", c.saved_bytes_without}, {"peak_bytes", c.peak_bytes_without},
                      {"graph_only_bytes", c.graph_only_bytes_without}}}};
+  }
+  if (r.autocast_comparison.present) {
+    const AutocastComparison& c = r.autocast_comparison;
+    ojson without = {{"saved_bytes", c.saved_bytes_without}, {"peak_bytes", c.peak_bytes_without},
+                     {"graph_only_bytes", c.graph_only_bytes_without}};
+    j["autocast_comparison"] = {
+        {"method", "the same program run again with every autocast block's body as plain statements"},
+        {"with", {{"saved_bytes", c.saved_bytes_with}, {"peak_bytes", c.peak_bytes_with},
+                  {"graph_only_bytes", c.graph_only_bytes_with}}},
+        {"without", std::move(without)}};
+    if (c.raised_at >= 0)
+      j["autocast_comparison"]["raises_without"] = {
+          {"statement", c.raised_at}, {"kind", c.raised_kind}, {"message", c.raised_message}};
   }
 }
 

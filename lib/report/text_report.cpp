@@ -119,6 +119,30 @@ std::string report_text(const RunResult& r, const TextOptions& opt) {
   if (r.memory.autocast_copies > 0)
     o << "  autocast     " << r.memory.autocast_copies << " cast copies, " << human_bytes(r.memory.autocast_copy_bytes)
       << "; " << human_bytes(r.memory.autocast_saved_bytes) << " of saved values are casts\n";
+  if (r.memory.autocast_copies > 0) {
+    o << "  by dtype     ";
+    const char* category_sep = "";
+    for (const auto& [category, dtypes] : r.memory.categories_at_end_by_dtype) {
+      o << category_sep << category;
+      const char* dtype_sep = " ";
+      for (const auto& [dtype, bytes] : dtypes) {
+        o << dtype_sep << dtype << " " << human_bytes(bytes);
+        dtype_sep = ", ";
+      }
+      category_sep = "; ";
+    }
+    o << "  (live at the end)\n";
+  }
+  if (r.autocast_comparison.present) {
+    const AutocastComparison& c = r.autocast_comparison;
+    o << "  no autocast  ";
+    if (c.raised_at >= 0)
+      o << "the program raises " << c.raised_kind << " at " << stmt_ref(c.raised_at) << ": " << c.raised_message;
+    else
+      o << "saved " << human_bytes(c.saved_bytes_without) << ", peak " << human_bytes(c.peak_bytes_without)
+        << ", graph-only " << human_bytes(c.graph_only_bytes_without);
+    o << "  (autocast blocks run as plain statements)\n";
+  }
   if (!r.errors.empty()) {
     o << "  errors       " << r.errors.size() << ":";
     for (const auto& e : r.errors) o << " " << stmt_ref(e.statement) << " " << st.red(e.kind);

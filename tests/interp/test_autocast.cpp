@@ -6,6 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "account/korthikanti.hpp"
 #include "errors.hpp"
 #include "interp/run_helpers.hpp"
 #include "ops/autocast_policy.hpp"
@@ -140,7 +141,8 @@ TEST_CASE("autocast on meta: the GPT-3 175B layer under float16 autocast is acco
   REQUIRE(in);
   nlohmann::json sc = nlohmann::json::parse(in);
   sc.erase("dtype");  // float32 weights and residual stream, as mixed-precision training keeps them
-  sc["expect"] = nlohmann::json::object();
+  sc["expect"] = {{"korthikanti", sc["expect"]["korthikanti"]}};
+  const std::string float32_layer = sc.dump();
   nlohmann::json prog = sc["program"];
   nlohmann::json body = nlohmann::json::array();
   for (size_t i = 0; i + 1 < prog.size(); ++i) body.push_back(prog[i]);
@@ -154,6 +156,20 @@ TEST_CASE("autocast on meta: the GPT-3 175B layer under float16 autocast is acco
   // weights are saved too (mat2 of each addmm: 2·12·h² B), and layer_norm and softmax save
   // float32 values (the softmax output: 4·a·s² B instead of 2·a·s²).
   CHECK(r.memory.saved_bytes == 8657272840);
+  // Reconciled again: the float32 LayerNorm inputs and softmax output, and the dropout masks
+  // in their inputs' dtypes, are explained by dtype; the four float16 weight copies
+  // (2·12·h² B) are parameters, not activations.
+  agtrace::KorthikantiShape ks;
+  REQUIRE(agtrace::korthikanti_requested(r, ks));
+  const agtrace::KorthikantiReport k = agtrace::reconcile_korthikanti(r, ks);
+  CHECK(k.unexplained_bytes == 0);
+  CHECK(k.parameter_cast_bytes == 2 * 12 * ks.h * ks.h);
+  CHECK(k.activation_bytes + k.parameter_bytes + k.parameter_cast_bytes == r.memory.saved_bytes);
+  // Without autocast: the float32 layer's own figures.
+  auto plain = run_text(float32_layer);
+  REQUIRE(r.autocast_comparison.present);
+  CHECK(r.autocast_comparison.saved_bytes_without == plain.memory.saved_bytes);
+  CHECK(r.autocast_comparison.peak_bytes_without == plain.memory.peak_bytes);
 }
 
 TEST_CASE("autocast accounting: the cast copies and the saved bytes that are casts", "[autocast]") {
@@ -166,4 +182,75 @@ TEST_CASE("autocast accounting: the cast copies and the saved bytes that are cas
   CHECK(r.memory.autocast_copy_bytes == 24 + 24 + 30 + 10);
   CHECK(r.memory.autocast_saved_bytes == 48);
   CHECK(r.memory.saved_bytes == 48);
+  // Bytes by dtype per category: the float32 leaves and the bfloat16 outputs and casts.
+  const auto& by_dtype = r.memory.categories_at_end_by_dtype;
+  for (const auto& [category, bytes] : r.memory.categories_at_end) {
+    INFO(category);
+    int64_t sum = 0;
+    if (by_dtype.count(category))
+      for (const auto& [dtype, b] : by_dtype.at(category)) sum += b;
+    CHECK(sum == bytes);
+  }
+  CHECK(by_dtype.at("leaf_param").at("float32") == 48 + 60 + 20);  // xg, W and b
+  // The cached casts of W and b are freed when the block exits, after its last statement.
+  CHECK(r.memory.categories_at_end.count("other") == 0);
+  CHECK(by_dtype.at("named").at("bfloat16") == 2 * 40);     // h1 and h2, 4x5 bf16 each
+  CHECK(by_dtype.at("named").count("float32") == 0);
+}
+
+TEST_CASE("without autocast: the same program with the blocks' bodies as plain statements", "[autocast]") {
+  const std::string with_block = scenario(R"JS([{"autocast": "bfloat16", "body": [
+      "h = F.linear(xg, W, b)", "loss = h.float().pow(2).sum()"]}, "loss.backward()"])JS");
+  const std::string plain = scenario(R"JS(["h = F.linear(xg, W, b)", "loss = h.float().pow(2).sum()",
+      "loss.backward()"])JS");
+  auto r = run_text(with_block);
+  auto p = run_text(plain);
+  REQUIRE(r.errors.empty());
+  REQUIRE(p.errors.empty());
+  const agtrace::AutocastComparison& c = r.autocast_comparison;
+  REQUIRE(c.present);
+  CHECK(c.raised_at == -1);
+  CHECK(c.saved_bytes_with == r.memory.saved_bytes);
+  CHECK(c.saved_bytes_without == p.memory.saved_bytes);
+  CHECK(c.peak_bytes_without == p.memory.peak_bytes);
+  CHECK(c.graph_only_bytes_without == p.memory.graph_only_bytes);
+  // Under autocast AddmmBackward0 saves the bfloat16 casts of xg and W (24 + 30 B); without
+  // it the float32 leaves themselves (48 + 60 B).
+  CHECK(c.saved_bytes_with != c.saved_bytes_without);
+  CHECK_FALSE(p.autocast_comparison.present);  // no block, no comparison
+  // A program that needs autocast to run: without it the bfloat16 activation meets a
+  // float32 weight.
+  auto needs = run_text(scenario(R"JS([{"autocast": "bfloat16", "body": [
+      "h = F.linear(xg, W, b)", "k = F.linear(h, c.t())"]}])JS"));
+  REQUIRE(needs.errors.empty());
+  REQUIRE(needs.autocast_comparison.present);
+  CHECK(needs.autocast_comparison.raised_at == -1);  // all float32 without the block: runs
+  auto mixed = run_text(scenario(R"JS(["hb = xg.bfloat16()", {"autocast": "bfloat16", "body": [
+      "k = F.linear(hb, W)"]}])JS"));
+  REQUIRE(mixed.errors.empty());
+  REQUIRE(mixed.autocast_comparison.present);
+  CHECK(mixed.autocast_comparison.raised_at == 1);
+  CHECK(mixed.autocast_comparison.raised_kind == "dtype_mismatch");
+}
+
+TEST_CASE("autocast queries: torch.is_autocast_enabled and friends read the innermost region", "[autocast]") {
+  // A cuda region (the default on meta) sets the CUDA flag and dtype, as on a machine with
+  // CUDA; a CPU region only the CPU flag (measured in 1.13 for the CPU).
+  auto meta = run_text(scenario(R"JS([
+      "print(torch.is_autocast_enabled(), torch.get_autocast_gpu_dtype())",
+      {"autocast": "float16", "body": [
+        "print(torch.is_autocast_enabled(), torch.is_autocast_cpu_enabled(), torch.get_autocast_gpu_dtype())",
+        {"autocast": "bfloat16", "body": ["print(torch.get_autocast_gpu_dtype())"]},
+        "print(torch.get_autocast_gpu_dtype())"]},
+      "print(torch.is_autocast_enabled(), torch.get_autocast_gpu_dtype())"])JS",
+                                "meta"));
+  REQUIRE(meta.errors.empty());
+  CHECK(meta.printed == std::vector<std::string>{"False torch.float16", "True False torch.float16", "torch.bfloat16",
+                                                 "torch.float16", "False torch.float16"});
+  // A program that ends with an error inside a region leaves no region behind for the next
+  // run in the same process.
+  auto aborted = run_text(scenario(R"JS([{"autocast": "bfloat16", "body": ["y = x.nosuchop()"]}])JS"));
+  REQUIRE(aborted.errors.size() == 1);
+  auto after = run_text(scenario(R"JS(["print(torch.is_autocast_cpu_enabled())"])JS"));
+  CHECK(after.printed == std::vector<std::string>{"False"});
 }

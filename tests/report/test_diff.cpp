@@ -124,3 +124,32 @@ TEST_CASE("agtrace diff: the same block with and without checkpointing", "[repor
   REQUIRE(rep.status == 0);
   CHECK(test::run_agtrace("diff " + dir + "/c.json " + dir + "/c.report.json --b-without-checkpoint").status == 2);
 }
+
+TEST_CASE("agtrace diff: the same program with and without autocast", "[report][diff][cli]") {
+  // Under CPU bfloat16 autocast AddmmBackward0 saves the bfloat16 casts of x and W (2 bytes
+  // an element); without the block it saves the float32 leaves themselves.
+  const std::string dir = test::temp_dir();
+  test::spit(dir + "/a.json", R"js({"name": "amp", "tensors": {
+      "x": {"shape": [4, 3], "requires_grad": true, "init": "ones"},
+      "W": {"shape": [5, 3], "requires_grad": true, "init": "ones"}},
+    "program": [{"autocast": "bfloat16", "body": ["h = F.linear(x, W)"]}, "loss = h.float().sum()"]})js");
+  auto out = test::run_agtrace("diff " + dir + "/a.json " + dir + "/a.json --b-without-autocast --format json");
+  INFO(out.err);
+  REQUIRE(out.status == 0);
+  const auto j = nlohmann::json::parse(out.out);
+  int64_t mm_a = -1, mm_b = -1;
+  for (const auto& r : j["nodes"])
+    if (r["key"] == "MmBackward0") {
+      mm_a = r["a"].get<int64_t>();
+      mm_b = r["b"].get<int64_t>();
+    }
+  CHECK(mm_a == (12 + 15) * 2);  // bfloat16 casts of x and W
+  CHECK(mm_b == (12 + 15) * 4);  // the float32 leaves
+  auto rep = test::run_agtrace("run " + dir + "/a.json --format json -o " + dir + "/a.report.json");
+  REQUIRE(rep.status == 0);
+  CHECK(nlohmann::json::parse(test::slurp(dir + "/a.report.json"))["autocast_comparison"]["without"]["saved_bytes"] ==
+        mm_b);
+  auto refused = test::run_agtrace("diff " + dir + "/a.json " + dir + "/a.report.json --b-without-autocast");
+  CHECK(refused.status == 2);
+  CHECK(refused.err.find("--b-without-autocast needs B to be a scenario") != std::string::npos);
+}
