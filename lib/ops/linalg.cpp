@@ -46,6 +46,11 @@ Tensor bmm_kernel(const Tensor& a, const Tensor& b) {
   const int64_t B = a->sizes[0], n = a->sizes[1], k = a->sizes[2], m = b->sizes[2];
   Tensor r = uninitialized_tensor({B, n, m}, a->dtype(), a->is_meta() || b->is_meta());  // gemm writes all
   if (r->is_meta()) return r;
+  if (a->dtype() == DType::BFloat16 && b->dtype() == DType::BFloat16) {
+    const std::vector<double> v = kernels::bf16_bmm(a, b);
+    for (size_t i = 0; i < v.size(); ++i) r->storage->set(static_cast<int64_t>(i), v[i]);
+    return r;
+  }
   kernels::gemm_storage_batched(a->dtype(), {a->storage.get(), a->offset, a->strides[1], a->strides[2]}, a->strides[0],
                                 {b->storage.get(), b->offset, b->strides[1], b->strides[2]}, b->strides[0], B, n, k, m,
                                 *r->storage, 0);
@@ -439,12 +444,11 @@ Tensor addmm(const Tensor& bias, const Tensor& m1, const Tensor& m2, const Value
     if (be != 0.0) kernels::device::binary_inplace(cuda::pw::BinaryOp::Add, r, bias_b, be);
   } else {
     std::vector<double> out;
-    if (!meta) {
-      // bfloat16: the product and the scaled bias summed wide, rounded once when stored
-      // (measured in 1.13: torch.addmm on bf16 equals the float64 result rounded to bf16 in
-      // every element; rounding the product first differs in ~25% of them).
-      const DType accumulate = m1->dtype() == DType::BFloat16 ? DType::Float64 : m1->dtype();
-      out = matmul_values(accumulate, to_values(m1), to_values(m2), m1->sizes[0], m1->sizes[1], m2->sizes[1]);
+    if (!meta && m1->dtype() == DType::BFloat16) {
+      // bfloat16: 1.13's oneDNN or cpublas rounding, by size and layout (kernels::bf16_addmm).
+      out = kernels::bf16_addmm(m1, m2, to_values(bias_b), be, al);
+    } else if (!meta) {
+      out = matmul_values(m1->dtype(), to_values(m1), to_values(m2), m1->sizes[0], m1->sizes[1], m2->sizes[1]);
       std::vector<double> bv = to_values(bias_b);
       // beta == 0 ignores the bias (NaN included), as BLAS does.
       for (size_t i = 0; i < out.size(); ++i) out[i] = al * out[i] + (be == 0.0 ? 0.0 : be * bv[i]);

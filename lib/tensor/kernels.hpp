@@ -35,6 +35,13 @@ Tensor sum_to(const Tensor& g, const Shape& shape);
 // (SumBackward's grad.expand), sharing g's storage.
 Tensor expand_to(const Tensor& g, const Shape& shape, const std::vector<int64_t>& dims, bool keepdim);
 Tensor mm(const Tensor& a, const Tensor& b);     // (n,k) @ (k,m)
+// beta * c + alpha * (a @ b) for bfloat16 CPU tensors a (n, k) and b (k, m), read through
+// their strides, as PyTorch 1.13's addmm_impl_cpu_ rounds it; c row-major (n, m), ignored
+// when beta is 0. Row-major (n, m) values, each a bfloat16.
+std::vector<double> bf16_addmm(const Tensor& a, const Tensor& b, const std::vector<double>& c, double beta,
+                               double alpha);
+// a (B, n, k) @ b (B, k, m) of bfloat16 CPU tensors as PyTorch 1.13's bmm rounds it.
+std::vector<double> bf16_bmm(const Tensor& a, const Tensor& b);
 
 // A matrix inside an array: element (i, j) is data[offset + i*row_stride + j*col_stride].
 template <typename S>

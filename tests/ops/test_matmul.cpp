@@ -490,3 +490,98 @@ TEST_CASE("matmul family: values and errors", "[shapes][matmul]") {
   CHECK(msg([&] { ops::linear(x, A({1, 4, 3}), nullptr); }, "shape_mismatch") ==
         "t() expects a tensor with <= 2 dimensions, but self is 3D");
 }
+
+TEST_CASE("matmul family: bfloat16 mm and addmm on the CPU round as 1.13's oneDNN and cpublas kernels",
+          "[shapes][matmul][fidelity]") {
+  // a_i = ((37 i) mod 101 - 50) / 16, b_i = ((29 i) mod 97 - 48) / 32, bias_i = ((13 i) mod 29
+  // - 14) / 8, all exact in bfloat16, filled row-major ("R") or into the transpose's storage
+  // and viewed transposed ("C", column-major). References: torch.mm and torch.addmm in 1.13.
+  // 4x8x8 and 5x6x1 take cpublas (n·k·m <= 4096): rounding after every add unless mat2 is
+  // column-major and mat1 is not; 16x17x16 takes oneDNN (the exact value rounded once).
+  struct Case {
+    int64_t n, k, m;
+    std::string layouts;
+    std::vector<double> mm_first4;
+    double mm_sum;
+    std::vector<double> addmm_first4;
+    double addmm_sum;
+  };
+  const std::vector<Case> cases = {
+      {4, 8, 8, "RR", {12.75, -3.5625, -7.03125, 4.6875}, -11.1484375, {11.0, -3.6875, -5.53125, 4.1875}, -11.4296875},
+      {4, 8, 8, "RC", {0.53125, 8.5, -5.28125, 5.75}, 8.837890625, {-1.21875, 8.375, -3.78125, 5.25}, 8.46484375},
+      {4, 8, 8, "CR", {4.8125, 4.65625, -1.96875, -4.78125}, 11.58203125, {3.0625, 4.53125, -0.46875, -5.28125}, 11.1640625},
+      {4, 8, 8, "CC", {6.375, 3.046875, -0.9609375, 8.5}, 6.5703125, {4.5625, 2.921875, 0.515625, 7.96875}, 6.119140625},
+      {5, 6, 1, "RR", {2.75, 0.921875, -2.875, 1.0078125}, 4.7265625, {1.015625, 0.796875, -1.375, 0.5078125}, 5.0078125},
+      {5, 6, 1, "RC", {2.765625, 0.92578125, -2.875, 1.0}, 4.72265625, {1.015625, 0.80078125, -1.3828125, 0.5}, 4.96484375},
+      {5, 6, 1, "CR", {4.71875, 3.09375, -2.28125, 3.8125}, 11.515625, {2.96875, 2.96875, -0.765625, 3.296875}, 11.765625},
+      {16, 17, 16, "RR", {2.484375, 4.5625, -0.90625, -9.625}, -8.03515625, {0.734375, 4.4375, 0.59375, -10.125},
+       -7.626953125},
+  };
+  auto make = [](int64_t rows, int64_t cols, int64_t mul, int64_t mod, int64_t off, double den, bool column_major) {
+    std::vector<double> v;
+    for (int64_t i = 0; i < rows * cols; ++i) v.push_back(static_cast<double>((i * mul) % mod - off) / den);
+    if (!column_major) return agtrace::tensor_from_values({rows, cols}, DType::BFloat16, v);
+    Tensor base = agtrace::tensor_from_values({cols, rows}, DType::BFloat16, v);
+    return agtrace::make_alias(base, {rows, cols}, {1, rows}, 0);
+  };
+  auto first4_and_sum = [](const Tensor& t) {
+    const std::vector<double> v = agtrace::to_values(t);
+    double sum = 0.0;
+    for (double x : v) sum += x;
+    return std::make_pair(std::vector<double>(v.begin(), v.begin() + std::min<size_t>(4, v.size())), sum);
+  };
+  for (const Case& c : cases) {
+    INFO(c.n << "x" << c.k << "x" << c.m << " " << c.layouts);
+    Tensor a = make(c.n, c.k, 37, 101, 50, 16.0, c.layouts[0] == 'C');
+    Tensor b = make(c.k, c.m, 29, 97, 48, 32.0, c.layouts[1] == 'C');
+    Tensor bias = make(c.n, c.m, 13, 29, 14, 8.0, false);
+    const auto mm = first4_and_sum(ops::mm(a, b));
+    CHECK(mm.first == std::vector<double>(c.mm_first4.begin(), c.mm_first4.begin() + mm.first.size()));
+    CHECK(mm.second == c.mm_sum);
+    const auto addmm = first4_and_sum(ops::addmm(bias, a, b, Value::integer(1), Value::integer(1)));
+    CHECK(addmm.first == std::vector<double>(c.addmm_first4.begin(), c.addmm_first4.begin() + addmm.first.size()));
+    CHECK(addmm.second == c.addmm_sum);
+  }
+}
+
+TEST_CASE("matmul family: bfloat16 bmm on the CPU rounds as 1.13's naive and cpublas and oneDNN kernels",
+          "[shapes][matmul][fidelity]") {
+  // The inputs of the mm case above, per batch; references: torch.bmm in 1.13. 2x4x8x4
+  // (k·n·m = 128 < 400) is the naive loop: rounding after every add even with a column-major
+  // mat2 ("RC"); 1x8x8x8 and 4x8x16x8 (B·n·k·m <= 4096) are cpublas, where "RC" is a float dot
+  // rounded once; 2x16x16x16 is oneDNN.
+  struct Case {
+    int64_t batches, n, k, m;
+    std::string layouts;
+    std::vector<double> first4;
+    double sum;
+  };
+  const std::vector<Case> cases = {
+      {2, 4, 8, 4, "RR", {8.8125, -1.0234375, 2.515625, 0.77734375}, -10.06640625},
+      {2, 4, 8, 4, "RC", {0.515625, 8.5625, -5.28125, 5.75}, 8.40625},
+      {1, 8, 8, 8, "RR", {12.75, -3.5625, -7.03125, 4.6875}, -30.578125},
+      {1, 8, 8, 8, "RC", {0.53125, 8.5, -5.28125, 5.75}, 11.607421875},
+      {4, 8, 16, 8, "RR", {10.25, -8.875, -2.984375, 7.8125}, -11.927734375},
+      {4, 8, 16, 8, "RC", {6.34375, -5.40625, -4.4375, 8.625}, -8.462890625},
+      {2, 16, 16, 16, "RR", {2.1875, 2.1875, 1.625, -9.1875}, -45.79296875},
+      {2, 16, 16, 16, "RC", {6.34375, -5.40625, -4.4375, 8.625}, -45.537109375},
+  };
+  auto make = [](int64_t batches, int64_t rows, int64_t cols, int64_t mul, int64_t mod, int64_t off, double den,
+                 bool column_major) {
+    std::vector<double> v;
+    for (int64_t i = 0; i < batches * rows * cols; ++i) v.push_back(static_cast<double>((i * mul) % mod - off) / den);
+    if (!column_major) return agtrace::tensor_from_values({batches, rows, cols}, DType::BFloat16, v);
+    Tensor base = agtrace::tensor_from_values({batches, cols, rows}, DType::BFloat16, v);
+    return agtrace::make_alias(base, {batches, rows, cols}, {rows * cols, 1, rows}, 0);
+  };
+  for (const Case& c : cases) {
+    INFO(c.batches << "x" << c.n << "x" << c.k << "x" << c.m << " " << c.layouts);
+    Tensor a = make(c.batches, c.n, c.k, 37, 101, 50, 16.0, c.layouts[0] == 'C');
+    Tensor b = make(c.batches, c.k, c.m, 29, 97, 48, 32.0, c.layouts[1] == 'C');
+    const std::vector<double> v = agtrace::to_values(ops::bmm(a, b));
+    CHECK(std::vector<double>(v.begin(), v.begin() + 4) == c.first4);
+    double sum = 0.0;
+    for (double x : v) sum += x;
+    CHECK(sum == c.sum);
+  }
+}
