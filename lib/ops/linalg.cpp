@@ -47,8 +47,7 @@ Tensor bmm_kernel(const Tensor& a, const Tensor& b) {
   Tensor r = uninitialized_tensor({B, n, m}, a->dtype(), a->is_meta() || b->is_meta());  // gemm writes all
   if (r->is_meta()) return r;
   if (a->dtype() == DType::BFloat16 && b->dtype() == DType::BFloat16) {
-    const std::vector<double> v = kernels::bf16_bmm(a, b);
-    for (size_t i = 0; i < v.size(); ++i) r->storage->set(static_cast<int64_t>(i), v[i]);
+    write_values(r, kernels::bf16_bmm(a, b));
     return r;
   }
   kernels::gemm_storage_batched(a->dtype(), {a->storage.get(), a->offset, a->strides[1], a->strides[2]}, a->strides[0],

@@ -265,17 +265,17 @@ bool layer_norm_backward_f32(const RowSplit& s, const Tensor& x, const Tensor& g
 // output equals 1.13's).
 namespace {
 
-double bf16_op(double v) { return round_to_dtype(static_cast<double>(static_cast<float>(v)), DType::BFloat16); }
-double f32_op(double v) { return static_cast<double>(static_cast<float>(v)); }
+using kernels::round_bf16;
+using kernels::round_f32;
 
 // AddMoments / AddMomentsVec in BFloat16: merge (m0_add, m1_add, m2_add) into (m0, m1, m2).
 void add_moments_bf16(int64_t m0_add, double m1_add, double m2_add, int64_t m0, double& m1, double& m2) {
   const int64_t n = m0 + m0_add;
-  const double c = n == 0 ? 0.0 : bf16_op(bf16_op(static_cast<double>(m0_add)) / bf16_op(static_cast<double>(n)));
-  const double delta = bf16_op(m1_add - m1);
-  m1 = bf16_op(m1 + bf16_op(c * delta));
-  const double term = bf16_op(bf16_op(bf16_op(delta * delta) * c) * bf16_op(static_cast<double>(m0)));
-  m2 = bf16_op(m2 + bf16_op(m2_add + term));
+  const double c = n == 0 ? 0.0 : round_bf16(round_bf16(static_cast<double>(m0_add)) / round_bf16(static_cast<double>(n)));
+  const double delta = round_bf16(m1_add - m1);
+  m1 = round_bf16(m1 + round_bf16(c * delta));
+  const double term = round_bf16(round_bf16(round_bf16(delta * delta) * c) * round_bf16(static_cast<double>(m0)));
+  m2 = round_bf16(m2 + round_bf16(m2_add + term));
 }
 
 // RowwiseMomentsImpl<BFloat16>: 16 lanes (Vectorized<BFloat16>::size() with AVX2), chunks of
@@ -300,12 +300,12 @@ std::pair<double, double> rowwise_moments_bf16(const double* x, int64_t N) {
     const int64_t m0 = std::min(kChunk, n - i * kChunk);
     std::array<double, kLanes> m1v{}, m2v{};
     for (int64_t j = 0; j < m0; ++j) {
-      const double c = bf16_op(1.0 / static_cast<double>(j + 1));
+      const double c = round_bf16(1.0 / static_cast<double>(j + 1));
       for (int64_t lane = 0; lane < kLanes; ++lane) {
         const double v = chunk[j * kLanes + lane];
-        const double delta = bf16_op(v - m1v[lane]);
-        m1v[lane] = bf16_op(m1v[lane] + bf16_op(delta * c));
-        m2v[lane] = bf16_op(m2v[lane] + bf16_op(delta * bf16_op(v - m1v[lane])));
+        const double delta = round_bf16(v - m1v[lane]);
+        m1v[lane] = round_bf16(m1v[lane] + round_bf16(delta * c));
+        m2v[lane] = round_bf16(m2v[lane] + round_bf16(delta * round_bf16(v - m1v[lane])));
       }
     }
     add_vec(m0, m1v, m2v, 0);
@@ -326,17 +326,17 @@ std::pair<double, double> rowwise_moments_bf16(const double* x, int64_t N) {
   int64_t m0 = 0;
   double m1 = 0.0, m2 = 0.0;
   for (int64_t i = n * kLanes; i < N; ++i) {
-    const double delta = bf16_op(x[i] - m1);
+    const double delta = round_bf16(x[i] - m1);
     ++m0;
-    m1 = bf16_op(m1 + bf16_op(delta / static_cast<double>(m0)));
-    m2 = bf16_op(m2 + bf16_op(delta * bf16_op(x[i] - m1)));
+    m1 = round_bf16(m1 + round_bf16(delta / static_cast<double>(m0)));
+    m2 = round_bf16(m2 + round_bf16(delta * round_bf16(x[i] - m1)));
   }
   for (int64_t lane = 0; lane < kLanes; ++lane) {
     add_moments_bf16(n, m1_stk[0][lane], m2_stk[0][lane], m0, m1, m2);
     m0 += n;
   }
   // N - ddof as a BFloat16 (static_cast<T>): 1100 becomes 1104.
-  return {m1, bf16_op(m2 / bf16_op(static_cast<double>(N)))};
+  return {m1, round_bf16(m2 / round_bf16(static_cast<double>(N)))};
 }
 
 void layer_norm_forward_bf16(const RowSplit& s, const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
@@ -345,19 +345,19 @@ void layer_norm_forward_bf16(const RowSplit& s, const Tensor& x, const Tensor& w
   const std::vector<double> wv = weight ? to_values(weight) : std::vector<double>{};
   const std::vector<double> bv = bias ? to_values(bias) : std::vector<double>{};
   std::vector<double> ov(xv.size()), mv(static_cast<size_t>(s.rows)), rv(static_cast<size_t>(s.rows));
-  const double eps_bf16 = bf16_op(eps);
+  const double eps_bf16 = round_bf16(eps);
   for (int64_t r = 0; r < s.rows; ++r) {
     const double* xr = xv.data() + r * s.cols;
     const auto [m, var] = rowwise_moments_bf16(xr, s.cols);
-    const double root = bf16_op(std::sqrt(bf16_op(var + eps_bf16)));
-    const double k = bf16_op(1.0 / root);
-    const double shift = bf16_op(-k * m);
+    const double root = round_bf16(std::sqrt(round_bf16(var + eps_bf16)));
+    const double k = round_bf16(1.0 / root);
+    const double shift = round_bf16(-k * m);
     mv[static_cast<size_t>(r)] = m;
     rv[static_cast<size_t>(r)] = k;
     for (int64_t c = 0; c < s.cols; ++c) {
-      double t = f32_op(f32_op(xr[c] * k) + shift);
-      t = f32_op(t * (weight ? wv[static_cast<size_t>(c)] : 1.0));
-      ov[static_cast<size_t>(r * s.cols + c)] = f32_op(t + (bias ? bv[static_cast<size_t>(c)] : 0.0));
+      double t = round_f32(round_f32(xr[c] * k) + shift);
+      t = round_f32(t * (weight ? wv[static_cast<size_t>(c)] : 1.0));
+      ov[static_cast<size_t>(r * s.cols + c)] = round_f32(t + (bias ? bv[static_cast<size_t>(c)] : 0.0));
     }
   }
   store(out, ov);  // rounds each float result to bfloat16 once
@@ -1664,14 +1664,14 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
           // the momentum rounded first (measured over 800 channels: 0 differences in the
           // statistics and the running buffers; rounding only the results differs in 35 of
           // 240 invstd values and 44 of 240 running means).
-          const double mean_b = bf16_op(mean), var_sum_b = bf16_op(var_sum);
-          const double step = bf16_op(momentum), keep = bf16_op(1.0 - step);
+          const double mean_b = round_bf16(mean), var_sum_b = round_bf16(var_sum);
+          const double step = round_bf16(momentum), keep = round_bf16(1.0 - step);
           m = mean_b;
-          invstd = bf16_op(1.0 / std::sqrt(bf16_op(var_sum_b / bf16_op(static_cast<double>(count))) + eps));
-          if (running_mean) rmv[c] = bf16_op(bf16_op(step * mean_b) + bf16_op(keep * rmv[c]));
+          invstd = round_bf16(1.0 / std::sqrt(round_bf16(var_sum_b / round_bf16(static_cast<double>(count))) + eps));
+          if (running_mean) rmv[c] = round_bf16(round_bf16(step * mean_b) + round_bf16(keep * rmv[c]));
           // momentum * unbiased_var is BFloat16 times float, a float.
-          const double unbiased = bf16_op(var_sum_b / bf16_op(static_cast<double>(count - 1)));
-          if (running_var) rvv[c] = bf16_op(f32_op(f32_op(step * unbiased) + bf16_op(keep * rvv[c])));
+          const double unbiased = round_bf16(var_sum_b / round_bf16(static_cast<double>(count - 1)));
+          if (running_var) rvv[c] = round_bf16(round_f32(round_f32(step * unbiased) + round_bf16(keep * rvv[c])));
         } else {
           m = round_to_dtype(mean, stat_dtype);
           invstd = round_to_dtype(1.0 / std::sqrt(var_sum / static_cast<double>(count) + eps), stat_dtype);

@@ -703,9 +703,10 @@ void gemm_storage_batched(DType dtype, const StorageMatrix& a, int64_t a_step, c
   parallel_for(batches, 1, products);
 }
 
+double round_f32(double v) { return static_cast<double>(static_cast<float>(v)); }
+double round_bf16(double v) { return round_to_dtype(round_f32(v), DType::BFloat16); }
+
 namespace {
-double to_bf16(double v) { return round_to_dtype(static_cast<double>(static_cast<float>(v)), DType::BFloat16); }
-double to_f32(double v) { return static_cast<double>(static_cast<float>(v)); }
 
 // Whether addmm_impl_cpu_ hands an operand with strides (rs, cs) to cpublas::gemm as
 // transposed, in its order of checks (a unit row stride first when `col_first`), with the
@@ -744,7 +745,7 @@ void bf16_product(Bf16Kernel kernel, const Bf16Operand& a, const Bf16Operand& b,
       for (int64_t j = 0; j < m; ++j) {
         double s = 0.0;
         for (int64_t l = 0; l < k; ++l) s += a.at(i, l) * b.at(l, j);
-        out[i * m + j] = to_bf16(alpha * s + beta * C(i, j));
+        out[i * m + j] = round_bf16(alpha * s + beta * C(i, j));
       }
     return;
   }
@@ -762,24 +763,24 @@ void bf16_product(Bf16Kernel kernel, const Bf16Operand& a, const Bf16Operand& b,
     }
     float_dot = ta && !tb;
   }
-  const double alpha_f = to_f32(alpha), beta_f = to_f32(beta);
+  const double alpha_f = round_f32(alpha), beta_f = round_f32(beta);
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < m; ++j) {
       double v;
       if (float_dot) {
         double s = 0.0;
-        for (int64_t l = 0; l < k; ++l) s = to_f32(s + a.at(i, l) * b.at(l, j));  // bfloat16 products are exact in float
-        v = beta == 0.0 ? to_f32(alpha_f * s) : to_f32(to_f32(beta_f * C(i, j)) + to_f32(alpha_f * s));
+        for (int64_t l = 0; l < k; ++l) s = round_f32(s + a.at(i, l) * b.at(l, j));  // bfloat16 products are exact in float
+        v = beta == 0.0 ? round_f32(alpha_f * s) : round_f32(round_f32(beta_f * C(i, j)) + round_f32(alpha_f * s));
       } else {
-        v = beta == 0.0 ? 0.0 : beta == 1.0 ? C(i, j) : to_bf16(C(i, j) * beta_f);
+        v = beta == 0.0 ? 0.0 : beta == 1.0 ? C(i, j) : round_bf16(C(i, j) * beta_f);
         for (int64_t l = 0; l < k; ++l) {
           // The kernels scale their second operand by alpha (mat1 when swapped).
-          const double p = swap ? to_bf16(b.at(l, j) * to_f32(a.at(i, l) * alpha_f))
-                                : to_bf16(a.at(i, l) * to_f32(b.at(l, j) * alpha_f));
-          v = to_bf16(to_f32(v + p));
+          const double p = swap ? round_bf16(b.at(l, j) * round_f32(a.at(i, l) * alpha_f))
+                                : round_bf16(a.at(i, l) * round_f32(b.at(l, j) * alpha_f));
+          v = round_bf16(round_f32(v + p));
         }
       }
-      out[i * m + j] = to_bf16(v);
+      out[i * m + j] = round_bf16(v);
     }
 }
 }  // namespace
@@ -834,8 +835,7 @@ Tensor mm(const Tensor& a, const Tensor& b) {
   Tensor r = uninitialized_tensor({n, m}, od, a->is_meta() || b->is_meta());  // gemm writes all
   if (r->is_meta()) return r;
   if (a->dtype() == DType::BFloat16 && b->dtype() == DType::BFloat16) {
-    const std::vector<double> v = bf16_addmm(a, b, {}, 0.0, 1.0);
-    for (size_t i = 0; i < v.size(); ++i) r->storage->set(static_cast<int64_t>(i), v[i]);
+    write_values(r, bf16_addmm(a, b, {}, 0.0, 1.0));
     return r;
   }
   gemm_storage(od, {a->storage.get(), a->offset, a->strides[0], a->strides[1]},

@@ -35,6 +35,10 @@ Tensor sum_to(const Tensor& g, const Shape& shape);
 // (SumBackward's grad.expand), sharing g's storage.
 Tensor expand_to(const Tensor& g, const Shape& shape, const std::vector<int64_t>& dims, bool keepdim);
 Tensor mm(const Tensor& a, const Tensor& b);     // (n,k) @ (k,m)
+// v rounded as a float operation stores it, and as c10's BFloat16(float(v)) does: to float
+// first, then to bfloat16 (what a BFloat16 operation computed in float stores).
+double round_f32(double v);
+double round_bf16(double v);
 // beta * c + alpha * (a @ b) for bfloat16 CPU tensors a (n, k) and b (k, m), read through
 // their strides, as PyTorch 1.13's addmm_impl_cpu_ rounds it; c row-major (n, m), ignored
 // when beta is 0. Row-major (n, m) values, each a bfloat16.
