@@ -718,13 +718,21 @@ Tensor avg_pool2d(const Tensor& input, const AvgPool2dArgs& args) {
   const Planes in = planes_of(input->sizes);
   const int64_t oh = checked_pooling_output_size(in.height, a.kh, a.ph, a.sh, 1, args.ceil_mode);
   const int64_t ow = checked_pooling_output_size(in.width, a.kw, a.pw, a.sw, 1, args.ceil_mode);
-  // pool2d_shape_check
-  if (a.kw <= 0 || a.kh <= 0)
-    fail("type_error", "kernel size should be greater than zero, but got kH: " + std::to_string(a.kh) +
-                           " kW: " + std::to_string(a.kw));
-  if (a.sw <= 0 || a.sh <= 0)
-    fail("type_error", "stride should be greater than zero, but got dH: " + std::to_string(a.sh) +
-                           " dW: " + std::to_string(a.sw));
+  // pool2d_shape_check takes its parameters as int: avg_pool2d's meta function passes its
+  // int64 ones narrowed, as C++ narrows them (measured: kernel_size=2**31 with padding=2**30
+  // says "kH: -2147483648", stride=2**31 says "dH: -2147483648"); the output size above uses
+  // the int64 values.
+  const auto as_int = [](int64_t v) { return static_cast<int32_t>(static_cast<uint64_t>(v)); };
+  if (as_int(a.kw) <= 0 || as_int(a.kh) <= 0)
+    fail("type_error", "kernel size should be greater than zero, but got kH: " + std::to_string(as_int(a.kh)) +
+                           " kW: " + std::to_string(as_int(a.kw)));
+  if (as_int(a.sw) <= 0 || as_int(a.sh) <= 0)
+    fail("type_error", "stride should be greater than zero, but got dH: " + std::to_string(as_int(a.sh)) +
+                           " dW: " + std::to_string(as_int(a.sw)));
+  // Past these checks 1.13 goes on with a mix of the int64 and the narrowed values (measured:
+  // kernel_size=2**32+3 with padding=1 gives a 1x1 output, which neither reading gives).
+  for (int64_t v : {a.kh, a.kw, a.sh, a.sw, a.ph, a.pw})
+    if (v != as_int(v)) unsupported("avg_pool2d with kernel_size, stride or padding beyond int32");
   const bool valid_dims = input->sizes[1] != 0 && input->sizes[2] != 0;
   if (!((nd == 3 && input->sizes[0] != 0 && valid_dims) || (nd == 4 && valid_dims && input->sizes[3] != 0)))
     fail("shape_mismatch", "Expected 3D or 4D (batch mode) tensor with optional 0 dim batch size for input, but got:" +

@@ -869,6 +869,20 @@ std::vector<Tensor> embedding_dbackward(Node& n, const std::vector<Tensor>& g) {
   return {r};
 }
 
+// A 128-bit integer in decimal (std::to_string has no overload for it).
+std::string wide_int_str(__int128 v) {
+  if (v == 0) return "0";
+  const bool negative = v < 0;
+  std::string digits;
+  while (v != 0) {
+    const int digit = static_cast<int>(v % 10);
+    digits.push_back(static_cast<char>('0' + (digit < 0 ? -digit : digit)));
+    v /= 10;
+  }
+  if (negative) digits.push_back('-');
+  return std::string(digits.rbegin(), digits.rend());
+}
+
 // ---------------------------------------------------------------- conv2d
 //
 // derivatives.yaml (1.13):
@@ -1245,18 +1259,26 @@ void check_convolution(const Tensor& input, const Tensor& weight, const Tensor& 
     fail("shape_mismatch", "Given weight of size " + shape_str(ws) + ", expected bias to be 1-dimensional with " +
                                std::to_string(ws[0]) + " elements, but got bias of size " + shape_str(bias->sizes) +
                                " instead");
-  bool fits = true;
+  // The padded size and the kernel's extent are computed exactly. 1.13 computes them in
+  // int64 and wraps (measured on a 5x5 input and 3x3 kernel: dilation=2**62 passes the check
+  // and gives a 5x5 output, padding=2**62 reports a padded size of -9223372036854775803):
+  // here such a kernel is reported with its true extent, and a padded size beyond int64 is an
+  // error instead of a wrapped shape.
+  bool fits = true, padded_fits_int64 = true;
   std::string in_s, k_s;
   for (size_t i = 0; i < spatial; ++i) {
-    const int64_t padded = input->sizes[2 + i] + 2 * padding[i];
-    const int64_t span = dilation[i] * (ws[2 + i] - 1) + 1;
+    const __int128 padded = static_cast<__int128>(input->sizes[2 + i]) + 2 * static_cast<__int128>(padding[i]);
+    const __int128 span = static_cast<__int128>(dilation[i]) * (ws[2 + i] - 1) + 1;
     if (padded < span) fits = false;
-    in_s += (i ? " x " : "") + std::to_string(padded);
-    k_s += (i ? " x " : "") + std::to_string(span);
+    if (padded > std::numeric_limits<int64_t>::max()) padded_fits_int64 = false;
+    in_s += (i ? " x " : "") + wide_int_str(padded);
+    k_s += (i ? " x " : "") + wide_int_str(span);
   }
   if (!fits)
     fail("shape_mismatch", "Calculated padded input size per channel: (" + in_s + "). Kernel size: (" + k_s +
                                "). Kernel size can't be greater than actual input size");
+  if (!padded_fits_int64)
+    fail("shape_mismatch", "Calculated padded input size per channel: (" + in_s + ") does not fit in int64");
   // The backend's type checks come last: the bias first, then the weight (measured with
   // both mismatched: the bias message wins).
   // bfloat16 on the CPU: 1.13 runs oneDNN's bfloat16 convolution (on a CPU with AVX-512),
@@ -1292,14 +1314,19 @@ void check_convolution(const Tensor& input, const Tensor& weight, const Tensor& 
 // int64 indices), self (same object), stride (() when not given, measured).
 
 // pooling_output_shape_pad_lr with div_rtn (rounds towards negative infinity).
+// Computed exactly in 128 bits (1.13's int64 arithmetic cannot overflow for max_pool2d, whose
+// parameters are 32-bit, but can for avg_pool2d's 64-bit ones); a size beyond int64 is an error.
 int64_t pooling_output_size(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dilation, bool ceil_mode) {
-  const int64_t num = in + 2 * pad - dilation * (k - 1) - 1 + (ceil_mode ? stride - 1 : 0);
-  int64_t q = num / stride;
+  using Wide = __int128;
+  const Wide num = Wide(in) + 2 * Wide(pad) - Wide(dilation) * (Wide(k) - 1) - 1 + (ceil_mode ? Wide(stride) - 1 : 0);
+  Wide q = num / stride;
   if ((num % stride != 0) && ((num < 0) != (stride < 0))) --q;
-  int64_t out = q + 1;
+  Wide out = q + 1;
   // ceil_mode: the last window must start inside the input (or its left padding).
-  if (ceil_mode && (out - 1) * stride >= in + pad) --out;
-  return out;
+  if (ceil_mode && (out - 1) * stride >= Wide(in) + pad) --out;
+  if (out > std::numeric_limits<int64_t>::max() || out < std::numeric_limits<int64_t>::min())
+    fail("shape_mismatch", "pooling output size " + wide_int_str(out) + " does not fit in int64");
+  return static_cast<int64_t>(out);
 }
 
 // pooling_output_shape's checks, for one spatial dim.
@@ -2050,6 +2077,12 @@ MaxPool2dResult max_pool2d(const Tensor& input, const std::vector<int64_t>& kern
     fail("type_error", "max_pool2d: padding must either be a single int, or a tuple of two ints");
   if (dilation.size() != 1 && dilation.size() != 2)
     fail("type_error", "max_pool2d: dilation must be either a single int, or a tuple of two ints");
+  // max_pool2d_with_indices' meta function narrows every parameter with safe_downcast<int>
+  // (measured: stride, dilation or kernel_size of 2**31 raise "integer out of range").
+  for (const std::vector<int64_t>* list : {&kernel_size, &stride, &padding, &dilation})
+    for (int64_t v : *list)
+      if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max())
+        fail("index_out_of_range", "integer out of range");
   PoolGeometry p{};
   p.kh = kernel_size[0], p.kw = kernel_size.back();
   p.sh = stride.empty() ? p.kh : stride[0];

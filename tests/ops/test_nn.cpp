@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <set>
 #include <string>
 #include <vector>
@@ -22,6 +23,7 @@
 #include "errors.hpp"
 #include "interp/run_helpers.hpp"
 #include "interp/value.hpp"
+#include "ops/model_ops.hpp"
 #include "ops/nn.hpp"
 #include "ops/ops.hpp"
 #include "scenario/random.hpp"
@@ -1025,6 +1027,68 @@ TEST_CASE("nn errors: max_pool2d", "[nn][errors]") {
   CHECK(e.second == "Given input size: (1x2x2). Calculated output size: (1x0x0). Output size is too small");
   // An empty batch is fine.
   CHECK(ops::max_pool2d(A({0, 1, 4, 4}), {2}, {}, {0}, {1}, false).output->sizes == Shape{0, 1, 2, 2});
+}
+
+TEST_CASE("nn errors: convolution and pooling geometry beyond int64 and int32", "[nn][errors]") {
+  Tensor img = A({1, 1, 5, 5});
+  Tensor w = A({1, 1, 3, 3});
+  const int64_t two_62 = int64_t{1} << 62;
+  auto conv = [&](std::vector<int64_t> s, std::vector<int64_t> p, std::vector<int64_t> d) {
+    return error_of([&] { ops::conv2d(img, w, nullptr, conv_args(s, p, d)); });
+  };
+  // The kernel's extent 2**62 * 2 + 1 is reported exactly (1.13 wraps it in int64 and
+  // returns a 5x5 output).
+  auto e = conv({1, 1}, {0, 0}, {two_62, two_62});
+  CHECK(e.first == "shape_mismatch");
+  CHECK(e.second == "Calculated padded input size per channel: (5 x 5). Kernel size: (9223372036854775809 x "
+                    "9223372036854775809). Kernel size can't be greater than actual input size");
+  e = conv({1, 1}, {0, 0}, {1, two_62});
+  CHECK(e.second == "Calculated padded input size per channel: (5 x 5). Kernel size: (3 x 9223372036854775809). "
+                    "Kernel size can't be greater than actual input size");
+  e = conv({1, 1}, {two_62, two_62}, {1, 1});
+  CHECK(e.first == "shape_mismatch");
+  CHECK(e.second == "Calculated padded input size per channel: (9223372036854775813 x 9223372036854775813) does not "
+                    "fit in int64");
+  // A stride beyond the input is a 1x1 output, as in 1.13.
+  CHECK(ops::conv2d(img, w, nullptr, conv_args({two_62, two_62}, {0, 0}, {1, 1}))->sizes == Shape{1, 1, 1, 1});
+
+  // max_pool2d narrows its parameters with safe_downcast<int> (measured in 1.13).
+  auto mp = [&](std::vector<int64_t> k, std::vector<int64_t> s, std::vector<int64_t> p, std::vector<int64_t> d) {
+    return error_of([&] { ops::max_pool2d(img, k, s, p, d, false); });
+  };
+  const int64_t two_31 = int64_t{1} << 31;
+  for (const auto& bad : {mp({3, 3}, {two_31, two_31}, {0, 0}, {1, 1}), mp({3, 3}, {}, {0, 0}, {two_31, 1}),
+                          mp({two_31, two_31}, {}, {two_31 / 2, 0}, {1, 1}), mp({3, 3}, {}, {1, 1}, {two_62, two_62})}) {
+    CHECK(bad.first == "index_out_of_range");
+    CHECK(bad.second == "integer out of range");
+  }
+  CHECK(ops::max_pool2d(img, {3, 3}, {two_31 - 1, two_31 - 1}, {0, 0}, {1, 1}, false).output->sizes ==
+        Shape{1, 1, 1, 1});
+  e = mp({3, 3}, {}, {0, 0}, {two_31 - 1, two_31 - 1});
+  CHECK(e.second == "Given input size: (1x5x5). Calculated output size: (1x-1431655763x-1431655763). Output size is "
+                    "too small");
+
+  // avg_pool2d computes its output size in int64 and checks the parameters narrowed to int.
+  auto ap = [&](std::vector<int64_t> k, std::vector<int64_t> s, std::vector<int64_t> p) {
+    ops::AvgPool2dArgs a;
+    a.kernel_size = std::move(k), a.stride = std::move(s), a.padding = std::move(p);
+    return error_of([&] { ops::avg_pool2d(img, a); });
+  };
+  e = ap({3, 3}, {two_31, two_31}, {0, 0});
+  CHECK(e.first == "type_error");
+  CHECK(e.second == "stride should be greater than zero, but got dH: -2147483648 dW: -2147483648");
+  e = ap({two_31, two_31}, {}, {two_31 / 2, two_31 / 2});
+  CHECK(e.second == "kernel size should be greater than zero, but got kH: -2147483648 kW: -2147483648");
+  // The sizes are computed without overflow: a kernel of 2**63 - 1 with padding 2**62 - 1
+  // reaches the kernel check (measured in 1.13: "kH: -1").
+  const int64_t max64 = std::numeric_limits<int64_t>::max();
+  e = ap({max64, max64}, {1, 1}, {two_62 - 1, two_62 - 1});
+  CHECK(e.second == "kernel size should be greater than zero, but got kH: -1 kW: -1");
+  e = ap({3, 3}, {max64, max64}, {0, 0});
+  CHECK(e.second == "stride should be greater than zero, but got dH: -1 dW: -1");
+  // Past those checks 1.13 mixes narrowed and int64 values: refused.
+  e = ap({(int64_t{1} << 32) + 3, (int64_t{1} << 32) + 3}, {}, {1, 1});
+  CHECK(e.first == "unsupported");
 }
 
 // ================================================================ through the interpreter
