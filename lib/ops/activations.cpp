@@ -275,9 +275,31 @@ struct GeluTanh {
   }
 };
 
+// approximate='none' on bfloat16 as GeluKernelImpl / GeluBackwardKernelImpl compute it on the
+// CPU: Vectorized<BFloat16> arithmetic, every step (constants included) rounded to bfloat16,
+// erf and exp in float. Measured on 100,000 elements: 0 differences forward and backward;
+// rounding the exact value once differs in 46,021 outputs and 57,203 gradients.
+struct GeluNoneBf16 {
+  static double rd(double v) { return kernels::round_bf16(v); }
+  static double alpha() { return rd(1.0 / kSqrt2); }                // scalar_t(M_SQRT1_2)
+  static double beta() { return rd(kInvSqrt2Pi); }                  // M_2_SQRTPI * M_SQRT1_2 * 0.5
+  static double cdf(double x) { return rd(0.5 * rd(1.0 + rd(std::erf(rd(x * alpha()))))); }
+  static double forward(double x) { return rd(rd(x * 0.5) * rd(1.0 + rd(std::erf(rd(x * alpha()))))); }
+  static double backward(double dy, double x) {
+    const double pdf = rd(beta() * rd(std::exp(rd(rd(x * x) * -0.5))));
+    return rd(dy * rd(cdf(x) + rd(x * pdf)));
+  }
+};
+
 // gelu_backward(grad, self, approximate)
 std::vector<Tensor> gelu_backward(Node& n, const std::vector<Tensor>& g) {
   const DType dt = n.input_meta[0].dtype;
+  if (dt == DType::BFloat16 && attr_of(n, "approximate").s != "tanh") {
+    Tensor self = n.unpack("self");
+    if (!kernels::device::any_on_device({&g[0], &self}) && !self->is_meta() && g[0]->dtype() == DType::BFloat16)
+      return {kernels::binary_split(g[0], self, dt, [](double dy, double x) { return GeluNoneBf16::backward(dy, x); },
+                                    "backward")};
+  }
   if (attr_of(n, "approximate").s == "tanh") {
     Tensor self = n.unpack("self");
     if (kernels::device::any_on_device({&g[0], &self}))
@@ -1390,7 +1412,9 @@ Tensor gelu(const Tensor& a, const std::string& approximate) {
                                           a, a->dtype())
              : approximate == "tanh" ? kernels::unary_split(a, a->dtype(), [gt](double x) { return gt.forward(x); })
              : a->dtype() == DType::Float32 ? gelu_f32_forward(a)
-                                            : kernels::unary_split(a, a->dtype(), [](double x) { return gelu_none(x); });
+             : a->dtype() == DType::BFloat16
+                 ? kernels::unary_split(a, a->dtype(), [](double x) { return GeluNoneBf16::forward(x); })
+                 : kernels::unary_split(a, a->dtype(), [](double x) { return gelu_none(x); });
   if (needs_grad({&a})) {
     // GeluBackward0: approximate ('none' or 'tanh'), self (SUMMARY gelu_none / gelu_tanh).
     auto node = make_node("GeluBackward0", gelu_backward, {a});

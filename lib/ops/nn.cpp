@@ -365,6 +365,87 @@ void layer_norm_forward_bf16(const RowSplit& s, const Tensor& x, const Tensor& w
   store(rstd, rv);
 }
 
+
+// LayerNormBackwardKernelImplInternal<BFloat16> (1.13): T_ACC is float, the row sums come from
+// functional_bfloat16.h's reduce_all / map2_reduce_all / map3_reduce_all, which return the
+// sum as a BFloat16, and the scalar and vector expressions a*b + c are fused multiply-adds
+// (the AVX2 kernels are built with FMA contraction). Emulated in float with explicit fmaf.
+// Measured against 1.13 on 150 random inputs (rows of 1 to 513 elements, with weight and
+// bias, weight only, neither): 0 of 23,047 input-gradient values and no weight or bias
+// gradient differ; without the BFloat16 sums 16 of 48 values already differ on a 6x8 input,
+// without the fused forms 2 of 9,159.
+float to_bf16(float v) { return static_cast<float>(round_bf16(v)); }
+
+// The reduction of functional_bfloat16.h on AVX2: 16 values per Vectorized<BFloat16>, two
+// float accumulators of 8 lanes, the tail merged lane by lane, then the 8 lanes reduced by
+// vec_reduce_all's shuffles ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)); a row shorter than 16 adds
+// its two halves lane by lane and sums the lanes in order.
+float bf16_functional_sum(const std::vector<float>& v) {
+  const size_t n = v.size();
+  std::array<float, 8> acc0{}, acc1{};
+  auto in_order = [](const std::array<float, 8>& lanes, size_t count) {
+    float s = lanes[0];
+    for (size_t i = 1; i < count; ++i) s = s + lanes[i];
+    return s;
+  };
+  if (n < 16) {
+    for (size_t l = 0; l < std::min<size_t>(n, 8); ++l) acc0[l] = v[l];
+    if (n <= 8) return in_order(acc0, n);
+    for (size_t l = 0; l + 8 < n; ++l) acc0[l] = acc0[l] + v[8 + l];
+    return in_order(acc0, 8);
+  }
+  for (size_t l = 0; l < 8; ++l) acc0[l] = v[l], acc1[l] = v[8 + l];
+  size_t d = 16;
+  for (; d < n - n % 16; d += 16)
+    for (size_t l = 0; l < 8; ++l) acc0[l] = acc0[l] + v[d + l], acc1[l] = acc1[l] + v[d + 8 + l];
+  const size_t tail = n - d;
+  if (tail > 8) {
+    for (size_t l = 0; l < 8; ++l) acc0[l] = acc0[l] + v[d + l];
+    for (size_t l = 0; l + 8 < tail; ++l) acc1[l] = acc1[l] + v[d + 8 + l];
+  } else {
+    for (size_t l = 0; l < tail; ++l) acc0[l] = acc0[l] + v[d + l];
+  }
+  for (size_t l = 0; l < 8; ++l) acc0[l] = acc0[l] + acc1[l];
+  const float a = acc0[0] + acc0[4], b = acc0[2] + acc0[6], c = acc0[1] + acc0[5], e = acc0[3] + acc0[7];
+  return (a + b) + (c + e);
+}
+
+void layer_norm_backward_bf16(const RowSplit& s, const Tensor& x, const Tensor& g, const Tensor& mean,
+                              const Tensor& rstd, const Tensor& weight, const Tensor& gx, const Tensor& gw,
+                              const Tensor& gb) {
+  const std::vector<double> xv = to_values(x), gv = to_values(g), mv = to_values(mean), rv = to_values(rstd);
+  const std::vector<double> wv = weight ? to_values(weight) : std::vector<double>{};
+  const size_t cols = static_cast<size_t>(s.cols);
+  const float scale = 1.0f / static_cast<float>(s.cols);
+  std::vector<double> dx(gx ? xv.size() : 0);
+  std::vector<float> dgamma(cols, 0.0f), dbeta(cols, 0.0f), mapped(cols), dys(cols);
+  for (int64_t r = 0; r < s.rows; ++r) {
+    const size_t base = static_cast<size_t>(r) * cols;
+    const float a = static_cast<float>(rv[static_cast<size_t>(r)]), m = static_cast<float>(mv[static_cast<size_t>(r)]);
+    auto dy = [&](size_t c) { return static_cast<float>(gv[base + c]); };
+    auto xe = [&](size_t c) { return static_cast<float>(xv[base + c]); };
+    auto gamma = [&](size_t c) { return weight ? static_cast<float>(wv[c]) : 1.0f; };
+    if (gw) {
+      const float shift = -a * m;
+      for (size_t c = 0; c < cols; ++c) dgamma[c] = to_bf16(std::fma(dy(c), std::fma(a, xe(c), shift), dgamma[c]));
+    }
+    if (gb)
+      for (size_t c = 0; c < cols; ++c) dbeta[c] = to_bf16(dbeta[c] + dy(c));
+    if (!gx) continue;
+    for (size_t c = 0; c < cols; ++c) {
+      mapped[c] = weight ? (dy(c) * xe(c)) * gamma(c) : dy(c) * xe(c);
+      dys[c] = weight ? dy(c) * gamma(c) : dy(c);
+    }
+    const float ds = to_bf16(bf16_functional_sum(mapped)), db = to_bf16(bf16_functional_sum(dys));
+    const float b = ((std::fma(db, m, -ds) * a) * a) * a * scale;
+    const float c0 = std::fma(-b, m, -((db * a) * scale));
+    for (size_t c = 0; c < cols; ++c)
+      dx[base + c] = to_bf16(std::fma(b, xe(c), (a * dy(c)) * gamma(c)) + c0);
+  }
+  if (gx) store(gx, dx);
+  if (gw) store(gw, std::vector<double>(dgamma.begin(), dgamma.end()));
+  if (gb) store(gb, std::vector<double>(dbeta.begin(), dbeta.end()));
+}
 }  // namespace
 
 // native_layer_norm_backward, with xhat = (x - mean) * rstd and gw = grad * weight:
@@ -382,12 +463,6 @@ std::vector<Tensor> layer_norm_backward(Node& n, const std::vector<Tensor>& g) {
         wants(n, 1), wants(n, 2));
     return {d.input, d.weight, d.bias};
   }
-  // The forward's BFloat16 kernel is reproduced (layer_norm_forward_bf16), the backward's is
-  // not: with float arithmetic on the bfloat16 data (and with bfloat16 sums, sequential or
-  // tree-ordered), 1.13's input gradient differs beyond rtol 1.6e-2 where the row's terms
-  // cancel (1 of 48 values on a 2x3x8 input), so it is refused rather than approximated.
-  if (x->dtype() == DType::BFloat16 && !meta)
-    fail("unsupported", "the backward of layer_norm of bfloat16 tensors on the CPU is not supported");
   auto grad_of = [&](size_t edge) { return written(n.input_meta[edge].sizes, n.input_meta[edge].dtype, meta); };
   Tensor gx = wants(n, 0) ? written(x->sizes, x->dtype(), meta) : nullptr;
   Tensor gw = wants(n, 1) ? grad_of(1) : nullptr;
@@ -395,6 +470,10 @@ std::vector<Tensor> layer_norm_backward(Node& n, const std::vector<Tensor>& g) {
   if (meta) return {gx, gw, gb};
 
   const RowSplit s = split_rows(x->sizes, n.attr("normalized_shape").list.size());
+  if (x->dtype() == DType::BFloat16) {
+    layer_norm_backward_bf16(s, x, g[0], mean, rstd, w, gx, gw, gb);
+    return {gx, gw, gb};
+  }
   if (layer_norm_backward_f32(s, x, g[0], mean, rstd, w, gx, gw, gb)) return {gx, gw, gb};
   const std::vector<double> xv = to_values(x), gv = to_values(g[0]), mv = to_values(mean), rv = to_values(rstd);
   const std::vector<double> wv = w ? to_values(w) : std::vector<double>{};
@@ -1039,6 +1118,112 @@ void conv_forward_exact(const ConvGeometry& c, const Tensor& input, const Tensor
   store(out, ov);
 }
 
+// bfloat16 on a CPU without AVX-512 (kernels::bf16_cpu_kernels() == Cpublas): 1.13 takes
+// slow_conv2d (ConvolutionMM2d.cpp), group by group and sample by sample: the input unfolded
+// into columns (CKK x L, exact copies), then cpublas::gemm on bfloat16 (bf16_cpublas_gemm).
+//   forward:      out (L x OC) = gemm(N, N) of columns and weight, c preset to the bias (beta 1) or 0;
+//   grad_input:   columns' grad = gemm(N, T) of grad_output and weight (beta 0), folded back into
+//                 the input with one bfloat16 add per tap (unfolded2d_acc), kernel row, column order;
+//   grad_weight:  gemm(T, N) of columns and grad_output with beta 1, sample after sample;
+//   grad_bias:    at::sum over (N, H, W), sample by sample (below).
+// slow_conv2d has no dilation (1.13 takes slow_conv_dilated2d there, not reproduced).
+struct SlowConvGroup {
+  const ConvGeometry& c;
+  int64_t rows() const { return c.group_in * c.kernel_h * c.kernel_w; }  // CKK of one group
+  int64_t cols() const { return c.out_h * c.out_w; }                      // L
+  // Visits the taps of sample t, group g as unfolded2d_copy / unfolded2d_acc walk them: input
+  // channel, kernel row, kernel column, output row, output column; f(column element, input
+  // element) with flat indices into the [CKK][L] columns and the input, padding skipped.
+  template <typename F>
+  void for_each_tap(int64_t t, int64_t g, F&& f) const {
+    for (int64_t ci = 0; ci < c.group_in; ++ci)
+      for (int64_t kh = 0; kh < c.kernel_h; ++kh)
+        for (int64_t kw = 0; kw < c.kernel_w; ++kw) {
+          const int64_t r = (ci * c.kernel_h + kh) * c.kernel_w + kw;
+          const int64_t plane = (t * c.in_channels + g * c.group_in + ci) * c.height;
+          for (int64_t oh = 0; oh < c.out_h; ++oh) {
+            const int64_t ih = oh * c.stride[0] - c.padding[0] + kh;
+            if (ih < 0 || ih >= c.height) continue;
+            for (int64_t ow = 0; ow < c.out_w; ++ow) {
+              const int64_t iw = ow * c.stride[1] - c.padding[1] + kw;
+              if (iw < 0 || iw >= c.width) continue;
+              f(static_cast<size_t>(r * cols() + oh * c.out_w + ow), static_cast<size_t>((plane + ih) * c.width + iw));
+            }
+          }
+        }
+  }
+  // Columns of sample t, group g: [CKK][L] row-major, zero where the tap is padding.
+  std::vector<double> unfold(const std::vector<double>& xv, int64_t t, int64_t g) const {
+    std::vector<double> col(static_cast<size_t>(rows() * cols()), 0.0);
+    for_each_tap(t, g, [&](size_t ci, size_t xi) { col[ci] = xv[xi]; });
+    return col;
+  }
+};
+
+bool conv_bf16_takes_slow_conv2d(const Tensor& input) {
+  return input->dtype() == DType::BFloat16 && !input->is_meta() &&
+         kernels::bf16_cpu_kernels() == kernels::Bf16CpuKernels::Cpublas;
+}
+
+void conv_forward_slow_bf16(const ConvGeometry& c, const Tensor& input, const Tensor& weight, const Tensor& bias,
+                            const Tensor& out) {
+  const std::vector<double> xv = to_values(input), wv = to_values(weight);
+  const std::vector<double> bv = bias ? to_values(bias) : std::vector<double>{};
+  const SlowConvGroup s{c};
+  const int64_t oc_g = c.out_channels / c.groups, L = s.cols(), K = s.rows();
+  std::vector<double> ov(static_cast<size_t>(out->numel()), 0.0);
+  for (int64_t t = 0; t < c.batch; ++t)
+    for (int64_t g = 0; g < c.groups; ++g) {
+      const std::vector<double> col = s.unfold(xv, t, g);
+      double* o = ov.data() + (t * c.out_channels + g * oc_g) * L;
+      if (bias)
+        for (int64_t oc = 0; oc < oc_g; ++oc) std::fill(o + oc * L, o + (oc + 1) * L, bv[static_cast<size_t>(g * oc_g + oc)]);
+      kernels::bf16_cpublas_gemm(false, false, L, oc_g, K, 1.0, col.data(), L, wv.data() + g * oc_g * K, K,
+                                 bias ? 1.0 : 0.0, o, L);
+    }
+  store(out, ov);
+}
+
+void conv_backward_slow_bf16(const ConvGeometry& c, const Tensor& grad, const Tensor& input, const Tensor& weight,
+                             const Tensor& gx, const Tensor& gw, const Tensor& gb) {
+  const std::vector<double> xv = to_values(input), wv = to_values(weight), gv = to_values(grad);
+  const SlowConvGroup s{c};
+  const int64_t oc_g = c.out_channels / c.groups, L = s.cols(), K = s.rows();
+  std::vector<double> dx(gx ? xv.size() : 0, 0.0), dw(gw ? wv.size() : 0, 0.0);
+  std::vector<double> fgrad(static_cast<size_t>(K * L));
+  for (int64_t g = 0; g < c.groups; ++g)
+    for (int64_t t = 0; t < c.batch; ++t) {
+      const double* go = gv.data() + (t * c.out_channels + g * oc_g) * L;
+      if (gx) {
+        kernels::bf16_cpublas_gemm(false, true, L, K, oc_g, 1.0, go, L, wv.data() + g * oc_g * K, K, 0.0,
+                                   fgrad.data(), L);
+        s.for_each_tap(t, g, [&](size_t ci, size_t xi) { dx[xi] = kernels::round_bf16(dx[xi] + fgrad[ci]); });
+      }
+      if (gw) {
+        const std::vector<double> col = s.unfold(xv, t, g);
+        kernels::bf16_cpublas_gemm(true, false, K, oc_g, L, 1.0, col.data(), L, go, L, 1.0, dw.data() + g * oc_g * K,
+                                   K);
+      }
+    }
+  if (gb) {
+    // at::sum over (0, 2, 3) of bfloat16: cascade_sum sums each sample's plane in float and
+    // adds it to the bfloat16 output with CastStoreAccumulate (`*out += value`: the float
+    // rounded to bfloat16, then the add rounded). Measured: 0 differences on 6 shapes; the
+    // exact sum rounded once differs in up to 21 of 32 channels.
+    std::vector<double> db(static_cast<size_t>(c.out_channels), 0.0);
+    const int64_t plane = c.out_h * c.out_w;
+    for (int64_t b = 0; b < c.batch; ++b)
+      for (int64_t co = 0; co < c.out_channels; ++co) {
+        double part = 0.0;
+        for (int64_t i = 0; i < plane; ++i) part += gv[static_cast<size_t>((b * c.out_channels + co) * plane + i)];
+        db[co] = kernels::round_bf16(db[co] + kernels::round_bf16(part));
+      }
+    store(gb, db);
+  }
+  if (gx) store(gx, dx);
+  if (gw) store(gw, dw);
+}
+
 template <typename T>
 void conv_backward_in(const ConvGeometry& c, const Tensor& grad, const Tensor& input, const Tensor& weight,
                       const Tensor& gx, const Tensor& gw, const Tensor& gb) {
@@ -1091,6 +1276,8 @@ std::vector<Tensor> conv2d_backward(Node& n, const std::vector<Tensor>& g) {
                                        n.attr("dilation").list, n.attr("groups").i);
   if (input->dtype() == DType::Float32)
     conv_backward_in<float>(c, g[0], input, weight, gx, gw, gb);
+  else if (conv_bf16_takes_slow_conv2d(input))
+    conv_backward_slow_bf16(c, g[0], input, weight, gx, gw, gb);
   else
     conv_backward_exact(c, g[0], input, weight, gx, gw, gb);
   return {gx, gw, gb};
@@ -1281,14 +1468,21 @@ void check_convolution(const Tensor& input, const Tensor& weight, const Tensor& 
     fail("shape_mismatch", "Calculated padded input size per channel: (" + in_s + ") does not fit in int64");
   // The backend's type checks come last: the bias first, then the weight (measured with
   // both mismatched: the bias message wins).
-  // bfloat16 on the CPU: 1.13 runs oneDNN's bfloat16 convolution (on a CPU with AVX-512),
+  // bfloat16 on the CPU: 1.13 runs oneDNN's bfloat16 convolution on a CPU with AVX-512,
   // whose forward and backward equal the exact sums of the bfloat16 operands rounded once
   // (measured: 0 of 3,584 outputs and 0 of 8,751 gradient values differ, 1-D and 2-D,
-  // strided, grouped, with and without bias), as conv_forward_exact computes them.
+  // strided, grouped, with and without bias), as conv_forward_exact computes them; elsewhere
+  // slow_conv2d (conv_forward_slow_bf16).
   require_kernel_dtype(input, "slow_conv2d_cpu", op, /*allow_int64=*/true, /*bfloat16_on_cpu=*/true);
+  const bool slow_bf16 = conv_bf16_takes_slow_conv2d(input);
+  if (slow_bf16)
+    for (int64_t d : dilation)
+      if (d != 1)
+        fail("unsupported", std::string(op) + " of bfloat16 tensors with dilation on a CPU without AVX-512 "
+                                              "(1.13's slow_conv_dilated2d rounding) is not supported");
   // oneDNN checks the weight's type before the bias's (measured: a bfloat16 input with a
   // float32 weight and a bfloat16 bias names the weight).
-  if (input->dtype() == DType::BFloat16 && !input->is_meta() && weight->dtype() != DType::BFloat16)
+  if (input->dtype() == DType::BFloat16 && !input->is_meta() && !slow_bf16 && weight->dtype() != DType::BFloat16)
     fail("dtype_mismatch", "Input type (CPUBFloat16Type) and weight type (" + legacy_tensor_type(weight->dtype()) +
                                ") should be the same or input should be a MKLDNN tensor and weight is a dense tensor",
          {{"op", op}, {"dtypes", {dtype_name(input->dtype()), dtype_name(weight->dtype())}}});
@@ -1301,6 +1495,11 @@ void check_convolution(const Tensor& input, const Tensor& weight, const Tensor& 
   if (bias && bias->dtype() != input->dtype())
     fail("dtype_mismatch", "Input type (" + input_type_name(input->dtype()) + ") and bias type (" +
                                input_type_name(bias->dtype()) + ") should be the same");
+  // slow_conv2d reads the weight as the input's type after the bias check (measured on a CPU
+  // without AVX-512: a float32 weight gives this message, a float32 bias the one above).
+  if (slow_bf16 && weight->dtype() != DType::BFloat16)
+    fail("dtype_mismatch", "expected scalar type BFloat16 but found " + scalar_name(weight->dtype()),
+         {{"op", op}, {"dtypes", {dtype_name(input->dtype()), dtype_name(weight->dtype())}}});
   require_same_dtype(input, weight, "conv2d");
 }
 
@@ -2009,6 +2208,8 @@ Tensor convolution(const Tensor& input, const Tensor& weight, const Tensor& bias
   if (!meta && !on_device) {
     if (input->dtype() == DType::Float32)
       conv_forward_in<float>(c, input, weight, bias, out);
+    else if (conv_bf16_takes_slow_conv2d(input))
+      conv_forward_slow_bf16(c, input, weight, bias, out);
     else
       conv_forward_exact(c, input, weight, bias, out);
   }

@@ -5,6 +5,8 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -737,6 +739,26 @@ enum class Bf16Kernel {
   Naive,    // bmm's small-product loop: rounding after every add whatever the layout
 };
 
+// One element of cpublas::gemm's bfloat16 loops: sum over l < k of first(l) * second(l), where
+// `second` is the operand gemm scales by alpha (its op(b)), started from c scaled by beta.
+// gemm_transa_ (float_dot) takes a float dot product and rounds once; gemm_notrans_,
+// gemm_transb_ and gemm_transab_ round every product to bfloat16 and add it to the bfloat16
+// element, rounding after every add, in order of l.
+template <typename First, typename Second>
+double cpublas_bf16_element(bool float_dot, First first, Second second, int64_t k, double alpha, double beta,
+                            double c) {
+  const double alpha_f = round_f32(alpha), beta_f = round_f32(beta);
+  if (float_dot) {
+    double s = 0.0;
+    for (int64_t l = 0; l < k; ++l) s = round_f32(s + first(l) * second(l));  // bfloat16 products are exact in float
+    const double v = beta == 0.0 ? round_f32(alpha_f * s) : round_f32(round_f32(beta_f * c) + round_f32(alpha_f * s));
+    return round_bf16(v);
+  }
+  double v = beta == 0.0 ? 0.0 : beta == 1.0 ? c : round_bf16(c * beta_f);
+  for (int64_t l = 0; l < k; ++l) v = round_bf16(round_f32(v + round_bf16(first(l) * round_f32(second(l) * alpha_f))));
+  return round_bf16(v);
+}
+
 void bf16_product(Bf16Kernel kernel, const Bf16Operand& a, const Bf16Operand& b, int64_t n, int64_t k, int64_t m,
                   const double* c, double beta, double alpha, double* out) {
   auto C = [&](int64_t i, int64_t j) { return beta == 0.0 ? 0.0 : c[i * m + j]; };
@@ -763,31 +785,36 @@ void bf16_product(Bf16Kernel kernel, const Bf16Operand& a, const Bf16Operand& b,
     }
     float_dot = ta && !tb;
   }
-  const double alpha_f = round_f32(alpha), beta_f = round_f32(beta);
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < m; ++j) {
-      double v;
-      if (float_dot) {
-        double s = 0.0;
-        for (int64_t l = 0; l < k; ++l) s = round_f32(s + a.at(i, l) * b.at(l, j));  // bfloat16 products are exact in float
-        v = beta == 0.0 ? round_f32(alpha_f * s) : round_f32(round_f32(beta_f * C(i, j)) + round_f32(alpha_f * s));
-      } else {
-        v = beta == 0.0 ? 0.0 : beta == 1.0 ? C(i, j) : round_bf16(C(i, j) * beta_f);
-        for (int64_t l = 0; l < k; ++l) {
-          // The kernels scale their second operand by alpha (mat1 when swapped).
-          const double p = swap ? round_bf16(b.at(l, j) * round_f32(a.at(i, l) * alpha_f))
-                                : round_bf16(a.at(i, l) * round_f32(b.at(l, j) * alpha_f));
-          v = round_bf16(round_f32(v + p));
-        }
-      }
-      out[i * m + j] = round_bf16(v);
+      // The kernels scale their second operand by alpha (mat1 when swapped).
+      auto mat1 = [&](int64_t l) { return a.at(i, l); };
+      auto mat2 = [&](int64_t l) { return b.at(l, j); };
+      out[i * m + j] = swap ? cpublas_bf16_element(float_dot, mat2, mat1, k, alpha, beta, C(i, j))
+                            : cpublas_bf16_element(float_dot, mat1, mat2, k, alpha, beta, C(i, j));
     }
+}
+
+Bf16CpuKernels host_bf16_cpu_kernels() {
+  if (const char* forced = std::getenv("AGTRACE_BF16_KERNELS")) {
+    if (std::string(forced) == "onednn") return Bf16CpuKernels::OneDnn;
+    if (std::string(forced) == "cpublas") return Bf16CpuKernels::Cpublas;
+  }
+  __builtin_cpu_init();
+  const bool avx512_bf16_device = __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+                                  __builtin_cpu_supports("avx512dq");
+  return avx512_bf16_device ? Bf16CpuKernels::OneDnn : Bf16CpuKernels::Cpublas;
+}
+
+Bf16CpuKernels& bf16_cpu_kernels_setting() {
+  static Bf16CpuKernels setting = host_bf16_cpu_kernels();
+  return setting;
 }
 }  // namespace
 
 // PyTorch 1.13, addmm_impl_cpu_ on bfloat16:
-//  * n·k·m > 4096 (mkldnn_bf16 matmul's checksize, on a CPU with AVX-512): oneDNN's gemm, the
-//    exact value rounded once;
+//  * n·k·m > 4096 (mkldnn_bf16 matmul's checksize) on a CPU with AVX-512 (bf16_cpu_kernels):
+//    oneDNN's gemm, the exact value rounded once;
 //  * otherwise cpublas::gemm. The row-major result is computed as its column-major transpose
 //    (mat2 first) unless it has one column; gemm_transa_ (the first operand transposed, the
 //    second not) takes each element as a float dot product over k, plus beta * c, rounded
@@ -802,13 +829,13 @@ std::vector<double> bf16_addmm(const Tensor& a, const Tensor& b, const std::vect
   const Bf16Operand A{storage_as_double(*a->storage, ca), a->offset, a->strides[0], a->strides[1]};
   const Bf16Operand B{storage_as_double(*b->storage, cb), b->offset, b->strides[0], b->strides[1]};
   std::vector<double> out(static_cast<size_t>(n * m));
-  bf16_product(n * k * m > 4096 ? Bf16Kernel::OneDnn : Bf16Kernel::Cpublas, A, B, n, k, m, c.data(), beta, alpha,
-               out.data());
+  const bool onednn = bf16_cpu_kernels() == Bf16CpuKernels::OneDnn && n * k * m > 4096;
+  bf16_product(onednn ? Bf16Kernel::OneDnn : Bf16Kernel::Cpublas, A, B, n, k, m, c.data(), beta, alpha, out.data());
   return out;
 }
 
 // PyTorch 1.13's bmm on bfloat16 (bmm_out_or_baddbmm_): B·n·k·m > 4096 takes oneDNN (rounded
-// once); below, products with k·n·m < 400 run its naive loop (rounding after every add in
+// once) on a CPU with AVX-512; otherwise products with k·n·m < 400 run its naive loop (rounding after every add in
 // every layout), the others cpublas::gemm batch by batch (as bf16_addmm). Measured: 36 of 36
 // batched products of 9 shapes in every layout, bit for bit.
 std::vector<double> bf16_bmm(const Tensor& a, const Tensor& b) {
@@ -816,7 +843,8 @@ std::vector<double> bf16_bmm(const Tensor& a, const Tensor& b) {
   std::vector<double> ca, cb;
   const double* av = storage_as_double(*a->storage, ca);
   const double* bv = storage_as_double(*b->storage, cb);
-  const Bf16Kernel kernel = batches * n * k * m > 4096 ? Bf16Kernel::OneDnn
+  const bool onednn = bf16_cpu_kernels() == Bf16CpuKernels::OneDnn && batches * n * k * m > 4096;
+  const Bf16Kernel kernel = onednn                     ? Bf16Kernel::OneDnn
                             : k * n * m < 400          ? Bf16Kernel::Naive
                                                        : Bf16Kernel::Cpublas;
   std::vector<double> out(static_cast<size_t>(batches * n * m));
@@ -826,6 +854,21 @@ std::vector<double> bf16_bmm(const Tensor& a, const Tensor& b) {
     bf16_product(kernel, A, B, n, k, m, nullptr, 0.0, 1.0, out.data() + i * n * m);
   }
   return out;
+}
+
+Bf16CpuKernels bf16_cpu_kernels() { return bf16_cpu_kernels_setting(); }
+void set_bf16_cpu_kernels(Bf16CpuKernels k) { bf16_cpu_kernels_setting() = k; }
+
+void bf16_cpublas_gemm(bool transa, bool transb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
+                       int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+  const bool float_dot = transa && !transb;
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t i = 0; i < m; ++i) {
+      auto op_a = [&](int64_t l) { return transa ? a[l + i * lda] : a[i + l * lda]; };
+      auto op_b = [&](int64_t l) { return transb ? b[j + l * ldb] : b[l + j * ldb]; };
+      double& element = c[i + j * ldc];
+      element = cpublas_bf16_element(float_dot, op_a, op_b, k, alpha, beta, beta == 0.0 ? 0.0 : element);
+    }
 }
 
 Tensor mm(const Tensor& a, const Tensor& b) {

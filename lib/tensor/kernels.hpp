@@ -47,6 +47,22 @@ std::vector<double> bf16_addmm(const Tensor& a, const Tensor& b, const std::vect
 // a (B, n, k) @ b (B, k, m) of bfloat16 CPU tensors as PyTorch 1.13's bmm rounds it.
 std::vector<double> bf16_bmm(const Tensor& a, const Tensor& b);
 
+// Which bfloat16 kernels PyTorch 1.13 runs on the CPU. oneDNN's bfloat16 matmul and
+// convolution are taken only where mkldnn_bf16_device_check() holds: a CPU with avx512bw,
+// avx512vl and avx512dq. Elsewhere every bfloat16 product goes to cpublas::gemm's loops and
+// a bfloat16 convolution to slow_conv2d, whose roundings differ (measured on an AMD EPYC
+// without AVX-512: 345 of 512 conv2d outputs and 3,334 of 4,096 64x64 mm outputs differ
+// from the exact value rounded once). agtrace follows the machine it runs on, as PyTorch
+// does; AGTRACE_BF16_KERNELS=onednn or =cpublas names the other machine's kernels.
+enum class Bf16CpuKernels { OneDnn, Cpublas };
+Bf16CpuKernels bf16_cpu_kernels();
+void set_bf16_cpu_kernels(Bf16CpuKernels k);  // tests: reproduce either machine
+// cpublas::gemm on bfloat16, column-major as BLAS: c (m x n, ldc) = beta * c + alpha * op(a) @ op(b),
+// rounded as 1.13's gemm_stub loops round it (gemm_transa_: a float dot rounded once; the
+// others: every product rounded to bfloat16 and added to the bfloat16 element in order of k).
+void bf16_cpublas_gemm(bool transa, bool transb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
+                       int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc);
+
 // A matrix inside an array: element (i, j) is data[offset + i*row_stride + j*col_stride].
 template <typename S>
 struct MatRef {

@@ -130,6 +130,14 @@ void compare_golden(const fs::path& golden, const std::string& actual) {
 
 }  // namespace
 
+// Goldens hold 1.13's bfloat16 results on a CPU with AVX-512 (oneDNN's kernels), whatever CPU
+// runs the test: agtrace otherwise follows its host, as 1.13 does.
+namespace {
+CommandResult golden_run(const std::string& args) {
+  return run_shell(std::string("AGTRACE_BF16_KERNELS=onednn NO_COLOR=1 ") + AGTRACE_BINARY + " " + args);
+}
+}  // namespace
+
 TEST_CASE("every scenario has golden text, JSON and DOT reports", "[golden]") {
   const auto files = scenario_files();
   REQUIRE(files.size() >= 7);
@@ -138,17 +146,17 @@ TEST_CASE("every scenario has golden text, JSON and DOT reports", "[golden]") {
   for (const auto& f : files) {
     const std::string name = f.stem().string();
     SECTION(name) {
-      auto text = run_agtrace("run " + f.string() + " --values --color never");
+      auto text = golden_run("run " + f.string() + " --values --color never");
       INFO(text.err);
       REQUIRE((text.status == 0 || text.status == 3));
       compare_golden(golden_dir / (name + ".txt"), text.out);
 
-      auto json = run_agtrace("run " + f.string() + " --values --format json --detail full");
+      auto json = golden_run("run " + f.string() + " --values --format json --detail full");
       REQUIRE(json.status == text.status);
       compare_golden(golden_dir / (name + ".json"), json.out);
 
       const std::string dot_path = tmp + "/" + name + ".dot";
-      auto dot = run_agtrace("run " + f.string() + " --format json -o " + tmp + "/report.json --dot " + dot_path);
+      auto dot = golden_run("run " + f.string() + " --format json -o " + tmp + "/report.json --dot " + dot_path);
       REQUIRE(dot.status == text.status);
       compare_golden(golden_dir / (name + ".dot"), slurp(dot_path));
     }
@@ -186,4 +194,18 @@ TEST_CASE("mlp_toy matches its golden whichever BLAS kernel OpenBLAS picks", "[g
     REQUIRE(r.status == 0);
     CHECK(first_difference(without_volatile(golden), without_volatile(r.out)).empty());
   }
+}
+
+TEST_CASE("AGTRACE_BF16_KERNELS names the machine whose bfloat16 kernels a run follows", "[golden]") {
+  // autocast_conv_net's bfloat16 conv2d and linear round differently under oneDNN (a CPU with
+  // AVX-512) and under slow_conv2d and cpublas (elsewhere): its loss differs in the 3rd digit.
+  const fs::path sc = fs::path(source_dir()) / "scenarios" / "autocast_conv_net.json";
+  auto onednn = run_shell("AGTRACE_BF16_KERNELS=onednn " + std::string(AGTRACE_BINARY) + " run " + sc.string() +
+                          " --format json --detail full");
+  auto cpublas = run_shell("AGTRACE_BF16_KERNELS=cpublas " + std::string(AGTRACE_BINARY) + " run " + sc.string() +
+                           " --format json --detail full");
+  REQUIRE(onednn.status == 0);
+  REQUIRE(cpublas.status == 0);
+  CHECK(onednn.out.find("2.9804627895355225") != std::string::npos);
+  CHECK(cpublas.out.find("2.976449489593506") != std::string::npos);
 }

@@ -776,3 +776,31 @@ TEST_CASE("activations: no node under no_grad or without requires_grad", "[activ
   CHECK(ops::var(x, std::nullopt, 1, false)->grad_fn == nullptr);
   CHECK_FALSE(ops::norm_functional(x, kNone, std::nullopt, false)->requires_grad());
 }
+
+TEST_CASE("activations: bfloat16 gelu rounds every step as 1.13's Vectorized<BFloat16> kernel", "[activations][fidelity]") {
+  // x_i = ((37 i) mod 101 - 50) / 16, grad_i = ((7 i) mod 23 - 11) / 8 (64 elements, exact in
+  // bfloat16). References: F.gelu and its backward in 1.13. The exact gelu rounded once sums
+  // to 45.80841064453125, not 45.818603515625.
+  std::vector<double> xv, gv;
+  for (int64_t i = 0; i < 64; ++i) {
+    xv.push_back(static_cast<double>((i * 37) % 101 - 50) / 16.0);
+    gv.push_back(static_cast<double>((i * 7) % 23 - 11) / 8.0);
+  }
+  Tensor x = agtrace::tensor_from_values({64}, DType::BFloat16, xv);
+  x->requires_grad_flag = true;
+  Tensor y = ops::gelu(x, "none");
+  auto first4_and_sum = [](const Tensor& t) {
+    const std::vector<double> v = agtrace::to_values(t);
+    double sum = 0.0;
+    for (double e : v) sum += e;
+    return std::make_pair(std::vector<double>(v.begin(), v.begin() + 4), sum);
+  };
+  CHECK(first4_and_sum(y) ==
+        std::make_pair(std::vector<double>{-0.0, -0.169921875, 1.3984375, -0.0146484375}, 45.818603515625));
+  agtrace::autograd::BackwardRequest req;
+  req.roots = {y};
+  req.grad_roots = {agtrace::tensor_from_values({64}, DType::BFloat16, gv)};
+  agtrace::autograd::run_backward(req);
+  CHECK(first4_and_sum(x->grad) ==
+        std::make_pair(std::vector<double>{0.01300048828125, 0.01220703125, 0.421875, -0.04736328125}, 0.52777099609375));
+}

@@ -6,6 +6,7 @@
 // the measurement script printed them: "Backward0" dropped, AccumulateGrad as "Acc").
 #include <catch2/catch.hpp>
 
+#include "support/bf16_kernels.hpp"
 #include "support/gradcheck.hpp"
 #include "support/node_checks.hpp"
 
@@ -21,6 +22,7 @@
 #include "interp/value.hpp"
 #include "ops/ops.hpp"
 #include "ops/shapes.hpp"
+#include "tensor/kernels.hpp"
 #include "tensor/tensor.hpp"
 
 using agtrace::DType;
@@ -497,7 +499,9 @@ TEST_CASE("matmul family: bfloat16 mm and addmm on the CPU round as 1.13's oneDN
   // - 14) / 8, all exact in bfloat16, filled row-major ("R") or into the transpose's storage
   // and viewed transposed ("C", column-major). References: torch.mm and torch.addmm in 1.13.
   // 4x8x8 and 5x6x1 take cpublas (n·k·m <= 4096): rounding after every add unless mat2 is
-  // column-major and mat1 is not; 16x17x16 takes oneDNN (the exact value rounded once).
+  // column-major and mat1 is not; 16x17x16 takes oneDNN (the exact value rounded once) on a
+  // CPU with AVX-512.
+  const Bf16KernelsOf avx512_machine(agtrace::kernels::Bf16CpuKernels::OneDnn);
   struct Case {
     int64_t n, k, m;
     std::string layouts;
@@ -544,12 +548,24 @@ TEST_CASE("matmul family: bfloat16 mm and addmm on the CPU round as 1.13's oneDN
   }
 }
 
+// A (batches, rows, cols) bfloat16 tensor of ((i * mul) mod `mod` - off) / den, all exact in
+// bfloat16: row-major, or filled into the transpose's storage and viewed transposed.
+static Tensor bf16_pattern(int64_t batches, int64_t rows, int64_t cols, int64_t mul, int64_t mod, int64_t off, double den,
+                    bool column_major) {
+  std::vector<double> v;
+  for (int64_t i = 0; i < batches * rows * cols; ++i) v.push_back(static_cast<double>((i * mul) % mod - off) / den);
+  if (!column_major) return agtrace::tensor_from_values({batches, rows, cols}, DType::BFloat16, v);
+  Tensor base = agtrace::tensor_from_values({batches, cols, rows}, DType::BFloat16, v);
+  return agtrace::make_alias(base, {batches, rows, cols}, {rows * cols, 1, rows}, 0);
+}
+
 TEST_CASE("matmul family: bfloat16 bmm on the CPU rounds as 1.13's naive and cpublas and oneDNN kernels",
           "[shapes][matmul][fidelity]") {
   // The inputs of the mm case above, per batch; references: torch.bmm in 1.13. 2x4x8x4
   // (k·n·m = 128 < 400) is the naive loop: rounding after every add even with a column-major
   // mat2 ("RC"); 1x8x8x8 and 4x8x16x8 (B·n·k·m <= 4096) are cpublas, where "RC" is a float dot
-  // rounded once; 2x16x16x16 is oneDNN.
+  // rounded once; 2x16x16x16 is oneDNN (on a CPU with AVX-512).
+  const Bf16KernelsOf avx512_machine(agtrace::kernels::Bf16CpuKernels::OneDnn);
   struct Case {
     int64_t batches, n, k, m;
     std::string layouts;
@@ -566,22 +582,60 @@ TEST_CASE("matmul family: bfloat16 bmm on the CPU rounds as 1.13's naive and cpu
       {2, 16, 16, 16, "RR", {2.1875, 2.1875, 1.625, -9.1875}, -45.79296875},
       {2, 16, 16, 16, "RC", {6.34375, -5.40625, -4.4375, 8.625}, -45.537109375},
   };
-  auto make = [](int64_t batches, int64_t rows, int64_t cols, int64_t mul, int64_t mod, int64_t off, double den,
-                 bool column_major) {
-    std::vector<double> v;
-    for (int64_t i = 0; i < batches * rows * cols; ++i) v.push_back(static_cast<double>((i * mul) % mod - off) / den);
-    if (!column_major) return agtrace::tensor_from_values({batches, rows, cols}, DType::BFloat16, v);
-    Tensor base = agtrace::tensor_from_values({batches, cols, rows}, DType::BFloat16, v);
-    return agtrace::make_alias(base, {batches, rows, cols}, {rows * cols, 1, rows}, 0);
-  };
   for (const Case& c : cases) {
     INFO(c.batches << "x" << c.n << "x" << c.k << "x" << c.m << " " << c.layouts);
-    Tensor a = make(c.batches, c.n, c.k, 37, 101, 50, 16.0, c.layouts[0] == 'C');
-    Tensor b = make(c.batches, c.k, c.m, 29, 97, 48, 32.0, c.layouts[1] == 'C');
+    Tensor a = bf16_pattern(c.batches, c.n, c.k, 37, 101, 50, 16.0, c.layouts[0] == 'C');
+    Tensor b = bf16_pattern(c.batches, c.k, c.m, 29, 97, 48, 32.0, c.layouts[1] == 'C');
     const std::vector<double> v = agtrace::to_values(ops::bmm(a, b));
     CHECK(std::vector<double>(v.begin(), v.begin() + 4) == c.first4);
     double sum = 0.0;
     for (double x : v) sum += x;
     CHECK(sum == c.sum);
   }
+}
+
+TEST_CASE("matmul family: bfloat16 products above 4096 multiply-adds take cpublas on a CPU without AVX-512",
+          "[shapes][matmul][fidelity]") {
+  // mkldnn_bf16_device_check() fails without avx512bw/vl/dq, so 1.13 sends every bfloat16
+  // product to cpublas::gemm's loops. The inputs of the cases above; references: torch.mm,
+  // torch.addmm and torch.bmm in 1.13 on an AMD EPYC with AVX2 only. Each fails with the
+  // oneDNN rounding (the 16x17x16 "RR" mm sum is -8.03515625 there).
+  const Bf16KernelsOf avx2_machine(agtrace::kernels::Bf16CpuKernels::Cpublas);
+  auto first4_and_sum = [](const Tensor& t) {
+    const std::vector<double> v = agtrace::to_values(t);
+    double sum = 0.0;
+    for (double x : v) sum += x;
+    return std::make_pair(std::vector<double>(v.begin(), v.begin() + 4), sum);
+  };
+  struct MmCase {
+    std::string layouts;
+    std::vector<double> mm_first4;
+    double mm_sum;
+    std::vector<double> addmm_first4;
+    double addmm_sum;
+  };
+  const std::vector<MmCase> mm_cases = {
+      {"RR", {2.59375, 4.5625, -0.9140625, -9.6875}, -7.54296875, {0.7265625, 4.4375, 0.625, -10.1875}, -7.04296875},
+      {"RC", {8.375, 4.21875, 5.75, 3.484375}, -12.248046875, {6.625, 4.09375, 7.25, 2.984375}, -11.76171875},
+      {"CR", {1.6328125, 0.8828125, 1.75, -2.40625}, -5.189453125, {-0.1171875, 0.7578125, 3.265625, -2.90625}, -4.6875},
+  };
+  for (const MmCase& c : mm_cases) {
+    INFO("16x17x16 " << c.layouts);
+    Tensor a = ops::squeeze(bf16_pattern(1, 16, 17, 37, 101, 50, 16.0, c.layouts[0] == 'C'), 0);
+    Tensor b = ops::squeeze(bf16_pattern(1, 17, 16, 29, 97, 48, 32.0, c.layouts[1] == 'C'), 0);
+    Tensor bias = ops::squeeze(bf16_pattern(1, 16, 16, 13, 29, 14, 8.0, false), 0);
+    const auto mm = first4_and_sum(ops::mm(a, b));
+    CHECK(mm.first == c.mm_first4);
+    CHECK(mm.second == c.mm_sum);
+    const auto addmm = first4_and_sum(ops::addmm(bias, a, b, Value::integer(1), Value::integer(1)));
+    CHECK(addmm.first == c.addmm_first4);
+    CHECK(addmm.second == c.addmm_sum);
+  }
+  Tensor a = bf16_pattern(2, 16, 16, 37, 101, 50, 16.0, false);
+  const auto rr = first4_and_sum(ops::bmm(a, bf16_pattern(2, 16, 16, 29, 97, 48, 32.0, false)));
+  CHECK(rr.first == std::vector<double>{2.296875, 2.15625, 1.6171875, -9.25});
+  CHECK(rr.second == -46.65234375);
+  const auto rc = first4_and_sum(ops::bmm(a, bf16_pattern(2, 16, 16, 29, 97, 48, 32.0, true)));
+  CHECK(rc.first == std::vector<double>{6.34375, -5.40625, -4.4375, 8.625});
+  CHECK(rc.second == -45.537109375);
 }

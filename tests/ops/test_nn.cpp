@@ -8,6 +8,7 @@
 
 #include "support/node_checks.hpp"
 
+#include "support/bf16_kernels.hpp"
 #include "support/gradcheck.hpp"
 
 #include <cmath>
@@ -26,6 +27,7 @@
 #include "ops/model_ops.hpp"
 #include "ops/nn.hpp"
 #include "ops/ops.hpp"
+#include "ops/shapes.hpp"
 #include "scenario/random.hpp"
 #include "tensor/kernels.hpp"
 #include "tensor/tensor.hpp"
@@ -305,27 +307,32 @@ TEST_CASE("nn errors: layer_norm", "[nn][errors]") {
   CHECK(e.second == "\"LayerNormKernelImpl\" not implemented for 'Half'");
 }
 
-TEST_CASE("nn: layer_norm of bfloat16 on the CPU rounds as 1.13's kernel does and refuses its backward",
+TEST_CASE("nn: layer_norm of bfloat16 on the CPU rounds as 1.13's kernel does, forward and backward",
           "[nn][fidelity]") {
   // Inputs x_i = ((37 i) mod 101 - 50) / 16, w_j = 1 + ((7 j) mod 13 - 6) / 32,
-  // b_j = ((5 j) mod 11 - 5) / 64, all exact in bfloat16; references from
-  // torch.native_layer_norm(x, (cols,), w, b, 1e-5) in 1.13. Rows of 8 (RowwiseMoments'
-  // scalar tail only), 20 (one 16-lane vector and a tail) and 1100 (a cascade of chunks).
+  // b_j = ((5 j) mod 11 - 5) / 64, grad_i = ((7 i) mod 23 - 11) / 8, all exact in bfloat16;
+  // references from torch.native_layer_norm(x, (cols,), w, b, 1e-5) and its backward in 1.13.
+  // Rows of 8 (RowwiseMoments' scalar tail only; the backward's short-row sums), 20 (one
+  // 16-lane vector and a tail) and 1100 (a cascade of chunks).
   struct Case {
     int64_t rows, cols;
     Vals mean, rstd, first8;
     double sum_affine, sum_plain;
+    Vals dx_first4;
+    double dx_sum, dw_sum, db_sum;
   };
   const std::vector<Case> cases = {
       {2, 8, {-0.55078125, -0.2021484375}, {0.5703125, 0.54296875},
        {-1.2734375, -0.1533203125, 1.0625, -1.1953125, 0.244140625, 1.640625, -0.63671875, 0.5859375},
-       0.01708984375, -0.02587890625},
+       0.01708984375, -0.02587890625, {-0.65234375, -0.2490234375, 0.28515625, 0.7578125}, 0.001953125,
+       0.969970703125, -0.375},
       {3, 20, {-0.09423828125, 0.076171875, -0.0732421875}, {0.52734375, 0.55859375, 0.5625},
        {-1.375, -0.390625, 0.7890625, -1.3671875, 0.01953125, 1.25, -0.8046875, 0.26953125}, 0.5428466796875,
-       0.023193359375},
+       0.023193359375, {-0.4453125, -0.25390625, 0.059814453125, 0.8125}, -0.00030517578125, -0.6575927734375, 0.0},
       {2, 1100, {-0.0018768310546875, -0.000946044921875}, {0.55078125, 0.55078125},
        {-1.4765625, -0.4609375, 0.77734375, -1.4765625, -0.0269775390625, 1.25, -0.88671875, 0.2255859375},
-       -0.86006546020507812, 0.31615066528320312},
+       -0.86006546020507812, 0.31615066528320312, {-0.6171875, -0.283203125, 0.1748046875, 0.73046875},
+       -0.06022834777832031, 2.9169665575027466, -0.625},
   };
   for (const Case& c : cases) {
     INFO("rows " << c.rows << ", cols " << c.cols);
@@ -339,6 +346,8 @@ TEST_CASE("nn: layer_norm of bfloat16 on the CPU rounds as 1.13's kernel does an
     x->requires_grad_flag = true;
     Tensor w = agtrace::tensor_from_values({c.cols}, DType::BFloat16, wv);
     Tensor b = agtrace::tensor_from_values({c.cols}, DType::BFloat16, bv);
+    w->requires_grad_flag = true;
+    b->requires_grad_flag = true;
     Tensor y = ops::layer_norm(x, {c.cols}, w, b, 1e-5);
     Tensor plain = ops::layer_norm(x, {c.cols}, nullptr, nullptr, 1e-5);
     CHECK(y->dtype() == DType::BFloat16);
@@ -355,9 +364,22 @@ TEST_CASE("nn: layer_norm of bfloat16 on the CPU rounds as 1.13's kernel does an
     for (double v : pv) sum_plain += v;
     CHECK(sum_affine == c.sum_affine);
     CHECK(sum_plain == c.sum_plain);
-    const auto e = error_of([&] { backward_of_sum(y); });
-    CHECK(e.first == "unsupported");
-    CHECK(e.second == "the backward of layer_norm of bfloat16 tensors on the CPU is not supported");
+    Vals gv;
+    for (int64_t i = 0; i < c.rows * c.cols; ++i) gv.push_back(static_cast<double>((i * 7) % 23 - 11) / 8.0);
+    autograd::BackwardRequest req;
+    req.roots = {y};
+    req.grad_roots = {agtrace::tensor_from_values({c.rows, c.cols}, DType::BFloat16, gv)};
+    autograd::run_backward(req);
+    auto sum_of = [](const Tensor& t) {
+      double sum = 0.0;
+      for (double v : agtrace::to_values(t)) sum += v;
+      return sum;
+    };
+    const Vals dx = agtrace::to_values(x->grad);
+    CHECK(Vals(dx.begin(), dx.begin() + 4) == c.dx_first4);
+    CHECK(sum_of(x->grad) == c.dx_sum);
+    CHECK(sum_of(w->grad) == c.dw_sum);
+    CHECK(sum_of(b->grad) == c.db_sum);
   }
 }
 
@@ -1168,4 +1190,47 @@ TEST_CASE("nn on the meta device: shapes, nodes and saved values without data", 
   }
   CHECK(x->grad->is_meta());
   CHECK(x->grad->sizes == Shape{2, 3});
+}
+
+TEST_CASE("nn: bfloat16 conv2d on a CPU without AVX-512 rounds as 1.13's slow_conv2d", "[nn][fidelity]") {
+  // Without avx512bw/vl/dq 1.13 skips oneDNN and runs slow_conv2d: columns times weight in
+  // cpublas::gemm's bfloat16 loops, the input gradient folded back with one bfloat16 add per
+  // tap, the bias gradient summed per sample. x_i = ((37 i) mod 101 - 50) / 16, w_i = ((29 i)
+  // mod 97 - 48) / 32, b_i = ((13 i) mod 29 - 14) / 8, grad_i = ((7 i) mod 23 - 11) / 8, all
+  // exact in bfloat16; stride (2, 1), padding 1. References: F.conv2d and backward in 1.13 on
+  // an AMD EPYC with AVX2 only (the oneDNN rounding gives other sums).
+  const Bf16KernelsOf avx2_machine(agtrace::kernels::Bf16CpuKernels::Cpublas);
+  auto pattern = [](const Shape& shape, int64_t mul, int64_t mod, int64_t off, double den) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    std::vector<double> v;
+    for (int64_t i = 0; i < n; ++i) v.push_back(static_cast<double>((i * mul) % mod - off) / den);
+    Tensor t = agtrace::tensor_from_values(shape, DType::BFloat16, v);
+    return t;
+  };
+  Tensor x = pattern({2, 3, 7, 7}, 37, 101, 50, 16.0), w = pattern({4, 3, 3, 3}, 29, 97, 48, 32.0);
+  Tensor b = pattern({4}, 13, 29, 14, 8.0);
+  for (Tensor* t : {&x, &w, &b}) (*t)->requires_grad_flag = true;
+  Tensor y = ops::conv2d(x, w, b, conv_args({2, 1}, {1, 1}));
+  auto first4_and_sum = [](const Tensor& t) {
+    const std::vector<double> v = agtrace::to_values(t);
+    double sum = 0.0;
+    for (double e : v) sum += e;
+    return std::make_pair(std::vector<double>(v.begin(), v.begin() + 4), sum);
+  };
+  CHECK(y->sizes == Shape{2, 4, 4, 7});
+  CHECK(first4_and_sum(y) == std::make_pair(std::vector<double>{1.984375, -7.5, -3.09375, -3.03125}, -19.576171875));
+  autograd::BackwardRequest req;
+  req.roots = {y};
+  req.grad_roots = {pattern({2, 4, 4, 7}, 7, 23, 11, 8.0)};
+  autograd::run_backward(req);
+  CHECK(first4_and_sum(x->grad) ==
+        std::make_pair(std::vector<double>{1.734375, -1.3515625, 0.578125, -2.25}, -2.86328125));
+  CHECK(first4_and_sum(w->grad) == std::make_pair(std::vector<double>{17.0, -20.125, -0.1796875, -2.21875}, -12.3515625));
+  CHECK(agtrace::to_values(b->grad) == std::vector<double>{-3.625, 2.75, -2.375, 4.0});
+  // A float32 weight is slow_conv2d's type message; dilation (slow_conv_dilated2d) is refused.
+  CHECK(error_of([&] { ops::conv2d(x, ops::to_dtype(pattern({4, 3, 3, 3}, 29, 97, 48, 32.0), DType::Float32), nullptr,
+                                   conv_args()); }) ==
+        std::make_pair(std::string("dtype_mismatch"), std::string("expected scalar type BFloat16 but found Float")));
+  CHECK(error_of([&] { ops::conv2d(x, w, b, conv_args({1, 1}, {1, 1}, {2, 2})); }).first == "unsupported");
 }
