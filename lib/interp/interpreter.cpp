@@ -742,7 +742,12 @@ bool Interpreter::run_statement(const ProgramItem& item, bool in_try) {
   }
   bool raised = false;
   try {
+    take_int64_beyond_double();  // a flag left by an earlier statement's caught error is not this one's
     exec(parsed_[item.index]);
+    if (take_int64_beyond_double())
+      throw ScenarioError("unsupported",
+                          "int64 tensor values beyond 2**53 are not supported (agtrace holds int64 elements as "
+                          "doubles, which would round them)");
     // A statement run again is usually ok already (two characters compared, not a string).
     if (sr.status.size() != 2 || sr.status[0] != 'o' || sr.status[1] != 'k') sr.status = "ok";
   } catch (ScenarioError& e) {

@@ -130,10 +130,12 @@ Value impl_new_tensor(Args& a, Runtime& rt) {
   Shape shape;
   std::vector<double> data;
   int kind = 0;  // the data's own dtype does not matter: self's is used
-  flatten_data(a.get("data"), shape, 0, data, kind);
+  bool int_beyond_double = false;
+  flatten_data(a.get("data"), shape, 0, data, kind, &int_beyond_double);
+  const DType d = creation_dtype(a, self->dtype());
+  require_exact_int64(d, int_beyond_double);
   size_t next = 0;
-  Tensor t = make_tensor(shape, creation_dtype(a, self->dtype()), creation_device(a, rt, device_name(self)), 0.0,
-                         [&] { return data[next++]; });
+  Tensor t = make_tensor(shape, d, creation_device(a, rt, device_name(self)), 0.0, [&] { return data[next++]; });
   return finish_creation(a, t);
 }
 

@@ -416,19 +416,29 @@ Value impl_ones_like(Args& a, Runtime& rt) { return impl_like(a, rt, 1.0); }
 
 }  // namespace
 
-void flatten_data(const Value& v, Shape& shape, size_t depth, std::vector<double>& out, int& kind) {
+void flatten_data(const Value& v, Shape& shape, size_t depth, std::vector<double>& out, int& kind,
+                  bool* int_beyond_double) {
   if (v.kind == Value::Kind::List || v.kind == Value::Kind::Tuple) {
     if (shape.size() <= depth) shape.push_back(static_cast<int64_t>(v.items.size()));
     else if (shape[depth] != static_cast<int64_t>(v.items.size()))
       throw ScenarioError("shape_mismatch", "expected sequence of length " + std::to_string(shape[depth]) +
                                                 " at dim " + std::to_string(depth) + " (got " +
                                                 std::to_string(v.items.size()) + ")");
-    for (const Value& item : v.items) flatten_data(item, shape, depth + 1, out, kind);
+    for (const Value& item : v.items) flatten_data(item, shape, depth + 1, out, kind, int_beyond_double);
     return;
   }
   if (!v.is_number()) type_error("tensor(): could not infer dtype of " + type_name(v));
   kind = std::max(kind, v.kind == Value::Kind::Float ? 2 : v.kind == Value::Kind::Int ? 1 : 0);
+  constexpr int64_t kExact = int64_t{1} << 53;
+  if (int_beyond_double && v.kind == Value::Kind::Int && (v.i > kExact || v.i < -kExact)) *int_beyond_double = true;
   out.push_back(v.number());
+}
+
+void require_exact_int64(DType d, bool int_beyond_double) {
+  if (d == DType::Int64 && int_beyond_double)
+    throw ScenarioError("unsupported",
+                        "int64 tensor values beyond 2**53 are not supported (agtrace holds int64 elements as doubles, "
+                        "which would round them)");
 }
 
 namespace {
@@ -437,8 +447,10 @@ Value impl_tensor(Args& a, Runtime& rt) {
   Shape shape;
   std::vector<double> data;
   int kind = 0;
-  flatten_data(a.get("data"), shape, 0, data, kind);
+  bool int_beyond_double = false;
+  flatten_data(a.get("data"), shape, 0, data, kind, &int_beyond_double);
   DType d = creation_dtype(a, kind == 2 ? DType::Float32 : kind == 1 ? DType::Int64 : DType::Bool);
+  require_exact_int64(d, int_beyond_double);
   const std::string device = creation_device(a, rt, "cpu");
   DeviceScope on(device == "meta" ? "cpu" : device);
   Tensor t = device == "meta" ? kernels::full(shape, 0.0, d, true) : tensor_from_values(shape, d, data);

@@ -25,7 +25,13 @@ Value finish_creation(const Args& a, Tensor t);
 std::string creation_device(const Args& a, const Runtime& rt, const std::string& fallback);
 // torch.tensor's data (nested lists of numbers) flattened row-major into `out`, its shape
 // into `shape`; `kind` raised to 0 bool, 1 int, 2 float by the elements seen.
-void flatten_data(const Value& v, Shape& shape, size_t depth, std::vector<double>& out, int& kind);
+// Python numbers nested in lists, flattened row-major into `out`; `kind` the widest of 0 bool,
+// 1 int, 2 float. `int_beyond_double` (when given) is set by an int beyond 2**53, which an
+// int64 tensor would hold rounded (tensor/dtype.hpp).
+void flatten_data(const Value& v, Shape& shape, size_t depth, std::vector<double>& out, int& kind,
+                  bool* int_beyond_double = nullptr);
+// Raises `unsupported` where an int64 tensor would hold a Python int beyond 2**53 rounded.
+void require_exact_int64(DType d, bool int_beyond_double);
 // retain_graph= of backward / autograd.grad: defaults to create_graph.
 bool retain_flag(const Args& a, bool create_graph);
 inline Value T(Tensor t) { return Value::tensor(std::move(t)); }

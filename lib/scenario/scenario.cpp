@@ -428,6 +428,14 @@ double element_value(const OJ& j, const std::string& ptr, DType d) {
         fail("schema", ptr, "value out of range for int64");
       return v;
     }
+    // int64 elements are held as doubles (tensor/dtype.hpp): beyond 2**53 a value would be
+    // rounded, so it is refused rather than changed.
+    constexpr int64_t kExact = int64_t{1} << 53;
+    const bool exact = j.is_number_unsigned() ? j.get<uint64_t>() <= static_cast<uint64_t>(kExact)
+                                              : j.get<int64_t>() <= kExact && j.get<int64_t>() >= -kExact;
+    if (!exact)
+      fail("limit", ptr, "int64 values beyond 2**53 are not supported (agtrace holds int64 elements as doubles), found " +
+                             j.dump());
     return j.get<double>();
   }
   return get_finite(j, ptr);

@@ -1,5 +1,6 @@
 #include "tensor/dtype.hpp"
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 
@@ -78,7 +79,11 @@ double round_f16(double v) {
   return std::copysign(q, v);
 }
 
+std::atomic<bool> g_int64_beyond_double{false};
+
 }  // namespace
+
+bool take_int64_beyond_double() { return g_int64_beyond_double.exchange(false, std::memory_order_relaxed); }
 
 double round_to_dtype_other(double v, DType d) {
   switch (d) {
@@ -86,7 +91,11 @@ double round_to_dtype_other(double v, DType d) {
     case DType::Float64: return v;
     case DType::Float16: return round_f16(v);
     case DType::BFloat16: return round_bf16(v);
-    case DType::Int64: return std::trunc(v);
+    case DType::Int64: {
+      const double t = std::trunc(v);
+      if (std::fabs(t) > 9007199254740992.0) g_int64_beyond_double.store(true, std::memory_order_relaxed);
+      return t;
+    }
     case DType::Bool: return v != 0.0 ? 1.0 : 0.0;
   }
   return v;

@@ -35,6 +35,11 @@ bool is_floating(DType d);
 // float32/float64 cases every elementwise loop takes (an out-of-line call per element was
 // 7% of bench/scenarios/transformer_block.json; issue #6).
 double round_to_dtype_other(double v, DType d);
+// int64 elements are held as doubles, exact up to 2**53. A value rounded to Int64 beyond that
+// (or infinite) may already have lost digits PyTorch keeps, so it raises a flag (kernels may
+// run on worker threads, where no exception can be thrown); the interpreter takes it after
+// each statement and raises `unsupported` there instead of printing a rounded integer.
+bool take_int64_beyond_double();
 inline double round_to_dtype(double v, DType d) {
   if (d == DType::Float32) return static_cast<double>(static_cast<float>(v));
   if (d == DType::Float64) return v;

@@ -123,6 +123,10 @@ std::vector<BadCase> catalogue() {
                "/tensors/x/init/values"});
   c.push_back({"string among values", with_tensor(R"({"shape": [2], "init": {"values": [1, "2"]}})"), "schema",
                "/tensors/x/init/values/1"});
+  // int64 elements are held as doubles: 2**53 + 1 would be rounded, so it is refused.
+  c.push_back({"int64 value beyond 2**53",
+               with_tensor(R"({"shape": [2], "dtype": "int64", "init": {"values": [1, 9007199254740993]}})"), "limit",
+               "/tensors/x/init/values/1"});
   c.push_back({"fractional int64 value", with_tensor(R"({"shape": [1], "dtype": "int64", "init": {"values": [1.5]}})"),
                "schema", "/tensors/x/init/values/0"});
   // ---- names
@@ -278,6 +282,10 @@ TEST_CASE("errors the program raises are not bad input: exit 3 with the kind in 
       {"y = x.sum(frob=1)", "type_error"},
       {"y = x.exp(1, 2)", "type_error"},
       {"y = torch.mm(x)", "type_error"},
+      // An int64 result beyond 2**53 (held as a double, it may have lost digits).
+      {"y = torch.tensor([9007199254740993])", "unsupported"},
+      {"y = torch.tensor([2**52]) * 4", "unsupported"},
+      {"y = torch.tensor([1e20]).long()", "unsupported"},
   };
   for (const Raised& rc : raised) {
     spit(dir + "/s.json", scenario(R"({"x": {"shape": [2, 2], "requires_grad": true}})",
