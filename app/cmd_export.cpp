@@ -25,7 +25,8 @@ Runner add_export(CLI::App& root) {
       "Translate a scenario into a self-contained PyTorch script: it creates the leaves with the\n"
       "values agtrace's initialisers give, runs the program in real PyTorch and prints the stable\n"
       "core of the JSON report (statements, printed, walks, errors, grads, memory.saved_bytes).\n"
-      "Scenarios with saved_tensor_hooks or checkpoint blocks are refused (exit 2).\n\n"
+      "Scenarios with saved_tensor_hooks or checkpoint blocks, or that call an operation agtrace\n"
+      "does not have (as validate reports them), are refused (exit 2).\n\n"
       "Examples:\n"
       "  agtrace export --torch scenarios/seed_walk.json -o seed_walk.py && python3 seed_walk.py\n"
       "  agtrace export --torch scenarios/seed_walk.json | python3 - --indent 0 > torch-report.json");
@@ -34,6 +35,9 @@ Runner add_export(CLI::App& root) {
   cmd->add_option("-o,--output", opts->output, "write the script to FILE instead of stdout");
   return [opts]() -> int {
     auto sc = load_scenario_file(opts->scenario);
+    // What run would stop at as unsupported is not exported either: the script would run it
+    // in Python (`__import__('os').system(...)`).
+    if (report_unknown_operations(*sc, opts->scenario) > 0) return kBadInput;
     TorchExportOptions eo;
     eo.source_path = opts->scenario;
     if (!opts->output.empty()) eo.script_name = std::filesystem::path(opts->output).filename().string();

@@ -3,9 +3,6 @@
 
 #include "commands.hpp"
 #include "scenario/scenario.hpp"
-#include "syntax/ast.hpp"
-#include "errors.hpp"
-#include "interp/static_check.hpp"
 
 namespace agtrace::app {
 
@@ -16,27 +13,7 @@ Runner add_validate(CLI::App& root) {
   cmd->add_option("scenario", *path, "scenario file (JSON)")->required();
   return [path]() -> int {
     auto sc = load_scenario_file(*path);
-    int unknown = 0;
-    for (const ProgramItem* item : sc->statements) {
-      syntax::Stmt stmt;
-      try {
-        stmt = syntax::parse_statement(item->source);
-      } catch (InputError& e) {
-        e.file = *path;
-        e.statement = item->index;
-        e.source = item->source;
-        if (e.json_pointer.empty()) e.json_pointer = item->pointer;
-        throw;
-      }
-      // Every call names an operation agtrace has: a program that would stop at
-      // `unsupported` is not a valid scenario for it.
-      for (const interp::UnknownOperation& u : interp::unknown_operations(stmt)) {
-        ++unknown;
-        std::cerr << "agtrace: error: [unsupported] " << *path << ": " << item->pointer << ": statement " << item->index
-                  << ", column " << u.column << ": '" << u.spelling << "' is not an operation agtrace supports"
-                  << (u.hint.empty() ? "" : "; did you mean '" + u.hint + "'?") << "\n";
-      }
-    }
+    const int unknown = report_unknown_operations(*sc, *path);
     if (unknown > 0) return kBadInput;
     std::cout << *path << ": valid scenario '" << sc->name << "' (" << sc->tensors.size() << " tensors, "
               << sc->statement_count << " statements)\n";

@@ -6,6 +6,10 @@
 
 #include <CLI/CLI.hpp>
 
+namespace agtrace {
+struct Scenario;
+}
+
 namespace agtrace::app {
 
 enum Exit { kOk = 0, kCheckFailed = 1, kBadInput = 2, kRaised = 3 };
@@ -29,5 +33,11 @@ bool want_color(const std::string& mode);
 
 // "4G", "512M", "64K" or a plain number of bytes; throws InputError (usage) otherwise.
 int64_t parse_bytes(const std::string& text);
+
+// Parses every statement of the scenario loaded from `path` (a syntax error throws its
+// InputError) and prints one "agtrace: error: [unsupported]" line on stderr per call of an
+// operation agtrace does not have; returns how many. validate and export --torch refuse a
+// scenario with any (a program that would stop at `unsupported`).
+int report_unknown_operations(const Scenario& sc, const std::string& path);
 
 }  // namespace agtrace::app

@@ -640,7 +640,12 @@ class TorchRun:
         return True
 
     def run(self):
-        ns = {"torch": torch, "F": F, "shares_storage": shares_storage, "print": self._print}
+        # The names a scenario can use are agtrace's (torch, F, print, shares_storage, len, float,
+        # int, bool, the leaves and what the program binds): Python's other builtins are left out,
+        # so `eval(...)`, `open(...)` or `__import__(...)` raise NameError here as agtrace raises
+        # name_error, instead of running in an exported script.
+        ns = {"torch": torch, "F": F, "shares_storage": shares_storage, "print": self._print,
+              "__builtins__": {"len": len, "float": float, "int": int, "bool": bool}}
         for spec in self.leaf_specs:
             t = self._make_leaf(spec)
             self.leaf_tensors.append(t)

@@ -236,6 +236,27 @@ TEST_CASE("export --torch: random initialisers, loops, raising programs and meta
     CHECK(b.torch.at("statements").at(0).at("runs") == 3);
   }
 
+  SECTION("Python's builtins beyond agtrace's names raise name_error in the script too") {
+    // agtrace knows torch, F, print, shares_storage, len, float, int and bool; eval, exec,
+    // open and __import__ are undefined names in both, so the script runs no code of them.
+    const std::string path = dir + "/builtins.json";
+    spit(path, R"JSON({
+      "name": "builtins",
+      "tensors": {"x": {"shape": [3], "init": {"arange": [1, 1]}}},
+      "program": [
+        {"try": ["e = eval('1 + 1')"]},
+        {"try": ["o = open('/etc/hostname')"]},
+        {"try": ["m = __import__('os')"]},
+        "print(len(x), float(x[0]), int(x[1]), bool(x[2]))"
+      ]
+    })JSON");
+    Both b = export_and_compare(path, dir);
+    REQUIRE(b.ran);
+    REQUIRE(b.torch.at("errors").size() == 3);
+    for (const json& e : b.torch.at("errors")) CHECK(e.at("kind") == "name_error");
+    CHECK(b.torch.at("printed").at(0) == "3 1.0 2 True");
+  }
+
   SECTION("meta: no values are embedded, the graph is still built") {
     const std::string path = dir + "/meta.json";
     spit(path, R"JSON({
@@ -339,6 +360,16 @@ TEST_CASE("export: bad input exits 2 and writes nothing", "[export]") {
     CHECK(r.status == 2);
     CHECK(slurp(out) == "keep me\n");
     fs::remove(out);
+  }
+  SECTION("a call run would stop at as unsupported, with validate's message") {
+    spit(scen, R"JSON({"name": "t", "program": ["y = 1", "x = __import__('os').system('touch pwned')"]})JSON");
+    auto r = refused("export --torch " + quoted(scen) + " -o " + quoted(out));
+    auto v = run_agtrace("validate " + quoted(scen));
+    CHECK(v.status == 2);
+    CHECK(r.err == v.err);
+    CHECK(r.err.find("/program/1: statement 1, column 5: 'Tensor.system' is not an operation agtrace supports") !=
+          std::string::npos);
+    CHECK_FALSE(fs::exists(dir + "/pwned"));
   }
   SECTION("usage errors") {
     refused("export " + quoted(source_dir() + "/scenarios/seed_walk.json") + " -o " + quoted(out));  // no --torch
