@@ -2,12 +2,17 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 
 #include "errors.hpp"
 #include "interp/run_helpers.hpp"
 #include "interp/value.hpp"
 #include "ops/table.hpp"
+#include "tensor/dtype.hpp"
 
 using agtrace::test::run_text;
 using Catch::Matchers::Contains;
@@ -408,4 +413,44 @@ TEST_CASE("float(), int() and bool() convert as Python does, float('inf') includ
   CHECK(r.printed[2] == "-0.19999998807907104");
   REQUIRE(r.errors.size() == 3);
   for (const auto& e : r.errors) CHECK(e.kind == "type_error");
+}
+
+TEST_CASE("--values shows each element as the shortest decimal that reads back in its dtype", "[interp]") {
+  // The definition display_value implements with a faster search for float32: the first
+  // precision whose "%.*g" text, read as a double and rounded to the dtype, is the value.
+  auto by_definition = [](double v, agtrace::DType d) {
+    char buf[64];
+    for (int prec = 1; prec <= 17; ++prec) {
+      std::snprintf(buf, sizeof buf, "%.*g", prec, v);
+      if (agtrace::round_to_dtype(std::strtod(buf, nullptr), d) == v) break;
+    }
+    return std::strtod(buf, nullptr);
+  };
+  uint64_t state = 0x9e3779b97f4a7c15ULL;
+  auto next_bits = [&] {
+    state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+    return state;
+  };
+  int checked = 0;
+  for (int i = 0; i < 200000; ++i) {
+    // Random float32 bit patterns (every exponent), then the same values rounded to
+    // bfloat16 and float16.
+    const uint32_t bits = static_cast<uint32_t>(next_bits());
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    if (!std::isfinite(f)) continue;
+    for (agtrace::DType d : {agtrace::DType::Float32, agtrace::DType::BFloat16, agtrace::DType::Float16}) {
+      const double v = agtrace::round_to_dtype(static_cast<double>(f), d);
+      if (!std::isfinite(v)) continue;
+      ++checked;
+      if (agtrace::display_value(v, d) != by_definition(v, d)) {
+        INFO("value " << v << " dtype " << agtrace::dtype_name(d));
+        CHECK(agtrace::display_value(v, d) == by_definition(v, d));
+      }
+    }
+  }
+  CHECK(checked > 500000);
+  CHECK(agtrace::display_value(0.1f, agtrace::DType::Float32) == 0.1);
+  CHECK(agtrace::display_value(100.0, agtrace::DType::Float32) == 100.0);
+  CHECK(std::isnan(agtrace::display_value(std::nan(""), agtrace::DType::Float32)));
 }
