@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Seed corpora for the fuzz harnesses, generated from the bundled scenarios:
 #   OUT/scenario and OUT/run: every scenarios/*.json as it is;
-#   OUT/statement:            every statement of every scenario, one file each.
+#   OUT/statement:            every statement of every scenario, one file each;
+#   OUT/report:               the golden JSON reports in tests/golden/.
 # Usage: fuzz/make-corpus.sh [OUT]   (default: build-fuzz/corpus)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-build-fuzz/corpus}"
-mkdir -p "$out/scenario" "$out/run" "$out/statement"
+mkdir -p "$out/scenario" "$out/run" "$out/statement" "$out/report"
+cp tests/golden/*.json "$out/report/"
 for f in scenarios/*.json; do
   cp "$f" "$out/scenario/"
   cp "$f" "$out/run/"

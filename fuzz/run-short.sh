@@ -13,12 +13,12 @@ if ! command -v clang++ >/dev/null; then
 fi
 CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAGTRACE_FUZZ=ON \
   -DAGTRACE_TESTS=OFF -DAGTRACE_CUDA=OFF >/dev/null
-cmake --build build-fuzz -j "$jobs" --target fuzz_scenario fuzz_statement fuzz_run
+cmake --build build-fuzz -j "$jobs" --target fuzz_scenario fuzz_statement fuzz_run fuzz_report
 fuzz/make-corpus.sh build-fuzz/corpus
 mkdir -p build-fuzz/artifacts
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 status=0
-for h in scenario statement run; do
+for h in scenario statement run report; do
   mkdir -p "build-fuzz/corpus/$h-work"
   echo "== fuzz_$h for ${seconds}s"
   # -rss_limit_mb: a leaf within the scenario limits may still be large; the run harness
