@@ -44,6 +44,7 @@ struct RunOpts {
   std::string device;
   std::string color = "auto";
   std::string max_memory = "4G";
+  std::string max_process_memory;
   bool profile = false;
   int threads = 0;  // 0: AGTRACE_THREADS, else 1
   double render_timeout = kDefaultRenderTimeoutSeconds;
@@ -74,6 +75,9 @@ Runner add_run(CLI::App& root) {
   cmd->add_option("-o,--output", opts->output, "write the report to FILE instead of stdout");
   cmd->add_option("--device", opts->device, "override the scenario's device")->check(CLI::IsMember({"cpu", "meta", "cuda"}));
   cmd->add_option("--max-memory", opts->max_memory, "budget for element data, e.g. 512M or 4G (default 4G; meta is exempt)");
+  cmd->add_option("--max-process-memory", opts->max_process_memory,
+                  "budget for the process's peak resident memory, graph and records included, checked after each "
+                  "statement, e.g. 2G (default half the machine's memory)");
   cmd->add_option("--color", opts->color, "auto, always or never")->check(CLI::IsMember({"auto", "always", "never"}));
   cmd->add_flag("--profile", opts->profile,
                 "add wall time per op and per statement, forward and backward (JSON: the \"profile\" key)");
@@ -93,6 +97,7 @@ Runner add_run(CLI::App& root) {
     spdlog::debug("running {} ({} statements)", sc->name, sc->statement_count);
     RunOptions ro;
     ro.max_memory = parse_bytes(opts->max_memory);
+    if (!opts->max_process_memory.empty()) ro.max_process_memory = parse_bytes(opts->max_process_memory);
     ro.device = opts->device;
     ro.keep_values = opts->values;
     kernels::set_threads(opts->threads > 0 ? opts->threads : threads_from_env());
@@ -130,6 +135,16 @@ Runner add_run(CLI::App& root) {
     if (!opts->png_file.empty()) render_graphviz(report_dot(r), "png", opts->png_file, opts->render_timeout);
     if (opts->output.empty()) std::cout << out << std::flush;
     else write_file_atomic(opts->output, out);
+    if (r.raised && !opts->output.empty()) {
+      // The report is in a file: say on stderr what ended the program, and where, so a CI log
+      // shows why the run exited 3 without opening it.
+      for (const ErrorRecord& e : r.errors)
+        if (!e.caught) {
+          std::cerr << "agtrace: " << opts->scenario << ": statement " << e.statement << " raised " << e.kind << " ("
+                    << e.phase << "): " << e.message << " (report in " << opts->output << ")\n";
+          break;
+        }
+    }
     if (r.raised) return kRaised;
     if (!r.expect.empty() && !check_expect(r).empty()) return kCheckFailed;
     return kOk;

@@ -1,6 +1,9 @@
 #include "interp/interpreter.hpp"
 #include "account/save_rules.hpp"  // issue #4: why saved
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdlib>
@@ -409,6 +412,9 @@ class Interpreter : public ops::Runtime {
   // Returns false when an error ended the enclosing try block (or the program).
   bool run_items(const std::vector<ProgramItem>& items, bool in_try);
   bool run_statement(const ProgramItem& item, bool in_try);
+  // Raises `limit` when the process's peak resident memory is beyond --max-process-memory.
+  void check_process_memory();
+  int64_t process_budget_ = 0;
   void mark_not_run(const std::vector<ProgramItem>& items);
   void exec(const Stmt& s);
   void assign(const Expr& target, const Value& v);
@@ -748,6 +754,7 @@ bool Interpreter::run_statement(const ProgramItem& item, bool in_try) {
       throw ScenarioError("unsupported",
                           "int64 tensor values beyond 2**53 are not supported (agtrace holds int64 elements as "
                           "doubles, which would round them)");
+    check_process_memory();
     // A statement run again is usually ok already (two characters compared, not a string).
     if (sr.status.size() != 2 || sr.status[0] != 'o' || sr.status[1] != 'k') sr.status = "ok";
   } catch (ScenarioError& e) {
@@ -766,6 +773,18 @@ bool Interpreter::run_statement(const ProgramItem& item, bool in_try) {
   root_label_.clear();
   end_statement(statement_, raised);
   return !raised;
+}
+
+void Interpreter::check_process_memory() {
+  if (process_budget_ == 0)
+    process_budget_ = opt_.max_process_memory > 0 ? opt_.max_process_memory : default_process_memory_budget();
+  const int64_t resident = process_peak_resident_bytes();
+  if (resident <= process_budget_) return;
+  ScenarioError e("limit", "the process's resident memory reached " + std::to_string(resident) +
+                               " bytes, beyond its budget of " + std::to_string(process_budget_) +
+                               " bytes (--max-process-memory; default half the machine's memory)");
+  e.facts = {{"resident_bytes", resident}, {"max_process_memory", process_budget_}};
+  throw e;
 }
 
 // ------------------------------------------------------------------ saved-tensor hooks and checkpoint
@@ -2129,6 +2148,18 @@ void compare_runs(WithWithout& c, const RunResult& with, const RunResult& withou
   c.graph_only_bytes_without = without.memory.graph_only_bytes;
 }
 }  // namespace
+
+int64_t default_process_memory_budget() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page <= 0) return int64_t{8} << 30;
+  return static_cast<int64_t>(pages) * page / 2;
+}
+
+int64_t process_peak_resident_bytes() {
+  struct rusage usage {};
+  if (getrusage(RUSAGE_SELF, &usage) != 0) return 0;
+  return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // kilobytes on Linux
+}
 
 RunResult run_scenario(const Scenario& scenario, const RunOptions& options) {
   RunResult result = run_once(scenario, options);

@@ -14,6 +14,11 @@ struct RunOptions {
   std::string device;        // overrides the scenario's device when not empty
   bool keep_values = false;  // --values: element values of leaves and gradients in the result
   int64_t max_memory = int64_t{4} << 30;  // --max-memory: budget for element data (see RunLimits)
+  // --max-process-memory: budget for the whole process's peak resident memory (graph nodes,
+  // saved-value records, events and report buffers as well as element data), checked after
+  // every statement; a statement that leaves it exceeded raises `limit`. 0: half the
+  // machine's physical memory (default_process_memory_budget()).
+  int64_t max_process_memory = 0;
   // Run checkpoint blocks as plain function calls (the "without checkpointing" figures).
   bool checkpoint_plain = false;
   // Run autocast blocks' bodies as plain statements (the "without autocast" figures).
@@ -32,5 +37,10 @@ struct RunOptions {
 // column, before anything runs), then runs the program. Errors the program raises are
 // recorded in the result, not thrown.
 RunResult run_scenario(const Scenario& scenario, const RunOptions& options);
+
+// Half the machine's physical memory: the default --max-process-memory.
+int64_t default_process_memory_budget();
+// The process's peak resident memory so far, in bytes (getrusage's ru_maxrss).
+int64_t process_peak_resident_bytes();
 
 }  // namespace agtrace

@@ -54,3 +54,28 @@ TEST_CASE("every scenario gives byte-identical reports on every run", "[cli][det
   CHECK(checked >= 8);
   fs::remove_all(dir);
 }
+
+TEST_CASE("the process's memory is bounded, graph and records included: 'limit' at the statement, report kept",
+          "[cli][limits]") {
+  // A chain of 20,000 nodes on a 4-element leaf: a few hundred kilobytes of element data,
+  // far under --max-memory, but about a kilobyte of nodes, saved-value records and events
+  // per statement (measured: 10 MB resident at the start, the budget of 32M passed before
+  // the end of the loop; a 90,000-node chain reaches 569 MB with its report).
+  const std::string dir = temp_dir();
+  spit(dir + "/s.json", R"JSON({"name": "s", "tensors": {"x": {"shape": [4], "requires_grad": true}},
+    "program": ["y = x * 1.0", {"repeat": 20000, "body": ["y = y * x"]}, "print('done')"]})JSON");
+  auto r = run_agtrace("run " + dir + "/s.json --format json --max-process-memory 32M -o " + dir + "/out.json");
+  CHECK(r.status == 3);
+  const std::string report = slurp(dir + "/out.json");
+  CHECK(report.find("\"kind\": \"limit\"") != std::string::npos);
+  CHECK(report.find("beyond its budget of 33554432 bytes (--max-process-memory") != std::string::npos);
+  CHECK(report.find("\"done\"") == std::string::npos);  // the program ended there
+  CHECK(r.err.find("limit") != std::string::npos);      // what raised where, on stderr
+  // Within the budget (and by default, half the machine's memory) it runs to the end.
+  auto ok = run_agtrace("run " + dir + "/s.json --format json --max-process-memory 8G");
+  CHECK(ok.status == 0);
+  CHECK(ok.out.find("\"done\"") != std::string::npos);
+  CHECK(run_agtrace("run " + dir + "/s.json -q -o " + dir + "/default.txt").status == 0);
+  CHECK(run_agtrace("run " + dir + "/s.json --max-process-memory lots").status == 2);
+  fs::remove_all(dir);
+}
