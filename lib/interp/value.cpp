@@ -111,16 +111,31 @@ double display_value(double v, DType d) {
 
 namespace {
 
-void nested(std::string& out, const std::vector<double>& vals, const Shape& shape, size_t dim, size_t& pos, DType d) {
+// PyTorch's print options (torch.set_printoptions defaults): a tensor of more than 1000
+// elements is summarised, each dimension longer than 6 showing its first and last 3 entries
+// around "...", so a printed line stays short whatever the tensor's size.
+constexpr int64_t kPrintThreshold = 1000;
+constexpr int64_t kPrintEdgeItems = 3;
+
+// Row-major element `offset` onwards of dimension `dim`, `stride` elements per entry of it.
+void nested(std::string& out, const std::vector<double>& vals, const Shape& shape, size_t dim, int64_t offset,
+            int64_t stride_product, DType d, bool summarize) {
   if (dim == shape.size()) {
-    const double v = vals[pos++];
+    const double v = vals[static_cast<size_t>(offset)];
     out += d == DType::Bool ? (v != 0.0 ? "True" : "False") : element_repr(v, d);
     return;
   }
+  const int64_t size = shape[dim], stride = size > 0 ? stride_product / size : 0;
+  const bool elide = summarize && size > 2 * kPrintEdgeItems;
   out += "[";
-  for (int64_t i = 0; i < shape[dim]; ++i) {
+  for (int64_t i = 0; i < size; ++i) {
+    if (elide && i == kPrintEdgeItems) {
+      out += ", ...";
+      i = size - kPrintEdgeItems - 1;
+      continue;
+    }
     if (i) out += ", ";
-    nested(out, vals, shape, dim + 1, pos, d);
+    nested(out, vals, shape, dim + 1, offset + i * stride, stride, d, summarize);
   }
   out += "]";
 }
@@ -133,8 +148,8 @@ std::string tensor_repr(const Tensor& t) {
     out += t->sizes.size() == 1 ? ",)" : ")";
   } else {
     std::vector<double> vals = host_values(t);  // printing a cuda tensor copies it over
-    size_t pos = 0;
-    nested(out, vals, t->sizes, 0, pos, t->dtype());
+    const int64_t numel = static_cast<int64_t>(vals.size());
+    nested(out, vals, t->sizes, 0, 0, numel, t->dtype(), numel > kPrintThreshold);
     if (t->storage->on_device()) out += ", device='cuda:0'";
   }
   if (t->dtype() != DType::Float32 && t->dtype() != DType::Int64 && t->dtype() != DType::Bool)

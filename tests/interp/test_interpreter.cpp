@@ -454,3 +454,24 @@ TEST_CASE("--values shows each element as the shortest decimal that reads back i
   CHECK(agtrace::display_value(100.0, agtrace::DType::Float32) == 100.0);
   CHECK(std::isnan(agtrace::display_value(std::nan(""), agtrace::DType::Float32)));
 }
+
+TEST_CASE("print summarises a tensor of more than 1000 elements as PyTorch's print options do", "[interp]") {
+  // torch.set_printoptions defaults: threshold 1000, edgeitems 3 (measured in 1.13:
+  // print(torch.arange(2000.)) shows 0., 1., 2., ..., 1997., 1998., 1999.; 1000 elements
+  // print in full). Each printed line stays short however large the tensor or the loop.
+  const auto r = run_text(R"JSON({"name": "t", "tensors": {
+      "x": {"shape": [2000], "init": {"arange": [0, 1]}},
+      "w": {"shape": [2, 3, 200], "init": {"arange": [0, 1]}},
+      "z": {"shape": [10, 100], "init": {"arange": [0, 1]}},
+      "big": {"shape": [100000]}},
+    "program": ["print(x)", "print(w)", "print(z)", {"repeat": 2000, "body": ["print(big)"]}]})JSON");
+  REQUIRE(r.printed.size() == 2003);
+  CHECK(r.printed[0] == "tensor([0.0, 1.0, 2.0, ..., 1997.0, 1998.0, 1999.0])");
+  CHECK(r.printed[1] ==
+        "tensor([[[0.0, 1.0, 2.0, ..., 197.0, 198.0, 199.0], [200.0, 201.0, 202.0, ..., 397.0, 398.0, 399.0], "
+        "[400.0, 401.0, 402.0, ..., 597.0, 598.0, 599.0]], [[600.0, 601.0, 602.0, ..., 797.0, 798.0, 799.0], "
+        "[800.0, 801.0, 802.0, ..., 997.0, 998.0, 999.0], [1000.0, 1001.0, 1002.0, ..., 1197.0, 1198.0, 1199.0]]])");
+  CHECK(r.printed[2].find("...") == std::string::npos);
+  CHECK(r.printed[2].find(", 999.0]])") != std::string::npos);
+  CHECK(r.printed[2002] == "tensor([0.0, 0.0, 0.0, ..., 0.0, 0.0, 0.0])");
+}
