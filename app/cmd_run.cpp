@@ -48,6 +48,7 @@ struct RunOpts {
   bool profile = false;
   int threads = 0;  // 0: AGTRACE_THREADS, else 1
   double render_timeout = kDefaultRenderTimeoutSeconds;
+  int64_t render_max_nodes = kDefaultRenderMaxNodes;
 };
 }  // namespace
 
@@ -69,6 +70,9 @@ Runner add_run(CLI::App& root) {
   cmd->add_option("--dot", opts->dot_file, "also write the graph as Graphviz DOT to FILE");
   cmd->add_option("--svg", opts->svg_file, "also render the graph to FILE with Graphviz's dot");
   cmd->add_option("--png", opts->png_file, "also render the graph to FILE (PNG) with Graphviz's dot");
+  cmd->add_option("--render-max-nodes", opts->render_max_nodes,
+                  "the most graph nodes --svg/--png start Graphviz for (default 5000; more is a limit error)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--render-timeout", opts->render_timeout,
                   "seconds Graphviz's dot may take for --svg/--png before it is stopped (default 60)")
       ->check(CLI::PositiveNumber);
@@ -131,8 +135,10 @@ Runner add_run(CLI::App& root) {
       if (opts->profile) out += report_profile_text(r, profile_rows, profile_total);
     }
     if (!opts->dot_file.empty()) write_file_atomic(opts->dot_file, report_dot(r));
-    if (!opts->svg_file.empty()) render_graphviz(report_dot(r), "svg", opts->svg_file, opts->render_timeout);
-    if (!opts->png_file.empty()) render_graphviz(report_dot(r), "png", opts->png_file, opts->render_timeout);
+    if (!opts->svg_file.empty())
+      render_graphviz(report_dot(r), "svg", opts->svg_file, opts->render_timeout, opts->render_max_nodes);
+    if (!opts->png_file.empty())
+      render_graphviz(report_dot(r), "png", opts->png_file, opts->render_timeout, opts->render_max_nodes);
     if (opts->output.empty()) std::cout << out << std::flush;
     else write_file_atomic(opts->output, out);
     if (r.raised && !opts->output.empty()) {

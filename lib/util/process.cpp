@@ -1,5 +1,8 @@
 #include "util/process.hpp"
 
+#include <cctype>
+#include <string_view>
+
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -99,8 +102,36 @@ ProcessResult run_program(const std::vector<std::string>& argv, double timeout_s
   return r;
 }
 
+int64_t dot_node_count(const std::string& dot_text) {
+  int64_t count = 0;
+  size_t start = 0;
+  while (start < dot_text.size()) {
+    size_t end = dot_text.find('\n', start);
+    if (end == std::string::npos) end = dot_text.size();
+    const std::string_view line(dot_text.data() + start, end - start);
+    start = end + 1;
+    const size_t id = line.find_first_not_of(' ');
+    if (id == std::string_view::npos) continue;
+    size_t after = id;
+    while (after < line.size() && (std::isalnum(static_cast<unsigned char>(line[after])) || line[after] == '_')) ++after;
+    if (after == id || line.compare(after, 2, " [") != 0 || line.find("->") != std::string_view::npos) continue;
+    const std::string_view name = line.substr(id, after - id);
+    if (name != "graph" && name != "node" && name != "edge") ++count;
+  }
+  return count;
+}
+
 void render_graphviz(const std::string& dot_text, const std::string& format, const std::string& out_path,
-                     double timeout_s) {
+                     double timeout_s, int64_t max_nodes) {
+  const int64_t nodes = dot_node_count(dot_text);
+  if (nodes > max_nodes) {
+    InputError e("limit", "the graph has " + std::to_string(nodes) + " nodes, more than --render-max-nodes (" +
+                              std::to_string(max_nodes) +
+                              "): Graphviz's layout of a graph this size takes many minutes; raise the limit, or "
+                              "write --dot FILE and render the part you need");
+    e.file = out_path;
+    throw e;
+  }
   std::string dir = ".";
   auto slash = out_path.rfind('/');
   if (slash != std::string::npos) dir = slash == 0 ? "/" : out_path.substr(0, slash);

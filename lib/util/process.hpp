@@ -21,11 +21,18 @@ ProcessResult run_program(const std::vector<std::string>& argv, double timeout_s
 
 // The default time limit of a Graphviz render (`agtrace run --render-timeout`).
 constexpr double kDefaultRenderTimeoutSeconds = 60;
+// The most nodes a render is started for (`agtrace run --render-max-nodes`): dot's layout
+// of a 30,000-node chain (a 10,000-op program with its saved values) runs for many minutes.
+constexpr int64_t kDefaultRenderMaxNodes = 5000;
+
+// The nodes DOT text declares (`  id [attributes];` lines), the legend's included.
+int64_t dot_node_count(const std::string& dot_text);
 
 // Renders DOT text with Graphviz (`dot -T<format>`) into `out_path`, atomically (a
 // temporary file in the same folder, then rename). Throws InputError (kind "io") with a
-// clear message when `dot` is missing, fails or runs past `timeout_s`.
+// clear message when `dot` is missing, fails or runs past `timeout_s`, and (kind "limit")
+// before starting it when the graph declares more than `max_nodes` nodes.
 void render_graphviz(const std::string& dot_text, const std::string& format, const std::string& out_path,
-                     double timeout_s = kDefaultRenderTimeoutSeconds);
+                     double timeout_s = kDefaultRenderTimeoutSeconds, int64_t max_nodes = kDefaultRenderMaxNodes);
 
 }  // namespace agtrace

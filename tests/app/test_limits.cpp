@@ -79,3 +79,27 @@ TEST_CASE("the process's memory is bounded, graph and records included: 'limit' 
   CHECK(run_agtrace("run " + dir + "/s.json --max-process-memory lots").status == 2);
   fs::remove_all(dir);
 }
+
+TEST_CASE("a render past --render-max-nodes is a limit error before Graphviz starts, nothing written",
+          "[cli][limits]") {
+  // 2,000 multiplications: 6,000 nodes and saved values in the picture, over the default
+  // 5,000 (dot's layout of a 30,000-node graph runs for many minutes).
+  const std::string dir = temp_dir();
+  spit(dir + "/s.json", R"JSON({"name": "s", "tensors": {"x": {"shape": [4], "requires_grad": true}},
+    "program": ["y = x * 1.0", {"repeat": 2000, "body": ["y = y * x"]}]})JSON");
+  auto r = run_agtrace("run " + dir + "/s.json -o " + dir + "/out.txt --svg " + dir + "/g.svg");
+  CHECK(r.status == 2);
+  CHECK(r.err.find("[limit] " + dir + "/g.svg: the graph has 60") != std::string::npos);
+  CHECK(r.err.find("more than --render-max-nodes (5000)") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir + "/g.svg"));
+  CHECK_FALSE(fs::exists(dir + "/out.txt"));
+  // The limit is the user's: a small graph under a lower one is refused too, and renders
+  // under the default.
+  const std::string seed = source_dir() + "/scenarios/seed_walk.json";
+  auto low = run_agtrace("run " + seed + " -o " + dir + "/seed.txt --png " + dir + "/seed.png --render-max-nodes 5");
+  CHECK(low.status == 2);
+  CHECK(low.err.find("more than --render-max-nodes (5)") != std::string::npos);
+  CHECK(run_agtrace("run " + seed + " -o " + dir + "/seed.txt --svg " + dir + "/seed.svg").status == 0);
+  CHECK(fs::exists(dir + "/seed.svg"));
+  fs::remove_all(dir);
+}
