@@ -35,6 +35,7 @@ struct RunOpts {
   std::string scenario;
   std::string format = "text";
   bool values = false;
+  int64_t values_limit = 1000000;
   bool quiet = false;
   std::string detail = "summary";
   std::string dot_file;
@@ -62,6 +63,10 @@ Runner add_run(CLI::App& root) {
   cmd->add_option("scenario", opts->scenario, "scenario file (JSON)")->required();
   cmd->add_option("--format", opts->format, "text or json")->check(CLI::IsMember({"text", "json"}));
   cmd->add_flag("--values", opts->values, "include element values of leaves and gradients");
+  cmd->add_option("--values-limit", opts->values_limit,
+                  "with --values: a leaf or gradient of more elements gives only its count (values_elided); "
+                  "0 for no limit (default 1000000)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_flag("-q,--quiet", opts->quiet, "text: the summary only");
   cmd->add_option("--detail", opts->detail,
                   "json: summary (default: the stable core, per-node and per-statement figures, the accountant) "
@@ -104,6 +109,7 @@ Runner add_run(CLI::App& root) {
     if (!opts->max_process_memory.empty()) ro.max_process_memory = parse_bytes(opts->max_process_memory);
     ro.device = opts->device;
     ro.keep_values = opts->values;
+    ro.values_limit = opts->values_limit;
     kernels::set_threads(opts->threads > 0 ? opts->threads : threads_from_env());
     kernels::keep_freed_buffers();
     if (opts->profile) profile::set_enabled(true);

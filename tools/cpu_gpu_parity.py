@@ -222,7 +222,8 @@ class AgtraceFailure(Exception):
 
 def run_agtrace(binary, scenario, device, timeout):
     """('ok', report) or ('unsupported', reason); AgtraceFailure when agtrace misbehaves."""
-    cmd = [binary, "run", scenario, "--format", "json", "--values", "--device", device, "--color", "never"]
+    cmd = [binary, "run", scenario, "--format", "json", "--values", "--values-limit", "0", "--device", device,
+           "--color", "never"]
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -572,7 +572,10 @@ void Interpreter::create_leaves() {
     rec.dtype = leaf.dtype;
     rec.requires_grad = leaf.requires_grad;
     rec.bytes = t->nbytes();
-    if (opt_.keep_values) rec.values = display_values(t);
+    if (opt_.keep_values) {
+      if (opt_.values_limit > 0 && t->numel() > opt_.values_limit && !t->is_meta()) rec.values_elided = t->numel();
+      else rec.values = display_values(t);
+    }
     result_.leaves.push_back(rec);
   }
   end_statement(-1, false);
@@ -2076,7 +2079,11 @@ void Interpreter::finish() {
     g.name = it != declared.end() ? it->second : label_of(t->id);
     g.shape = t->grad->sizes;
     g.dtype = t->grad->dtype();
-    if (opt_.keep_values) g.values = display_values(t->grad);
+    if (opt_.keep_values) {
+      if (opt_.values_limit > 0 && t->grad->numel() > opt_.values_limit && !t->grad->is_meta())
+        g.values_elided = t->grad->numel();
+      else g.values = display_values(t->grad);
+    }
     result_.grads.push_back(g);
   }
   // A storage holds one dtype (no op reinterprets one): the dtype of any live tensor on it.

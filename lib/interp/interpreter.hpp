@@ -13,6 +13,9 @@ class DeviceBackend;
 struct RunOptions {
   std::string device;        // overrides the scenario's device when not empty
   bool keep_values = false;  // --values: element values of leaves and gradients in the result
+  // --values-limit: a leaf or gradient of more elements keeps no values, only their count
+  // (values_elided); 0 keeps every value.
+  int64_t values_limit = 0;
   int64_t max_memory = int64_t{4} << 30;  // --max-memory: budget for element data (see RunLimits)
   // --max-process-memory: budget for the whole process's peak resident memory (graph nodes,
   // saved-value records, events and report buffers as well as element data), checked after

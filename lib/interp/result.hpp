@@ -211,6 +211,7 @@ struct GradRecord {
   Shape shape;
   DType dtype = DType::Float32;
   std::vector<double> values;
+  int64_t values_elided = 0;  // elements whose values --values-limit left out (then `values` is empty)
 };
 
 struct LeafRecord {
@@ -220,6 +221,7 @@ struct LeafRecord {
   bool requires_grad = false;
   int64_t bytes = 0;
   std::vector<double> values;
+  int64_t values_elided = 0;  // elements whose values --values-limit left out (then `values` is empty)
 };
 
 struct MemorySummary {

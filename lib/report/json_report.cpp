@@ -367,7 +367,8 @@ ojson build_report(const RunResult& r, bool with_values, bool streamed) {
   ojson grads = ojson::object();
   for (const auto& g : r.grads) {
     ojson gj{{"shape", g.shape}, {"dtype", dtype_name(g.dtype)}};
-    if (with_values) gj["values"] = values_json(g.values);
+    if (with_values && g.values_elided > 0) gj["values_elided"] = g.values_elided;
+    else if (with_values) gj["values"] = values_json(g.values);
     grads[g.name] = gj;
   }
   j["grads"] = grads;
@@ -395,7 +396,8 @@ ojson build_report(const RunResult& r, bool with_values, bool streamed) {
   for (const auto& l : r.leaves) {
     ojson lj{{"name", l.name}, {"shape", l.shape}, {"dtype", dtype_name(l.dtype)},
              {"requires_grad", l.requires_grad}, {"bytes", l.bytes}};
-    if (with_values) lj["values"] = values_json(l.values);
+    if (with_values && l.values_elided > 0) lj["values_elided"] = l.values_elided;
+    else if (with_values) lj["values"] = values_json(l.values);
     leaves.push_back(lj);
   }
   j["leaves"] = leaves;

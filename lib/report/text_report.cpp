@@ -250,6 +250,7 @@ std::string report_text(const RunResult& r, const TextOptions& opt) {
         for (size_t i = 0; i < g.values.size(); ++i) o << (i ? ", " : "") << float_repr(g.values[i]);
         o << "]";
       }
+      if (opt.values && g.values_elided > 0) o << "  (" << g.values_elided << " values, beyond --values-limit)";
       o << "\n";
     }
   }

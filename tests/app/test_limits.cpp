@@ -103,3 +103,29 @@ TEST_CASE("a render past --render-max-nodes is a limit error before Graphviz sta
   CHECK(fs::exists(dir + "/seed.svg"));
   fs::remove_all(dir);
 }
+
+TEST_CASE("--values keeps the values of tensors up to --values-limit elements, the count of larger ones",
+          "[cli][limits]") {
+  const std::string dir = temp_dir();
+  spit(dir + "/s.json", R"JSON({"name": "s", "tensors": {
+      "big": {"shape": [2000], "requires_grad": true}, "small": {"shape": [3], "requires_grad": true}},
+    "program": ["(big.sum() + small.sum()).backward()"]})JSON");
+  auto json = run_agtrace("run " + dir + "/s.json --format json --values --values-limit 1000");
+  REQUIRE(json.status == 0);
+  auto count = [](const std::string& text, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  CHECK(count(json.out, "\"values_elided\": 2000") == 2);  // the leaf and its gradient
+  CHECK(count(json.out, "\"values\": [") == 2);           // small's, and its gradient's
+  auto text = run_agtrace("run " + dir + "/s.json --values --values-limit 1000");
+  CHECK(text.out.find("(2000 values, beyond --values-limit)") != std::string::npos);
+  // The default (1,000,000) and 0 (no limit) keep all 2000.
+  for (const std::string& limit : {std::string(""), std::string(" --values-limit 0")}) {
+    auto all = run_agtrace("run " + dir + "/s.json --format json --values" + limit);
+    CHECK(all.out.find("values_elided") == std::string::npos);
+  }
+  CHECK(run_agtrace("run " + dir + "/s.json --values --values-limit -1").status == 2);
+  fs::remove_all(dir);
+}

@@ -5,7 +5,7 @@ Usage:
   /usr/bin/python3 tests/differential/compare_with_torch.py --agtrace build/agtrace scenarios/*.json
   /usr/bin/python3 tests/differential/compare_with_torch.py --agtrace build/agtrace --self-test
 
-For every scenario, agtrace runs it (`run --format json --values`) and the same program
+For every scenario, agtrace runs it (`run --format json --values --values-limit 0`) and the same program
 runs here, in-process, under PyTorch, starting from the very leaf values agtrace reports.
 The facts both produce are compared (see tests/differential/README.md for exactly which, and
 with which tolerance).  The output is one line per scenario:
@@ -373,7 +373,7 @@ def check_leaf_inits(scenario, report):
 def run_agtrace(binary, path):
     """(report or None, problem or None)."""
     try:
-        p = subprocess.run([binary, "run", path, "--format", "json", "--values"],
+        p = subprocess.run([binary, "run", path, "--format", "json", "--values", "--values-limit", "0"],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
     except (OSError, subprocess.TimeoutExpired) as e:
         return None, "agtrace could not run: %s" % e
