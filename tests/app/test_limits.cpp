@@ -104,7 +104,7 @@ TEST_CASE("a render past --render-max-nodes is a limit error before Graphviz sta
   fs::remove_all(dir);
 }
 
-TEST_CASE("--values keeps the values of tensors up to --values-limit elements, the count of larger ones",
+TEST_CASE("run with --values keeps the values of tensors up to --values-limit elements, the count of larger ones",
           "[cli][limits]") {
   const std::string dir = temp_dir();
   spit(dir + "/s.json", R"JSON({"name": "s", "tensors": {

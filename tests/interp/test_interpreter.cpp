@@ -415,7 +415,7 @@ TEST_CASE("float(), int() and bool() convert as Python does, float('inf') includ
   for (const auto& e : r.errors) CHECK(e.kind == "type_error");
 }
 
-TEST_CASE("--values shows each element as the shortest decimal that reads back in its dtype", "[interp]") {
+TEST_CASE("run with --values shows each element as the shortest decimal that reads back in its dtype", "[interp]") {
   // The definition display_value implements with a faster search for float32: the first
   // precision whose "%.*g" text, read as a double and rounded to the dtype, is the value.
   auto by_definition = [](double v, agtrace::DType d) {
