@@ -1125,7 +1125,7 @@ void conv_forward_exact(const ConvGeometry& c, const Tensor& input, const Tensor
 //   grad_input:   columns' grad = gemm(N, T) of grad_output and weight (beta 0), folded back into
 //                 the input with one bfloat16 add per tap (unfolded2d_acc), kernel row, column order;
 //   grad_weight:  gemm(T, N) of columns and grad_output with beta 1, sample after sample;
-//   grad_bias:    at::sum over (N, H, W), sample by sample (below).
+//   grad_bias:    at::sum over (N, H, W), as kernels::sum reduces separate runs of dims in bfloat16.
 // slow_conv2d has no dilation (1.13 takes slow_conv_dilated2d there, not reproduced).
 struct SlowConvGroup {
   const ConvGeometry& c;
@@ -1206,19 +1206,10 @@ void conv_backward_slow_bf16(const ConvGeometry& c, const Tensor& grad, const Te
       }
     }
   if (gb) {
-    // at::sum over (0, 2, 3) of bfloat16: cascade_sum sums each sample's plane in float and
-    // adds it to the bfloat16 output with CastStoreAccumulate (`*out += value`: the float
-    // rounded to bfloat16, then the add rounded). Measured: 0 differences on 6 shapes; the
-    // exact sum rounded once differs in up to 21 of 32 channels.
-    std::vector<double> db(static_cast<size_t>(c.out_channels), 0.0);
-    const int64_t plane = c.out_h * c.out_w;
-    for (int64_t b = 0; b < c.batch; ++b)
-      for (int64_t co = 0; co < c.out_channels; ++co) {
-        double part = 0.0;
-        for (int64_t i = 0; i < plane; ++i) part += gv[static_cast<size_t>((b * c.out_channels + co) * plane + i)];
-        db[co] = kernels::round_bf16(db[co] + kernels::round_bf16(part));
-      }
-    store(gb, db);
+    // at::sum over (N, H, W): kernels::sum's bfloat16 reduction over separate runs of dims
+    // (each sample's float partial added to the bfloat16 output with a rounding per add).
+    const std::vector<int64_t> dims = grad->dim() == 3 ? std::vector<int64_t>{0, 2} : std::vector<int64_t>{0, 2, 3};
+    store(gb, to_values(kernels::sum(grad, dims, false, DType::BFloat16)));
   }
   if (gx) store(gx, dx);
   if (gw) store(gw, dw);
