@@ -37,11 +37,20 @@ struct InputBuffer {
       // over the two MulBackward0).
       slot = ops::add(slot, g, Value::integer(1));
     } else {
-      slot = kernels::device::any_on_device({&slot, &g})
-                 ? kernels::device::binary(cuda::pw::BinaryOp::Add, slot, g, slot->dtype(), "add")
-                 // The same sum per element, split over the run's threads for large float32
-                 // gradients (a residual stream's gradient is accumulated once per use).
-                 : kernels::binary_split(slot, g, slot->dtype(), [](double a, double b) { return a + b; }, "add");
+      Tensor sum = kernels::device::any_on_device({&slot, &g})
+                       ? kernels::device::binary(cuda::pw::BinaryOp::Add, slot, g, slot->dtype(), "add")
+                       // The same sum per element, split over the run's threads for large float32
+                       // gradients (a residual stream's gradient is accumulated once per use).
+                       : kernels::binary_split(slot, g, slot->dtype(), [](double a, double b) { return a + b; }, "add");
+      // Without grad mode InputBuffer::accumulate adds in place into a dense old gradient
+      // (old_var.add_(var): its layout), else computes var + old_var (TensorIterator's
+      // layout of that operand order).
+      if (!sum->storage->on_device() && sum->sizes == slot->sizes) {
+        const Shape layout = ops::non_overlapping_and_dense(slot) ? slot->strides.vec()
+                                                                  : kernels::iterator_output_strides(sum->sizes, {&g, &slot});
+        kernels::relayout_in_place(sum, layout);
+      }
+      slot = sum;
     }
   }
 };
@@ -117,14 +126,18 @@ bool obeys_layout_contract(const Tensor& g, const Tensor& leaf) {
 // clone_obey_contract: a copy with the leaf's strides when the leaf is non-overlapping and
 // dense (measured: a.t() leaf's .grad is not contiguous, stride (1, 2)), else the
 // contiguous copy `contiguous` makes.
-Tensor clone_obey_contract(const Tensor& g, const Tensor& leaf, Tensor (*contiguous)(const Tensor&, DType)) {
-  if (g->sizes == leaf->sizes && ops::non_overlapping_and_dense(leaf) && !leaf->is_contiguous()) {
+// A contiguous copy in `dtype` (a cast keeps the gradient's layout, as `to` does).
+Tensor contiguous_in_dtype(const Tensor& g, DType dtype) {
+  if (!g->is_contiguous()) return copy_to(g, dtype, g->storage->device);
+  return g->dtype() == dtype ? kernels::copy(g) : kernels::cast(g, dtype);
+}
+Tensor clone_obey_contract(const Tensor& g, const Tensor& leaf) {
+  if (g->sizes == leaf->sizes && ops::non_overlapping_and_dense(leaf) && !(leaf->is_contiguous() && g->is_contiguous())) {
     const Shape strides = leaf->strides.vec();
     return copy_to(g, leaf->dtype(), leaf->storage->device, &strides);
   }
-  return contiguous(g, leaf->dtype());
+  return contiguous_in_dtype(g, leaf->dtype());
 }
-Tensor copy_in_dtype(const Tensor& g, DType dtype) { return g->dtype() == dtype ? kernels::copy(g) : kernels::cast(g, dtype); }
 
 // AccumulateGrad::apply: the first gradient becomes .grad (PyTorch steals it when nothing
 // else holds it and it obeys the layout contract, otherwise it copies); later ones are
@@ -135,7 +148,7 @@ void accumulate(Node& acc, const Tensor& g) {
   if (!leaf->grad) {
     const bool stealable = g.use_count() <= 2 && g->storage.use_count() == 1 && !g->is_view() &&
                            g->sizes == leaf->sizes && obeys_layout_contract(g, leaf) && g->dtype() == leaf->dtype();
-    leaf->grad = stealable ? g : clone_obey_contract(g, leaf, kernels::cast);
+    leaf->grad = stealable ? g : clone_obey_contract(g, leaf);
     if (leaf->grad->sizes != leaf->sizes)
       leaf->grad = make_alias(leaf->grad, leaf->sizes, contiguous_strides(leaf->sizes), 0);
     leaf->grad->grad_fn.reset();
@@ -165,7 +178,7 @@ void accumulate_with_graph(Node& acc, const Tensor& g) {
   Tensor leaf = acc.variable;
   if (!leaf || !g) return;
   if (!leaf->grad) {
-    Tensor copy = clone_obey_contract(g, leaf, copy_in_dtype);
+    Tensor copy = clone_obey_contract(g, leaf);
     if (g->requires_grad()) {
       auto node = make_node("CopyBackwards", copy_backwards_backward, {nullptr, g});
       node->cpp_name_prefix = true;

@@ -605,7 +605,8 @@ namespace {
 // the view's size, stride and storage offset (as_strided_backward).
 std::vector<Tensor> as_strided_backward(Node& n, const std::vector<Tensor>& g) {
   const Node::Geometry& geo = *n.geometry;
-  return {kernels::view_backward(g[0], geo.base_sizes, geo.sizes, geo.strides, geo.offset - geo.base_offset)};
+  return {kernels::view_backward(g[0], geo.base_sizes, geo.sizes, geo.strides, geo.offset - geo.base_offset,
+                                 &geo.base_strides)};
 }
 
 // CopySlices::apply: the base's gradient is copied, the view's slice of it is run through
@@ -613,7 +614,11 @@ std::vector<Tensor> as_strided_backward(Node& n, const std::vector<Tensor>& g) {
 // its other gradients go to the other inputs.
 std::vector<Tensor> copy_slices_backward(Node& n, const std::vector<Tensor>& g) {
   const Node::Geometry& geo = *n.geometry;
-  Tensor result = kernels::copy(g[0]);
+  // grad.new_empty_strided(base.sizes(), base.strides()).copy_(grad)
+  Tensor result = geo.base_strides == contiguous_strides(geo.base_sizes)
+                      ? kernels::copy(g[0])
+                      : copy_to(g[0], g[0]->dtype(), g[0]->is_meta() ? std::string("cpu") : g[0]->storage->device.str(),
+                                &geo.base_strides);
   Tensor slice = make_alias(result, geo.sizes, geo.strides, geo.offset - geo.base_offset);
   Tensor slice_grad = kernels::copy(slice);
   Node& fn = *n.wrapped();
@@ -715,7 +720,7 @@ std::vector<Tensor> copy_slices_dbackward(Node& n, const std::vector<Tensor>& g)
     set_history(result, node);
   }
   Tensor slice = as_strided_view(result, geo.sizes, geo.strides, geo.offset - geo.base_offset);
-  Tensor slice_grad = ops::clone(slice);
+  Tensor slice_grad = ops::clone_contiguous(slice);  // grad_slice.clone(MemoryFormat::Contiguous)
   // The wrapped node computes the gradients CopySlices is asked for (its edges past the
   // first are CopySlices' own); the slice's gradient is always needed.
   fn.task_outputs = std::make_unique<std::vector<bool>>(fn.next.size(), true);
@@ -771,8 +776,10 @@ std::vector<Tensor> as_strided_dbackward(Node& n, const std::vector<Tensor>& g) 
 
 void rebase_view_history(const Tensor& view, const Shared<Node>& fn) {
   const Tensor& base = view->base;
-  if (!base->is_contiguous())
-    throw ScenarioError("unsupported", "in-place operation on a view of a non-contiguous base is not supported yet");
+  // CopySlices lays the base's gradient out in the base's strides (new_empty_strided); a
+  // base that does not fill its storage densely is not modelled.
+  if (!ops::non_overlapping_and_dense(base))
+    throw ScenarioError("unsupported", "in-place operation on a view of a base that is not dense is not supported yet");
   auto cs = make_shared_object<Node>();
   cs->name = "CopySlices";
   cs->cpp_name_prefix = true;

@@ -141,7 +141,7 @@ const std::set<std::string>& unlisted() {
       "Size", "_is_view", "backward", "autograd.backward", "grad", "retain_grad", "requires_grad_", "data_ptr", "dim", "element_size",
       "is_contiguous", "is_grad_enabled", "set_grad_enabled", "is_autocast_enabled", "is_autocast_cpu_enabled",
       "get_autocast_cpu_dtype", "get_autocast_gpu_dtype", "is_autocast_cache_enabled", "item", "numel", "size", "tolist", "print",
-      "shares_storage",
+      "shares_storage", "stride", "storage_offset",
   };
   return s;
 }

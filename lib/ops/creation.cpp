@@ -17,6 +17,7 @@
 #include <cmath>
 
 #include "errors.hpp"
+#include "ops/ops.hpp"
 #include "ops/table.hpp"
 #include "ops/table_util.hpp"
 #include "tensor/device_backend.hpp"
@@ -142,11 +143,11 @@ Value impl_new_tensor(Args& a, Runtime& rt) {
 // ---- *_like: the input's shape, dtype and device unless given
 Value impl_full_like(Args& a, Runtime& rt) {
   Tensor src = a.tensor("input");
-  return filled(a, rt, src->sizes, fill_number(a, "fill_value"), creation_dtype(a, src->dtype()), device_name(src));
+  return T(with_preserved_format(filled(a, rt, src->sizes, fill_number(a, "fill_value"), creation_dtype(a, src->dtype()), device_name(src)).t, src));
 }
 Value impl_empty_like(Args& a, Runtime& rt) {
   Tensor src = a.tensor("input");
-  return filled(a, rt, src->sizes, 0.0, creation_dtype(a, src->dtype()), device_name(src));
+  return T(with_preserved_format(filled(a, rt, src->sizes, 0.0, creation_dtype(a, src->dtype()), device_name(src)).t, src));
 }
 
 // ---- random creators
@@ -179,11 +180,11 @@ Value impl_randn(Args& a, Runtime& rt) {
 }
 Value impl_rand_like(Args& a, Runtime& rt) {
   Tensor src = a.tensor("input");
-  return random_tensor<false>(a, rt, src->sizes, creation_dtype(a, src->dtype()), device_name(src));
+  return T(with_preserved_format(random_tensor<false>(a, rt, src->sizes, creation_dtype(a, src->dtype()), device_name(src)).t, src));
 }
 Value impl_randn_like(Args& a, Runtime& rt) {
   Tensor src = a.tensor("input");
-  return random_tensor<true>(a, rt, src->sizes, creation_dtype(a, src->dtype()), device_name(src));
+  return T(with_preserved_format(random_tensor<true>(a, rt, src->sizes, creation_dtype(a, src->dtype()), device_name(src)).t, src));
 }
 
 // torch.randint(high, size) / randint(low, high, size), int64 unless dtype= says otherwise.

@@ -93,6 +93,12 @@ void transpose_(const Tensor& self, int64_t dim0, int64_t dim1) {
                   {{"dim0", dim_attr(dim0)}, {"dim1", dim_attr(dim1)}});
 }
 
+void restride_in_place(const Tensor& self, const Shape& strides) {
+  change_geometry(self, "as_strided_", "AsStridedBackward1", reshape_inplace_backward, self->sizes, strides,
+                  {{"size", AttrValue::ints(self->sizes)}, {"storage_offset", AttrValue::none()},
+                   {"stride", AttrValue::ints(strides)}});
+}
+
 void unsqueeze_(const Tensor& self, int64_t dim) {
   const int64_t d = kernels::wrap_dim(dim, self->dim() + 1);
   Shape sz = self->sizes, st = self->strides;

@@ -112,16 +112,29 @@ ScenarioError shape_error(const std::string& msg, const std::string& op, std::ve
 // ------------------------------------------------------------------ backward formulas
 
 // MmBackward0: grad_self = grad @ mat2^T, grad_mat2 = self^T @ grad.
+bool column_major(const Node& n, const char* sizes, const char* strides);
+
+// mm_mat1_backward / mm_mat2_backward: a column-major operand (strides (1, rows), F.linear's
+// W.t()) gets its gradient column-major too, as the transpose of the product taken the other
+// way round, so that W's gradient comes out of TBackward0 contiguous and AccumulateGrad
+// takes it without a copy.
+Tensor mm_mat1_grad(const Tensor& grad, const Tensor& mat2, bool mat1_column_major) {
+  return mat1_column_major ? kernels::transposed(kernels::mm(mat2, kernels::transposed(grad)))
+                           : kernels::mm(grad, kernels::transposed(mat2));
+}
+Tensor mm_mat2_grad(const Tensor& grad, const Tensor& mat1, bool mat2_column_major) {
+  return mat2_column_major ? kernels::transposed(kernels::mm(kernels::transposed(grad), mat1))
+                           : kernels::mm(kernels::transposed(mat1), grad);
+}
+
 std::vector<Tensor> mm_backward(Node& n, const std::vector<Tensor>& g) {
   Tensor ga, gb;
-  if (n.next[0].fn) {
-    Tensor mat2 = n.unpack("mat2");
-    ga = as_dtype(kernels::mm(g[0], kernels::transposed(mat2)), n.input_meta[0].dtype);
-  }
-  if (n.next[1].fn) {
-    Tensor self = n.unpack("self");
-    gb = as_dtype(kernels::mm(kernels::transposed(self), g[0]), n.input_meta[1].dtype);
-  }
+  if (n.next[0].fn)
+    ga = as_dtype(mm_mat1_grad(g[0], n.unpack("mat2"), column_major(n, "self_sym_sizes", "self_sym_strides")),
+                  n.input_meta[0].dtype);
+  if (n.next[1].fn)
+    gb = as_dtype(mm_mat2_grad(g[0], n.unpack("self"), column_major(n, "mat2_sym_sizes", "mat2_sym_strides")),
+                  n.input_meta[1].dtype);
   return {ga, gb};
 }
 
@@ -240,14 +253,14 @@ std::vector<Tensor> addmm_backward(Node& n, const std::vector<Tensor>& g) {
   Tensor gs, g1, g2;
   if (n.next[0].fn)
     gs = as_dtype(kernels::sum_to(maybe_multiply(g[0], n.attr("beta")), n.input_meta[0].sizes), n.input_meta[0].dtype);
-  if (n.next[1].fn) {
-    Tensor mat2 = n.unpack("mat2");
-    g1 = as_dtype(maybe_multiply(kernels::mm(g[0], kernels::transposed(mat2)), n.attr("alpha")), n.input_meta[1].dtype);
-  }
-  if (n.next[2].fn) {
-    Tensor mat1 = n.unpack("mat1");
-    g2 = as_dtype(maybe_multiply(kernels::mm(kernels::transposed(mat1), g[0]), n.attr("alpha")), n.input_meta[2].dtype);
-  }
+  if (n.next[1].fn)
+    g1 = as_dtype(maybe_multiply(mm_mat1_grad(g[0], n.unpack("mat2"), column_major(n, "mat1_sym_sizes", "mat1_sym_strides")),
+                                 n.attr("alpha")),
+                  n.input_meta[1].dtype);
+  if (n.next[2].fn)
+    g2 = as_dtype(maybe_multiply(mm_mat2_grad(g[0], n.unpack("mat1"), column_major(n, "mat2_sym_sizes", "mat2_sym_strides")),
+                                 n.attr("alpha")),
+                  n.input_meta[2].dtype);
   return {gs, g1, g2};
 }
 

@@ -600,7 +600,16 @@ Tensor adaptive_avg_pool2d(const Tensor& input, const std::vector<int64_t>& outp
                                std::to_string(output_size[0]) + ", " + std::to_string(output_size[1]) + "}");
   // ATen's adaptive_avg_pool2d: a 1x1 output is a mean over the last two dims, before any
   // other check (measured: MeanBackward1 with dim (-1, -2), keepdim True, on a 2-D input too).
-  if (output_size[0] == 1 && output_size[1] == 1) return mean(input, std::vector<int64_t>{-1, -2}, true);
+  // A channels-last input (suggest_memory_format) then gets channels-last strides on the
+  // mean, through out.as_strided_({n, c, 1, 1}, {c, 1, c, c}) (AsStridedBackward1, measured).
+  if (output_size[0] == 1 && output_size[1] == 1) {
+    Tensor out = mean(input, std::vector<int64_t>{-1, -2}, true);
+    if (input->dim() == 4 && kernels::strides_like_channels_last(input->sizes, input->strides)) {
+      const int64_t c = input->sizes[1];
+      restride_in_place(out, {c, 1, c, c});
+    }
+    return out;
+  }
   const int64_t nd = input->dim();
   if (nd != 3 && nd != 4)
     fail("shape_mismatch", "adaptive_avg_pool2d(): Expected 3D or 4D tensor, but got " + shape_str(input->sizes));

@@ -28,6 +28,12 @@ Tensor pow_number_base(const Value& base, const Tensor& exponent);  // torch.pow
 // is_non_overlapping_and_dense: the elements fill their storage span exactly once, in
 // some order of the dims.
 bool non_overlapping_and_dense(const Tensor& a);
+// MemoryFormat::Preserve (empty_like, clone, to): a's strides when non-overlapping and
+// dense, else dense strides in the order of a's (at::infer_dense_strides).
+Shape preserve_format_strides(const Tensor& a);
+// A fresh tensor of a's sizes whose elements are all equal (or drawn in storage order, as a
+// nullary TensorIterator fills a permuted result), given those strides in place.
+Tensor with_preserved_format(Tensor fresh, const Tensor& a);
 Tensor reciprocal(const Tensor& a);
 Tensor compare(const Tensor& a, const Tensor& b, const std::string& op);  // == != < <= > >=
 
@@ -58,7 +64,8 @@ Tensor t(const Tensor& a);
 Tensor transpose(const Tensor& a, int64_t dim0, int64_t dim1);
 Tensor select(const Tensor& a, int64_t dim, int64_t index);
 Tensor slice(const Tensor& a, int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end, int64_t step);
-Tensor clone(const Tensor& a);
+Tensor clone(const Tensor& a);  // memory_format=Preserve
+Tensor clone_contiguous(const Tensor& a);  // clone(at::MemoryFormat::Contiguous), CloneBackward0
 Tensor detach(const Tensor& a);
 Tensor contiguous(const Tensor& a);
 // x.narrow(dim, start, length): slice(dim, start, start + length) with start wrapped.
@@ -96,6 +103,10 @@ void pow_(const Tensor& self, const Value& exponent);  // a number or a tensor e
 void t_(const Tensor& self);
 void transpose_(const Tensor& self, int64_t dim0, int64_t dim1);
 void unsqueeze_(const Tensor& self, int64_t dim);
+// self.as_strided_(self.sizes(), strides) where the new strides address the same elements
+// (they differ only on size-1 dims): AsStridedBackward1 saving size, stride and
+// storage_offset None, one version bump (measured in 1.13 through adaptive_avg_pool2d).
+void restride_in_place(const Tensor& self, const Shape& strides);
 void squeeze_(const Tensor& self, std::optional<int64_t> dim);
 void detach_(const Tensor& self);
 

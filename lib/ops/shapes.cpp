@@ -1126,6 +1126,16 @@ Tensor to_device(const Tensor& a, DType dtype, const std::string& device, bool c
   return r;
 }
 
+Shape preserve_format_strides(const Tensor& a) {
+  return non_overlapping_and_dense(a) ? a->strides.vec() : infer_dense_strides(a->sizes, a->strides);
+}
+
+Tensor with_preserved_format(Tensor fresh, const Tensor& a) {
+  if (a->is_contiguous() || a->numel() == 0 || fresh->sizes != a->sizes) return fresh;
+  fresh->strides = preserve_format_strides(a);
+  return fresh;
+}
+
 bool non_overlapping_and_dense(const Tensor& a) {
   std::vector<size_t> perm(a->sizes.size());
   std::iota(perm.begin(), perm.end(), 0);

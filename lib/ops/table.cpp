@@ -409,7 +409,7 @@ Value impl_like(Args& a, Runtime& rt, double v) {
   Tensor src = a.tensor("input");
   const std::string device = creation_device(a, rt, device_name(src));
   DeviceScope on(device == "meta" ? "cpu" : device);
-  return finish_creation(a, kernels::full(src->sizes, v, creation_dtype(a, src->dtype()), device == "meta"));
+  return finish_creation(a, with_preserved_format(kernels::full(src->sizes, v, creation_dtype(a, src->dtype()), device == "meta"), src));
 }
 Value impl_zeros_like(Args& a, Runtime& rt) { return impl_like(a, rt, 0.0); }
 Value impl_ones_like(Args& a, Runtime& rt) { return impl_like(a, rt, 1.0); }
@@ -493,6 +493,15 @@ Value impl_size(Args& a, Runtime&) {
   if (!a.given("dim")) return Value::torch_size(t->sizes);
   return Value::integer(t->sizes[static_cast<size_t>(kernels::wrap_dim(a.integer("dim"), t->dim()))]);
 }
+// Tensor.stride(): a tuple of ints (not a torch.Size), or one int for a dim.
+Value impl_stride(Args& a, Runtime&) {
+  Tensor t = a.tensor("self");
+  if (a.given("dim")) return Value::integer(t->strides[static_cast<size_t>(kernels::wrap_dim(a.integer("dim"), t->dim()))]);
+  std::vector<Value> items;
+  for (int64_t s : t->strides) items.push_back(Value::integer(s));
+  return Value::tuple(std::move(items));
+}
+Value impl_storage_offset(Args& a, Runtime&) { return Value::integer(a.tensor("self")->offset); }
 Value impl_dim(Args& a, Runtime&) { return Value::integer(a.tensor("self")->dim()); }
 Value impl_numel(Args& a, Runtime&) { return Value::integer(a.tensor("self")->numel()); }
 Value impl_element_size(Args& a, Runtime&) { return Value::integer(dtype_size(a.tensor("self")->dtype())); }
@@ -723,6 +732,8 @@ std::vector<OpEntry> core_ops() {
        impl_shares_storage, {}},
       {"equal", {"torch.equal", "Tensor.equal"}, "(input, other)", "introspection", none, "same shape and values", impl_equal, {}},
       {"size", {"Tensor.size"}, "(self, dim=None)", "introspection", none, "-", impl_size, {}},
+      {"stride", {"Tensor.stride"}, "(self, dim=None)", "introspection", none, "-", impl_stride, {}},
+      {"storage_offset", {"Tensor.storage_offset"}, "(self)", "introspection", none, "-", impl_storage_offset, {}},
       {"dim", {"Tensor.dim"}, "(self)", "introspection", none, "-", impl_dim, {}},
       {"numel", {"Tensor.numel", "torch.numel"}, "(self)", "introspection", none, "-", impl_numel, {}},
       {"element_size", {"Tensor.element_size"}, "(self)", "introspection", none, "-", impl_element_size, {}},

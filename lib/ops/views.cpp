@@ -245,13 +245,34 @@ Tensor view(const Tensor& a, const std::vector<int64_t>& shape_in) {
   return reshaping_view(a, shape, *strides, "ViewBackward0");
 }
 
+namespace {
+// clone(memory_format=Preserve) keeps a's layout; contiguous() clones with
+// MemoryFormat::Contiguous. Both record CloneBackward0.
+Tensor clone_in_format(const Tensor& a, bool preserve) {
+  OpScope scope("clone");
+  Tensor r;
+  if (preserve && !a->is_contiguous() && a->numel() > 0) {
+    const Shape strides = preserve_format_strides(a);
+    r = copy_to(a, a->dtype(), a->storage->device, &strides);
+  } else {
+    r = kernels::copy(a);
+  }
+  if (needs_grad({&a})) {
+    auto node = make_node("CloneBackward0", identity_backward, {a});
+    node->differentiable_backward = identity_dbackward;
+    set_history(r, node);
+  }
+  return r;
+}
+}  // namespace
+
 Tensor reshape(const Tensor& a, const std::vector<int64_t>& shape_in) {
   OpScope scope("reshape");
   Shape shape = infer_size(shape_in, a->numel());
   // reshape is _reshape_alias when a view is possible, else clone + _unsafe_view.
   if (auto strides = view_strides(a->sizes, a->strides, shape))
     return reshaping_view(a, shape, *strides, "ReshapeAliasBackward0");
-  Tensor c = clone(a);
+  Tensor c = clone_in_format(a, false);  // self.clone(at::MemoryFormat::Contiguous)
   Tensor v = make_alias(c, shape, contiguous_strides(shape), 0);  // _unsafe_view: not a view
   if (needs_grad({&c})) {
     auto node = make_node("UnsafeViewBackward0", reshape_backward, {c});
@@ -353,21 +374,14 @@ Tensor slice(const Tensor& a, int64_t dim, std::optional<int64_t> start, std::op
   return v;
 }
 
-Tensor clone(const Tensor& a) {
-  OpScope scope("clone");
-  Tensor r = kernels::copy(a);
-  if (needs_grad({&a})) {
-    auto node = make_node("CloneBackward0", identity_backward, {a});
-    node->differentiable_backward = identity_dbackward;
-    set_history(r, node);
-  }
-  return r;
-}
+
+Tensor clone(const Tensor& a) { return clone_in_format(a, true); }
+Tensor clone_contiguous(const Tensor& a) { return clone_in_format(a, false); }
 
 Tensor contiguous(const Tensor& a) {
   // Already contiguous: the very same object, no node (measured: contiguous_noop).
   if (a->is_contiguous()) return a;
-  return clone(a);
+  return clone_in_format(a, false);
 }
 
 Tensor detach(const Tensor& a) {

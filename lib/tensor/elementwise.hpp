@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tensor/device_backend.hpp"
+#include "tensor/iterator_layout.hpp"
 #include "tensor/tensor.hpp"
 
 namespace agtrace::kernels {
@@ -166,16 +167,18 @@ inline Tensor host_result(const InternedShape& sizes, DType out, bool meta) {
 template <typename F>
 Tensor unary(const Tensor& a, DType out, F&& f) {
   Tensor r = detail::host_result(a->sizes, out, a->is_meta());
-  if (r->is_meta()) return r;
-  if (detail::all_float32(out, {&a})) {
-    detail::unary_loop(detail::float_operand(a), r->storage->f32(), out, f);
-    return r;
+  if (!r->is_meta()) {
+    if (detail::all_float32(out, {&a})) {
+      detail::unary_loop(detail::float_operand(a), r->storage->f32(), out, f);
+    } else {
+      std::vector<double> copy;
+      Shape copy_strides;
+      detail::DoubleResult res(*r->storage);
+      detail::unary_loop(detail::double_operand(a, copy, copy_strides), res.data(), out, f);
+      res.finish();
+    }
   }
-  std::vector<double> copy;
-  Shape copy_strides;
-  detail::DoubleResult res(*r->storage);
-  detail::unary_loop(detail::double_operand(a, copy, copy_strides), res.data(), out, f);
-  res.finish();
+  adopt_iterator_layout(r, {&a});
   return r;
 }
 
@@ -194,8 +197,15 @@ Tensor binary_in_place_f32(const Tensor& a, const Storage& b, const Shape& b_siz
   const detail::Operand<float> bo{b.f32(), b_offset, &b_sizes, &b_strides, is_contiguous_layout(b_sizes, b_strides),
                                   shape_numel(b_sizes)};
   detail::binary_loop(detail::float_operand(a), bo, a->sizes, r->numel(), r->storage->f32(), DType::Float32, f);
+  if (!a->is_contiguous() || !bo.contiguous)
+    adopt_iterator_layout(r, {{&a->sizes.vec(), &a->strides.vec(), 4}, {&b_sizes, &b_strides, 4}});
   return r;
 }
+
+namespace detail {
+template <typename F>
+void binary_values(const Tensor& a, const Tensor& b, const Shape& shape, const Tensor& r, DType out, F& f);
+}  // namespace detail
 
 template <typename F>
 Tensor binary(const Tensor& a, const Tensor& b, DType out, F&& f, const std::string& op) {
@@ -207,7 +217,15 @@ Tensor binary(const Tensor& a, const Tensor& b, DType out, F&& f, const std::str
                        : a->sizes.empty()                       ? b->sizes.vec()
                                                                 : (broadcast = broadcast_shapes(a->sizes, b->sizes, op));
   Tensor r = detail::host_result(shape, out, detail::any_meta({&a, &b}));
-  if (r->is_meta()) return r;
+  if (!r->is_meta()) detail::binary_values(a, b, shape, r, out, f);
+  adopt_iterator_layout(r, {&a, &b});
+  return r;
+}
+
+namespace detail {
+// binary's row-major values into r.
+template <typename F>
+void binary_values(const Tensor& a, const Tensor& b, const Shape& shape, const Tensor& r, DType out, F& f) {
   const int64_t n = r->numel();
   // A contiguous float32 tensor with a one-element operand of another dtype (a Python
   // number: grad * 0.125 in a backward) into float32: read in place, the number as the
@@ -220,36 +238,38 @@ Tensor binary(const Tensor& a, const Tensor& b, DType out, F&& f, const std::str
       const float* x = t->storage->f32() + t->offset;
       const double y = (a_scalar ? a : b)->storage->get((a_scalar ? a : b)->offset);
       if (a_scalar)
-        detail::store_rounded(r->storage->f32(), n, out, [&](int64_t i) { return f(y, static_cast<double>(x[i])); });
+        store_rounded(r->storage->f32(), n, out, [&](int64_t i) { return f(y, static_cast<double>(x[i])); });
       else
-        detail::store_rounded(r->storage->f32(), n, out, [&](int64_t i) { return f(static_cast<double>(x[i]), y); });
-      return r;
+        store_rounded(r->storage->f32(), n, out, [&](int64_t i) { return f(static_cast<double>(x[i]), y); });
+      return;
     }
   }
-  if (detail::all_float32(out, {&a, &b})) {
-    detail::binary_loop(detail::float_operand(a), detail::float_operand(b), shape, n, r->storage->f32(), out, f);
-    return r;
+  if (all_float32(out, {&a, &b})) {
+    binary_loop(float_operand(a), float_operand(b), shape, n, r->storage->f32(), out, f);
+    return;
   }
   std::vector<double> ca, cb;
   Shape sa, sb;
-  detail::DoubleResult res(*r->storage);
-  detail::binary_loop(detail::double_operand(a, ca, sa), detail::double_operand(b, cb, sb), shape, n, res.data(), out, f);
+  DoubleResult res(*r->storage);
+  binary_loop(double_operand(a, ca, sa), double_operand(b, cb, sb), shape, n, res.data(), out, f);
   res.finish();
-  return r;
 }
+}  // namespace detail
 
 template <typename F>
 Tensor ternary(const Tensor& a, const Tensor& b, const Tensor& c, DType out, F&& f, const std::string& op) {
   Shape shape = broadcast_shapes(broadcast_shapes(a->sizes, b->sizes, op), c->sizes, op);
   Tensor r = detail::host_result(shape, out, detail::any_meta({&a, &b, &c}));
-  if (r->is_meta()) return r;
-  std::vector<double> v[3] = {detail::broadcast_values(a, shape), detail::broadcast_values(b, shape),
-                              detail::broadcast_values(c, shape)};
-  detail::DoubleResult res(*r->storage);
-  detail::store_rounded(res.data(), r->numel(), out,
-                        [&](int64_t i) { return f(v[0][static_cast<size_t>(i)], v[1][static_cast<size_t>(i)],
-                                                 v[2][static_cast<size_t>(i)]); });
-  res.finish();
+  if (!r->is_meta()) {
+    std::vector<double> v[3] = {detail::broadcast_values(a, shape), detail::broadcast_values(b, shape),
+                                detail::broadcast_values(c, shape)};
+    detail::DoubleResult res(*r->storage);
+    detail::store_rounded(res.data(), r->numel(), out,
+                          [&](int64_t i) { return f(v[0][static_cast<size_t>(i)], v[1][static_cast<size_t>(i)],
+                                                   v[2][static_cast<size_t>(i)]); });
+    res.finish();
+  }
+  adopt_iterator_layout(r, {&a, &b, &c});
   return r;
 }
 

@@ -219,6 +219,8 @@ Tensor copy(const Tensor& a) {
     copy_f32(a, r->storage->f32());
     return r;
   }
+  // clone() is contiguous here (unary would keep a's layout).
+  if (!a->is_contiguous()) return copy_to(a, a->dtype(), a->storage->device);
   return unary(a, a->dtype(), [](double v) { return v; });
 }
 
@@ -914,12 +916,15 @@ Tensor transposed(const Tensor& a) {
 }
 
 Tensor view_backward(const Tensor& g, const Shape& base_sizes, const Shape& view_sizes,
-                     const Shape& view_strides, int64_t view_offset) {
+                     const Shape& view_strides, int64_t view_offset, const Shape* base_strides) {
   Tensor r;
   {
     DeviceScope on_grads_device(g->is_meta() ? std::string("cpu") : g->storage->device.str());
     r = full(base_sizes, 0.0, g->dtype(), g->is_meta());
   }
+  // A dense base laid out in other strides: the zeros take them (as_strided_backward returns
+  // storage.as_strided(input geometry)), so the view's strides address the same elements.
+  if (base_strides && *base_strides != r->strides.vec()) r = make_alias(r, base_sizes, *base_strides, 0);
   if (r->is_meta()) return r;
   Tensor window = make_alias(r, view_sizes, view_strides, view_offset);
   if (device::on_device(r)) {

@@ -141,9 +141,10 @@ void keep_freed_buffers();
 // A transposed alias of a 2-D tensor (no copy), for mm's backward (grad @ mat2.t()).
 Tensor transposed(const Tensor& a);
 // Scatter g (the gradient of a view of a tensor of `base_sizes`) into zeros of that shape,
-// placing it at the view's sizes/strides/offset relative to a contiguous base.
+// placing it at the view's sizes/strides/offset relative to a contiguous base, or to a dense
+// base of `base_strides`, which the result then has.
 Tensor view_backward(const Tensor& g, const Shape& base_sizes, const Shape& view_sizes,
-                     const Shape& view_strides, int64_t view_offset);
+                     const Shape& view_strides, int64_t view_offset, const Shape* base_strides = nullptr);
 
 // Normalises a possibly negative dim; throws index_out_of_range like PyTorch
 // ("Dimension out of range (expected to be in range of [-2, 1], but got 2)").

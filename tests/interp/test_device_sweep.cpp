@@ -136,6 +136,8 @@ const std::map<std::string, std::vector<std::string>>& sweep() {
       {"element_size", {"print(x.element_size(), i.element_size())", "s = x.sum()"}},
       {"_is_view", {"print(x._is_view(), x[0]._is_view(), (x * 1)._is_view())", "s = x.sum()"}},
       {"is_contiguous", {"print(x.is_contiguous(), x.t().is_contiguous())", "s = x.sum()"}},
+      {"stride", {"print(x.stride(), x.t().stride(1), x[:, ::2].stride())", "s = x.sum()"}},
+      {"storage_offset", {"print(x.storage_offset(), x[1].storage_offset())", "s = x.sum()"}},
       {"data_ptr", {"print(x.data_ptr() == x.view(-1).data_ptr(), x.data_ptr() == x[1].data_ptr())", "s = x.sum()"}},
       {"item", {"print(x[0, 0].item(), i[1].item())", "s = x.sum()"}},
       {"abs", {"s = (x.abs() * y + torch.abs(x)).sum()"}},
