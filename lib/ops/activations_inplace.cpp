@@ -298,8 +298,32 @@ std::vector<Tensor> threshold_inplace_backward(Node& n, const std::vector<Tensor
   return {threshold_backward_op(g[0], n.unpack("self"), attr_value(n.attr("threshold")))};
 }
 
+// create_graph=True (measured): hardtanh_backward records HardtanhBackwardBackward0, edges
+// (grad, self), saving max_val, min_val and self; its formula (derivatives.yaml):
+// grad_output: hardtanh_backward(grad, self, min_val, max_val); self: zeros_like(grad).
+std::vector<Tensor> hardtanh_bb_backward(Node& n, const std::vector<Tensor>& g) {
+  Tensor a, b;
+  if (n.should_compute_output(0)) a = hardtanh_backward(n, g)[0];
+  if (n.should_compute_output(1)) b = kernels::full(g[0]->sizes, 0.0, n.input_meta[1].dtype, g[0]->is_meta());
+  return {a, b};
+}
+
+}  // namespace
+
+std::vector<Tensor> hardtanh_dbackward(Node& n, const std::vector<Tensor>& g) {
+  Tensor self = n.unpack("self");
+  return {record_backward_op(hardtanh_backward(n, g)[0], "HardtanhBackwardBackward0", hardtanh_bb_backward,
+                             {g[0], self}, [&](Node& bb) {
+                               bb.save_attr("max_val", n.attr("max_val"));
+                               bb.save_attr("min_val", n.attr("min_val"));
+                               bb.save_input("self", self);
+                             })};
+}
+
+namespace {
+
 const Recipe kHardtanh_{"hardtanh_", {"clamp_scalar_cpu", DtypeRule::Clamp}, "HardtanhBackward0", hardtanh_backward,
-                        nullptr};
+                        hardtanh_dbackward};
 const Recipe kThreshold_{"threshold_", {"threshold_cpu", DtypeRule::Threshold}, "ThresholdBackward1",
                          threshold_inplace_backward, threshold_inplace_backward};
 
@@ -338,8 +362,30 @@ Recipe silu_recipe() {
 }
 const Recipe kHardsigmoid{"hardsigmoid", {"hardsigmoid_cpu", DtypeRule::Floating}, "HardsigmoidBackward0",
                           hardsigmoid_backward, nullptr};
+// create_graph=True (measured): hardswish_backward records HardswishBackwardBackward0, edges
+// (grad, self), saving grad_output and self; its formula (derivatives.yaml): grad_output:
+// hardswish_backward(grad, self); self: where(-3 < self < 3, grad * grad_output / 3.0, 0).
+std::vector<Tensor> hardswish_bb_backward(Node& n, const std::vector<Tensor>& g) {
+  Tensor a, b;
+  if (n.should_compute_output(0)) a = hardswish_backward(n, g)[0];
+  if (n.should_compute_output(1)) {
+    const DType dt = n.input_meta[1].dtype;
+    Tensor product = kernels::binary(g[0], n.unpack("grad_output"), dt, [](double x, double y) { return x * y; }, "mul");
+    b = kernels::binary(product, n.unpack("self"), dt,
+                        [](double p, double x) { return x > -3 && x < 3 ? p / 3.0 : 0.0; }, "where");
+  }
+  return {a, b};
+}
+std::vector<Tensor> hardswish_dbackward(Node& n, const std::vector<Tensor>& g) {
+  Tensor self = n.unpack("self");
+  return {record_backward_op(hardswish_backward(n, g)[0], "HardswishBackwardBackward0", hardswish_bb_backward,
+                             {g[0], self}, [&](Node& bb) {
+                               bb.save_input("grad_output", g[0]);
+                               bb.save_input("self", self);
+                             })};
+}
 const Recipe kHardswish{"hardswish", {"hardswish_cpu", DtypeRule::Floating}, "HardswishBackward0", hardswish_backward,
-                        nullptr};
+                        hardswish_dbackward};
 const Recipe kMish{"mish", {"mish_cpu", DtypeRule::FloatingNoBFloat16}, "MishBackward0", mish_backward, nullptr};
 
 // The recipe under another op name: the in-place form of an op that saves self (the same node

@@ -11,10 +11,15 @@
 #pragma once
 #include <optional>
 
+#include "autograd/node.hpp"
 #include "interp/value.hpp"
 #include "tensor/tensor.hpp"
 
 namespace agtrace::ops {
+
+// HardtanhBackward0's create_graph=True formula (HardtanhBackwardBackward0), shared by
+// F.hardtanh, F.relu6 and their in-place forms.
+std::vector<Tensor> hardtanh_dbackward(autograd::Node& n, const std::vector<Tensor>& g);
 
 // ---- in-place forms; each returns nothing: the edited tensor is the result.
 // elu_(alpha, scale, input_scale): EluBackward1 saves alpha, input_scale, result, scale;

@@ -3,6 +3,9 @@
 // (measured with /usr/bin/python3, torch 1.13, walking g.grad_fn after
 // torch.autograd.grad(..., create_graph=True)).
 #pragma once
+#include <vector>
+
+#include "autograd/grad_mode.hpp"
 #include "autograd/node.hpp"
 #include "interp/value.hpp"
 #include "tensor/tensor.hpp"
@@ -56,6 +59,24 @@ Tensor validate_grad_output(const Tensor& grad, const autograd::OutputMeta& inpu
 
 // at::sum_to(grad, shape) with autograd-aware ops (the reduction part of the above).
 Tensor sum_to_graph(const Tensor& grad, const Shape& shape);
+
+// A first-order gradient `r`, computed by a backward formula under create_graph=True, given
+// the history of the dedicated backward op PyTorch's formula calls: `name` (e.g.
+// AvgPool2DBackwardBackward0) over `edges` (grad_output first), its saved values written by
+// `save`, its own backward `bb`. No differentiable_backward: third order through it raises
+// unsupported.
+template <typename Save>
+Tensor record_backward_op(Tensor r, std::string_view name, autograd::BackwardFn bb, const std::vector<Tensor>& edges,
+                          Save&& save) {
+  bool any = false;
+  for (const Tensor& t : edges) any = any || (t && t->requires_grad());
+  if (any && autograd::grad_enabled()) {
+    auto node = autograd::make_node(name, bb, edges);
+    save(*node);
+    autograd::set_history(r, node);
+  }
+  return r;
+}
 
 namespace detail {
 // A number saved as a node attribute, back as the Python number it was.

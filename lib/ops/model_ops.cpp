@@ -13,6 +13,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ops/double_backward.hpp"
 #include "ops/more_util.hpp"
 #include "ops/nn.hpp"
 #include "ops/ops.hpp"
@@ -514,7 +515,7 @@ Taps taps_of_node(const Node& n, const UpsamplePlan& p, DType d) {
   const bool two_d = p.in.size() == 4;
   const std::optional<double> sh = two_d ? scale_at(scales, 0) : std::nullopt;
   const std::optional<double> sw = scale_at(scales, two_d ? 1 : 0);
-  if (n.name == "UpsampleBilinear2DBackward1") return bilinear_taps(p, d, n.attr("align_corners").b, sh, sw);
+  if (n.name.str().rfind("UpsampleBilinear", 0) == 0) return bilinear_taps(p, d, n.attr("align_corners").b, sh, sw);
   return nearest_taps(p, d, sh, sw);
 }
 
@@ -554,6 +555,8 @@ void check_upsample_sizes(const Shape& in, const std::vector<int64_t>& out) {
                                std::to_string(out[0]) + ", W: " + std::to_string(out[1]) + ")");
 }
 
+std::vector<Tensor> upsample_dbackward(Node& n, const std::vector<Tensor>& g);  // create_graph=True, below
+
 Tensor upsample(const Tensor& input, const std::optional<std::vector<int64_t>>& output_size,
                 const std::optional<std::vector<double>>& scale_factors, bool bilinear, bool align_corners) {
   const size_t sd = input->dim() - 2;
@@ -579,6 +582,7 @@ Tensor upsample(const Tensor& input, const std::optional<std::vector<int64_t>>& 
     const char* name = bilinear ? "UpsampleBilinear2DBackward1"
                                 : (sd == 1 ? "UpsampleNearest1DBackward1" : "UpsampleNearest2DBackward1");
     auto node = make_node(name, upsample_backward, {input});
+    node->differentiable_backward = upsample_dbackward;
     if (bilinear) node->save_attr("align_corners", AttrValue::boolean(align_corners));
     node->save_attr("input_sym_sizes", AttrValue::ints(std::vector<int64_t>(input->sizes.begin(), input->sizes.end())));
     node->save_attr("output_size", output_size ? AttrValue::ints(*output_size) : AttrValue::none());
@@ -586,6 +590,96 @@ Tensor upsample(const Tensor& input, const std::optional<std::vector<int64_t>>& 
     set_history(result, node);
   }
   return result;
+}
+
+// ---------------------------------------------------------------- create_graph=True
+//
+// Each first-order backward above is, in PyTorch 1.13, a dedicated op whose node the graph
+// records under create_graph=True (measured with torch.autograd.grad(..., create_graph=True),
+// names, edges and saved values read from g.grad_fn). Their formulas (derivatives.yaml):
+//   _adaptive_avg_pool2d_backward: grad_output: _adaptive_avg_pool2d(grad, grad_output's H, W)
+//     self: zeros_like(self); saves grad_output (the incoming gradient object)
+//   avg_pool2d_backward: grad_output: avg_pool2d(grad, <the forward's arguments>)
+//     self: zeros_like(self); saves the forward's arguments (not self)
+//   adaptive_max_pool2d_backward: grad_output: max_pool_double_backward(grad, indices, 2)
+//     self: zeros_like(self); saves indices
+//   upsample_*_backward.vec: grad_output: upsample_*(grad, output_size, scale_factors)
+//     one edge; saves output_size, scale_factors (and align_corners)
+// Third order through these nodes is not mirrored (unsupported).
+
+Tensor zeros_for(const autograd::OutputMeta& m, bool meta) { return kernels::full(m.sizes, 0.0, m.dtype, meta); }
+
+// An average pool's double-backward node: grad_output's gradient is the pool of grad with
+// the windows `windows_of(grad's planes, grad_output's planes)` gives; self's is zeros.
+template <typename WindowsOf>
+std::vector<Tensor> average_pool_bb_backward(Node& n, const std::vector<Tensor>& g, WindowsOf&& windows_of) {
+  require_host(g[0]);
+  Tensor a, b;
+  if (n.should_compute_output(0)) {
+    const auto& m = n.input_meta[0];
+    const Planes in = planes_of(g[0]->sizes), out = planes_of(m.sizes);
+    a = g[0]->is_meta() ? new_like_meta(m.sizes, m.dtype, true)
+                        : filled(m.sizes, m.dtype, false,
+                                 pool_forward(to_values(g[0]), in, out.height, out.width, windows_of(in, out)));
+  }
+  if (n.should_compute_output(1)) b = zeros_for(n.input_meta[1], g[0]->is_meta());
+  return {a, b};
+}
+
+std::vector<Tensor> adaptive_avg_pool2d_bb_backward(Node& n, const std::vector<Tensor>& g) {
+  return average_pool_bb_backward(
+      n, g, [](const Planes& in, const Planes& out) { return adaptive_windows(in, out.height, out.width); });
+}
+
+std::vector<Tensor> adaptive_avg_pool2d_dbackward(Node& n, const std::vector<Tensor>& g) {
+  return {record_backward_op(adaptive_avg_pool2d_backward(n, g)[0], "AdaptiveAvgPool2DBackwardBackward0",
+                             adaptive_avg_pool2d_bb_backward, {g[0], n.unpack("self")},
+                             [&](Node& bb) { bb.save_input("grad_output", g[0]); })};
+}
+
+std::vector<Tensor> avg_pool2d_bb_backward(Node& n, const std::vector<Tensor>& g) {
+  const AvgGeometry geometry = avg_geometry_of(n);
+  return average_pool_bb_backward(n, g, [&](const Planes& in, const Planes&) { return avg_windows(in, geometry); });
+}
+
+std::vector<Tensor> avg_pool2d_dbackward(Node& n, const std::vector<Tensor>& g) {
+  return {record_backward_op(avg_pool2d_backward(n, g)[0], "AvgPool2DBackwardBackward0", avg_pool2d_bb_backward,
+                             {g[0], n.unpack("self")}, [&](Node& bb) {
+                               for (const char* name :
+                                    {"ceil_mode", "count_include_pad", "divisor_override", "kernel_size", "padding",
+                                     "stride"})
+                                 bb.save_attr(name, n.attr(name));
+                             })};
+}
+
+std::vector<Tensor> adaptive_max_pool2d_dbackward(Node& n, const std::vector<Tensor>& g) {
+  return {record_backward_op(adaptive_max_pool2d_backward(n, g)[0], "AdaptiveMaxPool2DBackwardBackward0",
+                             max_pool_bb_backward, {g[0], n.unpack("self")},
+                             [&](Node& bb) { bb.save_input("indices", n.unpack("result1")); })};
+}
+
+std::vector<Tensor> upsample_bb_backward(Node& n, const std::vector<Tensor>& g) {
+  require_host(g[0]);
+  const auto& m = n.input_meta[0];
+  if (g[0]->is_meta()) return {new_like_meta(m.sizes, m.dtype, true)};
+  const size_t sd = m.sizes.size() - 2;
+  const UpsamplePlan p =
+      upsample_plan(g[0]->sizes, std::vector<int64_t>(m.sizes.end() - static_cast<long>(sd), m.sizes.end()));
+  return {filled(m.sizes, m.dtype, false, apply_taps(to_values(g[0]), p, taps_of_node(n, p, m.dtype)))};
+}
+
+std::vector<Tensor> upsample_dbackward(Node& n, const std::vector<Tensor>& g) {
+  // UpsampleNearest2DBackward1 -> UpsampleNearest2DBackwardBackward1.
+  static const std::string kSuffix = "Backward1";
+  const std::string first = n.name.str();
+  const std::string name = first.substr(0, first.size() - kSuffix.size()) + "BackwardBackward1";
+  const bool bilinear = first.rfind("UpsampleBilinear", 0) == 0;
+  return {record_backward_op(upsample_backward(n, g)[0], name, upsample_bb_backward, {g[0]},
+                             [&](Node& bb) {
+                               if (bilinear) bb.save_attr("align_corners", n.attr("align_corners"));
+                               bb.save_attr("output_size", n.attr("output_size"));
+                               bb.save_attr("scale_factors", n.attr("scale_factors"));
+                             })};
 }
 
 }  // namespace
@@ -628,6 +722,7 @@ Tensor adaptive_avg_pool2d(const Tensor& input, const std::vector<int64_t>& outp
                                           adaptive_windows(in, output_size[0], output_size[1])));
   if (needs_grad({&input})) {
     auto node = make_node("AdaptiveAvgPool2DBackward0", adaptive_avg_pool2d_backward, {input});
+    node->differentiable_backward = adaptive_avg_pool2d_dbackward;
     node->save_input("self", input);
     set_history(out, node);
   }
@@ -687,6 +782,7 @@ std::pair<Tensor, Tensor> adaptive_max_pool2d(const Tensor& input, const std::ve
   }
   if (needs_grad({&input})) {
     auto node = make_node("AdaptiveMaxPool2DBackward0", adaptive_max_pool2d_backward, {input});
+    node->differentiable_backward = adaptive_max_pool2d_dbackward;
     node->save_input("result1", indices);
     node->save_input("self", input);
     set_history(out, node);
@@ -759,6 +855,7 @@ Tensor avg_pool2d(const Tensor& input, const AvgPool2dArgs& args) {
                     : filled(out_shape, input->dtype(), false, pool_forward(to_values(input), in, oh, ow, avg_windows(in, a)));
   if (needs_grad({&input})) {
     auto node = make_node("AvgPool2DBackward0", avg_pool2d_backward, {input});
+    node->differentiable_backward = avg_pool2d_dbackward;
     node->save_attr("ceil_mode", AttrValue::boolean(args.ceil_mode));
     node->save_attr("count_include_pad", AttrValue::boolean(args.count_include_pad));
     node->save_attr("divisor_override",

@@ -1603,6 +1603,19 @@ std::vector<Tensor> max_pool2d_backward(Node& n, const std::vector<Tensor>& g) {
   return {gx};
 }
 
+std::vector<Tensor> max_pool2d_dbackward(Node& n, const std::vector<Tensor>& g) {
+  Tensor self = n.unpack("self");
+  Tensor r = max_pool2d_backward(n, g)[0];
+  if (needs_grad({&g[0], &self})) {
+    auto node = make_node("MaxPool2DWithIndicesBackwardBackward0", max_pool_bb_backward, {g[0], self});
+    node->save_input("indices", n.unpack("result1"));
+    set_history(r, node);
+  }
+  return {r};
+}
+
+}  // namespace
+
 // create_graph=True: MaxPool2DWithIndicesBackward0 records max_pool2d_with_indices_backward
 // as MaxPool2DWithIndicesBackwardBackward0 (edges (grad_output, self), saving indices;
 // measured). Its backward (derivatives.yaml): grad_output: max_pool_double_backward(grad,
@@ -1639,19 +1652,6 @@ std::vector<Tensor> max_pool_bb_backward(Node& n, const std::vector<Tensor>& g) 
   if (n.next[1].fn) b = kernels::full(n.input_meta[1].sizes, 0.0, n.input_meta[1].dtype, g[0]->is_meta());
   return {a, b};
 }
-
-std::vector<Tensor> max_pool2d_dbackward(Node& n, const std::vector<Tensor>& g) {
-  Tensor self = n.unpack("self");
-  Tensor r = max_pool2d_backward(n, g)[0];
-  if (needs_grad({&g[0], &self})) {
-    auto node = make_node("MaxPool2DWithIndicesBackwardBackward0", max_pool_bb_backward, {g[0], self});
-    node->save_input("indices", n.unpack("result1"));
-    set_history(r, node);
-  }
-  return {r};
-}
-
-}  // namespace
 
 // ================================================================ forwards
 

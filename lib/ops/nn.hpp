@@ -11,7 +11,17 @@
 #include "scenario/random.hpp"
 #include "tensor/tensor.hpp"
 
+namespace agtrace::autograd {
+struct Node;
+}
+
 namespace agtrace::ops {
+
+// max_pool_double_backward's node (MaxPool2DWithIndicesBackwardBackward0 and
+// AdaptiveMaxPool2DBackwardBackward0, both saving `indices`): the gradient gathered at each
+// window's argmax for grad_output, zeros for self.
+std::vector<Tensor> max_pool_bb_backward(autograd::Node& n, const std::vector<Tensor>& g);
+
 
 // F.layer_norm -> NativeLayerNormBackward0 (edges input, weight|None, bias|None).
 // `weight` and `bias` may be null.

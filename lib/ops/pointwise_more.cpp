@@ -7,6 +7,7 @@
 #include <cmath>
 #include <string>
 
+#include "ops/activations_inplace.hpp"
 #include "ops/more.hpp"
 #include "ops/more_util.hpp"
 
@@ -162,11 +163,13 @@ Tensor hardtanh(const Tensor& a, const Value& min_val, const Value& max_val) {
   }
   refuse_half_on_cpu(a, "clamp_scalar_cpu");
   const double lo = min_val.number(), hi = max_val.number();
-  return pointwise(a, "hardtanh", "HardtanhBackward0", hardtanh_backward, a->dtype(), false,
-                   {{"max_val", max_val}, {"min_val", min_val}},
-                   // clamp: min(max(x, min_val), max_val), so min_val > max_val gives max_val
-                   // everywhere (measured: F.hardtanh(x, 2, 1) is all 1); NaN stays NaN.
-                   [lo, hi](double x) { return std::isnan(x) ? x : std::min(std::max(x, lo), hi); });
+  Tensor r = pointwise(a, "hardtanh", "HardtanhBackward0", hardtanh_backward, a->dtype(), false,
+                       {{"max_val", max_val}, {"min_val", min_val}},
+                       // clamp: min(max(x, min_val), max_val), so min_val > max_val gives max_val
+                       // everywhere (measured: F.hardtanh(x, 2, 1) is all 1); NaN stays NaN.
+                       [lo, hi](double x) { return std::isnan(x) ? x : std::min(std::max(x, lo), hi); });
+  if (r->grad_fn) r->grad_fn->differentiable_backward = hardtanh_dbackward;
+  return r;
 }
 
 Tensor threshold(const Tensor& a, const Value& threshold, const Value& value) {

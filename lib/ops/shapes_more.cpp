@@ -100,6 +100,23 @@ std::vector<Tensor> roll_backward(Node& n, const std::vector<Tensor>& g) {
                    rolled(m.sizes, to_values(g[0]), n.attr("shifts").list, wrapped_list(n, "dims"), -1))};
 }
 
+// create_graph=True: RollBackward0's formula is grad.roll(-shifts reversed, dims reversed),
+// recording RollBackward0 (measured: roll((1, -2), (2, 3)) gives _saved_shifts (2, -1),
+// _saved_dims (3, 2)); ConstantPadNdBackward0's is constant_pad_nd(grad, -pad), recording
+// ConstantPadNdBackward0 with the negated pad.
+std::vector<Tensor> roll_dbackward(Node& n, const std::vector<Tensor>& g) {
+  const std::vector<int64_t>& shifts = n.attr("shifts").list;
+  const std::vector<int64_t>& dims = n.attr("dims").list;
+  std::vector<int64_t> back_shifts(shifts.rbegin(), shifts.rend()), back_dims(dims.rbegin(), dims.rend());
+  for (int64_t& s : back_shifts) s = -s;
+  return {roll(g[0], back_shifts, back_dims)};
+}
+std::vector<Tensor> constant_pad_dbackward(Node& n, const std::vector<Tensor>& g) {
+  std::vector<int64_t> pad = n.attr("pad").list;
+  for (int64_t& p : pad) p = -p;
+  return {constant_pad(g[0], pad, 0.0)};
+}
+
 Tensor record_copy(const Tensor& a, const Tensor& r, const char* name, autograd::BackwardFn fn,
                    std::initializer_list<std::pair<const char*, AttrValue>> attrs) {
   if (needs_grad({&a})) {
@@ -144,8 +161,10 @@ Tensor roll(const Tensor& a, const std::vector<int64_t>& shifts, const std::vect
   for (int64_t d : dims) wd.push_back(kernels::wrap_dim(d, a->dim()));
   std::vector<double> v;
   if (!a->is_meta() && a->numel() > 0) v = rolled(a->sizes, to_values(a), shifts, wd, 1);
-  return record_copy(a, make_out(a->sizes, a->dtype(), a->is_meta(), v), "RollBackward0", roll_backward,
-                     {{"dims", AttrValue::ints(dims, true)}, {"shifts", AttrValue::ints(shifts, true)}});
+  Tensor r = record_copy(a, make_out(a->sizes, a->dtype(), a->is_meta(), v), "RollBackward0", roll_backward,
+                         {{"dims", AttrValue::ints(dims, true)}, {"shifts", AttrValue::ints(shifts, true)}});
+  if (r->grad_fn) r->grad_fn->differentiable_backward = roll_dbackward;
+  return r;
 }
 
 // ================================================================ repeat gather masked_select pad outer
@@ -358,8 +377,10 @@ Tensor constant_pad(const Tensor& a, const std::vector<int64_t>& pad, double val
     for (size_t i = 0; i < at.size(); ++i)
       if (at[i] >= 0) v[static_cast<size_t>(at[i])] = x[i];
   }
-  return record_copy(a, make_out(shape, a->dtype(), a->is_meta(), v), "ConstantPadNdBackward0", constant_pad_backward,
-                     {{"pad", AttrValue::ints(pad, true)}});
+  Tensor r = record_copy(a, make_out(shape, a->dtype(), a->is_meta(), v), "ConstantPadNdBackward0",
+                         constant_pad_backward, {{"pad", AttrValue::ints(pad, true)}});
+  if (r->grad_fn) r->grad_fn->differentiable_backward = constant_pad_dbackward;
+  return r;
 }
 
 Tensor outer(const Tensor& a, const Tensor& b) {
