@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "scenario/random.hpp"
 #include "tensor/tensor.hpp"
 
 namespace agtrace::ops {
@@ -52,5 +53,25 @@ Tensor upsample_bilinear2d(const Tensor& input, const std::optional<std::vector<
 
 // x.type_as(y): x.to(y.options()), the very object when dtype and device already agree.
 Tensor type_as(const Tensor& self, const Tensor& other);
+
+// F.multi_head_attention_forward's arguments (absent tensors null), in its order.
+struct MhaArgs {
+  Tensor query, key, value;
+  int64_t embed_dim_to_check = 0, num_heads = 1;
+  Tensor in_proj_weight, in_proj_bias, bias_k, bias_v;
+  bool add_zero_attn = false;
+  double dropout_p = 0.0;
+  Tensor out_proj_weight, out_proj_bias;
+  bool training = true;
+  Tensor key_padding_mask;
+  bool need_weights = true;
+  Tensor attn_mask;
+  bool use_separate_proj_weight = false;
+  Tensor q_proj_weight, k_proj_weight, v_proj_weight, static_k, static_v;
+  bool average_attn_weights = true;
+};
+// The attention output and the weights (null when need_weights is False), recorded as 1.13's
+// Python body records them (attention.cpp); dropout masks from `gen`.
+std::pair<Tensor, Tensor> multi_head_attention_forward(const MhaArgs& m, SplitMix64& gen);
 
 }  // namespace agtrace::ops

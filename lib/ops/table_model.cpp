@@ -105,6 +105,36 @@ Value impl_group_norm(Args& a, Runtime&) {
                       optional_tensor_arg(a, "bias"), a.number("eps")));
 }
 
+Value impl_multi_head_attention_forward(Args& a, Runtime& rt) {
+  MhaArgs m;
+  m.query = a.tensor("query");
+  m.key = a.tensor("key");
+  m.value = a.tensor("value");
+  m.embed_dim_to_check = a.integer("embed_dim_to_check");
+  m.num_heads = a.integer("num_heads");
+  m.in_proj_weight = optional_tensor_arg(a, "in_proj_weight");
+  m.in_proj_bias = optional_tensor_arg(a, "in_proj_bias");
+  m.bias_k = optional_tensor_arg(a, "bias_k");
+  m.bias_v = optional_tensor_arg(a, "bias_v");
+  m.add_zero_attn = a.flag("add_zero_attn");
+  m.dropout_p = a.number("dropout_p");
+  m.out_proj_weight = a.tensor("out_proj_weight");
+  m.out_proj_bias = optional_tensor_arg(a, "out_proj_bias");
+  m.training = a.flag("training");
+  m.key_padding_mask = optional_tensor_arg(a, "key_padding_mask");
+  m.need_weights = a.flag("need_weights");
+  m.attn_mask = optional_tensor_arg(a, "attn_mask");
+  m.use_separate_proj_weight = a.flag("use_separate_proj_weight");
+  m.q_proj_weight = optional_tensor_arg(a, "q_proj_weight");
+  m.k_proj_weight = optional_tensor_arg(a, "k_proj_weight");
+  m.v_proj_weight = optional_tensor_arg(a, "v_proj_weight");
+  m.static_k = optional_tensor_arg(a, "static_k");
+  m.static_v = optional_tensor_arg(a, "static_v");
+  m.average_attn_weights = a.flag("average_attn_weights");
+  auto [out, weights] = multi_head_attention_forward(m, rt.generator());
+  return Value::tuple({T(out), weights ? T(weights) : Value::none()});
+}
+
 Value impl_type_as(Args& a, Runtime&) {
   const Value& other = a.get("other");
   if (other.kind != Value::Kind::Tensor)
@@ -233,6 +263,16 @@ std::vector<OpEntry> model_ops() {
        "result2 = rstd ([N, group], saved outputs 1 and 2 of the node: requires_grad True), weight (None when absent; bias not saved); edges (input, "
        "weight|None, bias|None)",
        impl_group_norm, {}},
+      {"multi_head_attention_forward", {"F.multi_head_attention_forward"},
+       "(query, key, value, embed_dim_to_check, num_heads, in_proj_weight, in_proj_bias, bias_k, bias_v, "
+       "add_zero_attn, dropout_p, out_proj_weight, out_proj_bias, training=True, key_padding_mask=None, "
+       "need_weights=True, attn_mask=None, use_separate_proj_weight=False, q_proj_weight=None, k_proj_weight=None, "
+       "v_proj_weight=None, static_k=None, static_v=None, average_attn_weights=True)",
+       "nn", "the nodes of its body: AddmmBackward0 / ViewBackward0 (linear), SplitBackward0 (chunk), "
+       "TransposeBackward0, DivBackward0, BmmBackward0 or BaddbmmBackward0, SoftmaxBackward0, ...",
+       "what each op of 1.13's Python body saves (nothing of its own); bias_k/bias_v, add_zero_attn, static_k/v "
+       "and a bool attn_mask with key_padding_mask are unsupported",
+       impl_multi_head_attention_forward, {}},
       {"type_as", {"Tensor.type_as"}, "(self, other)", "conversion", "ToCopyBackward0",
        "nothing; the very object when other has self's dtype and device",
        impl_type_as, {}},

@@ -77,6 +77,11 @@ const std::map<std::string, std::vector<std::string>>& sweep() {
                             "s = (x * y).sum() + n.sum()"}},
       {"arange", {"a = torch.arange(12, device=x.device, dtype=x.dtype).view(3, 4)", "s = (x * a).sum()"}},
       {"type_as", {"s = (x.type_as(v.double()) * 2).sum() + (x.type_as(y) * y).sum()"}},  // model_ops.cpp
+      // attention.cpp: 1.13's Python body, every op of it with a cuda route.
+      {"multi_head_attention_forward",
+       {"o, a = F.multi_head_attention_forward(B, B, B, 4, 2, torch.cat([w.t(), w.t(), w.t()])[:12], "
+        "torch.cat([v, v, v]), None, None, False, 0.0, e[:4], v)",
+        "s = o.sum() + (a * a).sum()"}},
       {"full", {"f = torch.full((3, 4), 2.5, device=x.device, dtype=x.dtype)", "s = (x * f).sum()"}},
       {"empty", {"e0 = torch.empty(3, 4, device=x.device, dtype=x.dtype)", "s = (x + e0 * 0).sum()"}},
       {"empty_like", {"s = (x * y + torch.empty_like(x) * 0).sum()"}},

@@ -146,3 +146,31 @@ TEST_CASE("model ops on meta make shapes and nodes only", "[model-ops]") {
   CHECK(r.printed[0] == "torch.Size([8, 6, 3, 3]) AdaptiveAvgPool2DBackward0 MeanBackward1");
   CHECK(r.printed[1] == "torch.Size([8, 6, 32, 32]) torch.Size([6])");
 }
+
+TEST_CASE("multi_head_attention_forward refuses the branches it does not model and checks shapes", "[model-ops]") {
+  const RunResult r = run_text(R"JSON({"name": "t", "tensors": {"x": {"shape": [3, 2, 4], "requires_grad": true},
+      "w": {"shape": [12, 4], "requires_grad": true}, "o": {"shape": [4, 4], "requires_grad": true},
+      "bk": {"shape": [1, 1, 4]}},
+      "program": [
+        {"try": ["F.multi_head_attention_forward(x, x, x, 4, 2, w, None, bk, bk, False, 0.0, o, None)"]},
+        {"try": ["F.multi_head_attention_forward(x, x, x, 4, 2, w, None, None, None, True, 0.0, o, None)"]},
+        {"try": ["F.multi_head_attention_forward(x, x, x, 4, 2, w, None, None, None, False, 0.0, o, None, attn_mask=torch.zeros(3, 3) > 1, key_padding_mask=torch.zeros(2, 3) > 1)"]},
+        {"try": ["F.multi_head_attention_forward(x, x, x, 4, 3, w, None, None, None, False, 0.0, o, None)"]},
+        {"try": ["F.multi_head_attention_forward(x, x, x, 5, 2, w, None, None, None, False, 0.0, o, None)"]},
+        {"try": ["F.multi_head_attention_forward(x[0], x, x, 4, 2, w, None, None, None, False, 0.0, o, None)"]},
+        "out, weights = F.multi_head_attention_forward(x, x, x, 4, 2, w, None, None, None, False, 0.0, o, None)",
+        "print(out.shape, weights.shape, out.grad_fn.name())"]})JSON");
+  REQUIRE(r.errors.size() == 6);
+  CHECK(r.errors[0].kind == "unsupported");
+  CHECK(r.errors[0].message.find("bias_k") != std::string::npos);
+  CHECK(r.errors[1].kind == "unsupported");
+  CHECK(r.errors[1].message.find("add_zero_attn") != std::string::npos);
+  CHECK(r.errors[2].kind == "unsupported");
+  CHECK(r.errors[2].message.find("logical_or") != std::string::npos);
+  CHECK(r.errors[3].message == "embed_dim 4 not divisible by num_heads 3");
+  CHECK(r.errors[4].message == "was expecting embedding dimension of 5, but got 4");
+  CHECK(r.errors[5].message ==
+        "For unbatched (2-D) `query`, expected `key` and `value` to be 2-D but found 3-D and 3-D tensors respectively");
+  REQUIRE(r.printed.size() == 1);
+  CHECK(r.printed[0] == "torch.Size([3, 2, 4]) torch.Size([2, 3, 3]) ViewBackward0");
+}

@@ -414,10 +414,13 @@ class Recorder(TorchFunctionMode):
                 self.bind(result, name)
                 self.emit("%s = %s" % (name, text))
             return result
-        if isinstance(result, (tuple, list)) and all(isinstance(r, torch.Tensor) for r in result):
+        # A tuple of tensors, some entries None (F.multi_head_attention_forward's weights
+        # when need_weights=False): a None is unpacked into `_`.
+        if (isinstance(result, (tuple, list)) and any(isinstance(r, torch.Tensor) for r in result)
+                and all(isinstance(r, torch.Tensor) or r is None for r in result)):
             targets = []
             for r in result:
-                if id(r) in self.names:
+                if r is None or id(r) in self.names:
                     targets.append("_")
                 else:
                     name = self.fresh()
