@@ -123,14 +123,14 @@ bool obeys_layout_contract(const Tensor& g, const Tensor& leaf) {
   return true;
 }
 
-// clone_obey_contract: a copy with the leaf's strides when the leaf is non-overlapping and
-// dense (measured: a.t() leaf's .grad is not contiguous, stride (1, 2)), else the
-// contiguous copy `contiguous` makes.
-// A contiguous copy in `dtype` (a cast keeps the gradient's layout, as `to` does).
+// A contiguous copy in `dtype` (a cast alone keeps the gradient's layout, as `to` does).
 Tensor contiguous_in_dtype(const Tensor& g, DType dtype) {
   if (!g->is_contiguous()) return copy_to(g, dtype, g->storage->device);
   return g->dtype() == dtype ? kernels::copy(g) : kernels::cast(g, dtype);
 }
+// clone_obey_contract: a copy with the leaf's strides when the leaf is non-overlapping and
+// dense (measured: a.t() leaf's .grad is not contiguous, stride (1, 2)), else a contiguous
+// copy.
 Tensor clone_obey_contract(const Tensor& g, const Tensor& leaf) {
   if (g->sizes == leaf->sizes && ops::non_overlapping_and_dense(leaf) && !(leaf->is_contiguous() && g->is_contiguous())) {
     const Shape strides = leaf->strides.vec();

@@ -617,8 +617,7 @@ std::vector<Tensor> copy_slices_backward(Node& n, const std::vector<Tensor>& g) 
   // grad.new_empty_strided(base.sizes(), base.strides()).copy_(grad)
   Tensor result = geo.base_strides == contiguous_strides(geo.base_sizes)
                       ? kernels::copy(g[0])
-                      : copy_to(g[0], g[0]->dtype(), g[0]->is_meta() ? std::string("cpu") : g[0]->storage->device.str(),
-                                &geo.base_strides);
+                      : copy_to(g[0], g[0]->dtype(), g[0]->storage->device, &geo.base_strides);
   Tensor slice = make_alias(result, geo.sizes, geo.strides, geo.offset - geo.base_offset);
   Tensor slice_grad = kernels::copy(slice);
   Node& fn = *n.wrapped();

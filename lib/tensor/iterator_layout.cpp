@@ -1,7 +1,6 @@
 #include "tensor/iterator_layout.hpp"
 
 #include <algorithm>
-#include <cstring>
 #include <numeric>
 #include <vector>
 
@@ -72,6 +71,15 @@ bool numel_zero(const Shape& sizes) {
 bool contiguous(const OperandLayout& t) { return numel_zero(*t.sizes) || is_contiguous_layout(*t.sizes, *t.strides); }
 bool all_contiguous(const Layouts& inputs) {
   return std::all_of(inputs.begin(), inputs.end(), [](const OperandLayout& t) { return contiguous(t); });
+}
+
+// Moves the elements of a dense tensor laid out in `from` into the layout `to`, in place in
+// its storage (both dense over the same span).
+template <typename T>
+void move_elements(T* data, const Shape& sizes, const Shape& from, const Shape& to) {
+  std::vector<T> rows(static_cast<size_t>(shape_numel(sizes)));
+  for_each_offset(sizes, from, 0, [&](int64_t i, int64_t off) { rows[static_cast<size_t>(i)] = data[off]; });
+  for_each_offset(sizes, to, 0, [&](int64_t i, int64_t off) { data[off] = rows[static_cast<size_t>(i)]; });
 }
 
 // compute_strides + reorder_dimensions + allocate_or_resize_outputs' strides.
@@ -183,31 +191,17 @@ void adopt_iterator_layout(const Tensor& r, const std::vector<OperandLayout>& in
     if (strides != r->strides.vec()) r->strides = strides;
     return;
   }
-  if (!r->is_meta()) {
-    Storage& s = *r->storage;
-    const size_t n = static_cast<size_t>(r->numel());
-    if (s.holds_float()) {
-      float* data = s.f32() + r->offset;
-      std::vector<float> rows(data, data + n);
-      for_each_offset(r->sizes, strides, 0, [&](int64_t i, int64_t off) { data[off] = rows[static_cast<size_t>(i)]; });
-    } else {
-      double* data = s.f64() + r->offset;
-      std::vector<double> rows(data, data + n);
-      for_each_offset(r->sizes, strides, 0, [&](int64_t i, int64_t off) { data[off] = rows[static_cast<size_t>(i)]; });
-    }
-  }
-  r->strides = strides;
+  relayout_in_place(r, strides);
 }
 
 void relayout_in_place(const Tensor& r, const Shape& strides) {
   if (r->strides.vec() == strides || numel_zero(r->sizes)) return;
   if (!r->is_meta()) {
-    const std::vector<double> values = to_values(r);
-    r->strides = strides;
-    write_values(r, values);
-  } else {
-    r->strides = strides;
+    Storage& s = *r->storage;
+    if (s.holds_float()) move_elements(s.f32() + r->offset, r->sizes, r->strides, strides);
+    else move_elements(s.f64() + r->offset, r->sizes, r->strides, strides);
   }
+  r->strides = strides;
 }
 
 }  // namespace agtrace::kernels
