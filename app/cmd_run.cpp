@@ -1,8 +1,13 @@
 // agtrace run SCENARIO: run it and print the report.
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <memory>
 
 #include "commands.hpp"
 #include "cuda/device.hpp"
@@ -31,6 +36,55 @@ int threads_from_env() {
   return static_cast<int>(n);
 }
 
+// The progress line on stderr (--progress): which statement runs, how many calls ran, how
+// long it has taken. On a terminal (auto) it appears once a run passes a second, rewrites
+// itself in place and is erased at the end, so a quick run prints nothing and a report
+// piped from stdout never contains it; `always` prints a line per update wherever stderr
+// goes (for logs and tests); -q or `never` silences it.
+class ProgressLine {
+ public:
+  ProgressLine(const std::string& mode, bool quiet, std::string scenario) : scenario_(std::move(scenario)) {
+    terminal_ = ::isatty(STDERR_FILENO) != 0;
+    enabled_ = !quiet && (mode == "always" || (mode == "auto" && terminal_));
+    always_ = mode == "always";
+    start_ = last_ = std::chrono::steady_clock::now();
+  }
+  ~ProgressLine() { erase(); }
+  void statement_end(int statement, int statements, int64_t calls) {
+    if (!enabled_) return;
+    char text[160];
+    std::snprintf(text, sizeof text, "statement [%d] of %d, %lld calls", statement, statements,
+                  static_cast<long long>(calls));
+    show(text, false);
+  }
+  // A phase after the run (writing the report, rendering), shown if the line is showing.
+  void phase(const std::string& what) {
+    if (enabled_) show(what, true);
+  }
+  void erase() {
+    if (shown_ && terminal_ && !always_) std::fputs("\r\033[K", stderr);
+    shown_ = false;
+  }
+
+ private:
+  void show(const std::string& what, bool force) {
+    const auto now = std::chrono::steady_clock::now();
+    const double elapsed = std::chrono::duration<double>(now - start_).count();
+    if (!always_ && elapsed < 1.0) return;
+    if (!force && shown_ && std::chrono::duration<double>(now - last_).count() < 0.2) return;
+    last_ = now;
+    shown_ = true;
+    if (always_ || !terminal_)
+      std::fprintf(stderr, "agtrace: %s: %s, %.1f s\n", scenario_.c_str(), what.c_str(), elapsed);
+    else
+      std::fprintf(stderr, "\ragtrace: %s: %s, %.1f s\033[K", scenario_.c_str(), what.c_str(), elapsed);
+    std::fflush(stderr);
+  }
+  std::string scenario_;
+  bool terminal_ = false, enabled_ = false, always_ = false, shown_ = false;
+  std::chrono::steady_clock::time_point start_, last_;
+};
+
 struct RunOpts {
   std::string scenario;
   std::string format = "text";
@@ -38,6 +92,8 @@ struct RunOpts {
   int64_t values_limit = 1000000;
   bool quiet = false;
   std::string detail = "summary";
+  bool compact = false;
+  std::string progress = "auto";
   std::string dot_file;
   std::string svg_file;
   std::string png_file;
@@ -67,11 +123,15 @@ Runner add_run(CLI::App& root) {
                   "with --values: a leaf or gradient of more elements gives only its count (values_elided); "
                   "0 for no limit (default 1000000)")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_flag("-q,--quiet", opts->quiet, "text: the summary only");
+  cmd->add_flag("-q,--quiet", opts->quiet, "text: the summary only; no progress line");
   cmd->add_option("--detail", opts->detail,
                   "json: summary (default: the stable core, per-node and per-statement figures, the accountant) "
                   "or full (adds the event timeline and every storage's and saved value's lifetime)")
       ->check(CLI::IsMember({"summary", "full"}));
+  cmd->add_flag("--compact", opts->compact, "json: no indentation or line breaks (the same document)");
+  cmd->add_option("--progress", opts->progress,
+                  "a progress line on stderr: auto (on a terminal, once a run passes a second), always or never")
+      ->check(CLI::IsMember({"auto", "always", "never"}));
   cmd->add_option("--dot", opts->dot_file, "also write the graph as Graphviz DOT to FILE");
   cmd->add_option("--svg", opts->svg_file, "also render the graph to FILE with Graphviz's dot");
   cmd->add_option("--png", opts->png_file, "also render the graph to FILE (PNG) with Graphviz's dot");
@@ -113,6 +173,10 @@ Runner add_run(CLI::App& root) {
     kernels::set_threads(opts->threads > 0 ? opts->threads : threads_from_env());
     kernels::keep_freed_buffers();
     if (opts->profile) profile::set_enabled(true);
+    ProgressLine progress(opts->progress, opts->quiet, opts->scenario);
+    ro.on_statement_end = [&progress](int statement, int statements, int64_t calls) {
+      progress.statement_end(statement, statements, calls);
+    };
     RunResult r = run_scenario(*sc, ro);
     std::vector<profile::Row> profile_rows;
     double profile_total = 0.0;
@@ -121,7 +185,28 @@ Runner add_run(CLI::App& root) {
       profile_rows = profile::rows();
       profile::set_enabled(false);
     }
-    std::string out;
+    if (!opts->dot_file.empty() || !opts->svg_file.empty() || !opts->png_file.empty()) {
+      progress.phase("drawing the graph");
+      const std::string dot = report_dot(r);
+      if (!opts->dot_file.empty()) write_file_atomic(opts->dot_file, dot);
+      if (!opts->svg_file.empty()) {
+        progress.phase("rendering " + opts->svg_file + " with Graphviz");
+        render_graphviz(dot, "svg", opts->svg_file, opts->render_timeout, opts->render_max_nodes);
+      }
+      if (!opts->png_file.empty()) {
+        progress.phase("rendering " + opts->png_file + " with Graphviz");
+        render_graphviz(dot, "png", opts->png_file, opts->render_timeout, opts->render_max_nodes);
+      }
+    }
+    // The report goes to its file (or stdout) as it is written: a long program's report is
+    // tens of megabytes, never held whole in memory. A file is replaced only once complete.
+    progress.phase("writing the report");
+    std::unique_ptr<AtomicFileWriter> file;
+    if (!opts->output.empty()) file = std::make_unique<AtomicFileWriter>(opts->output);
+    auto emit = [&file](std::string_view text) {
+      if (file) file->write(text);
+      else std::cout.write(text.data(), static_cast<std::streamsize>(text.size()));
+    };
     if (opts->format == "json") {
       auto j = report_json_skeleton(r, opts->values);
       // The timeline and the lifetimes are most of a long program's report (a 10,000-op
@@ -131,22 +216,49 @@ Runner add_run(CLI::App& root) {
         j.erase("lifetimes");
       }
       if (opts->profile) j["profile"] = report_profile_json(r, profile_rows, profile_total);
-      out = dump_report_json(j, r, opts->values) + "\n";
+      json_text::Minifier minifier;
+      std::string compacted;
+      write_report_json(j, r, opts->values, [&](std::string_view text) {
+        if (!opts->compact) return emit(text);
+        compacted.clear();
+        minifier.feed(text, compacted);
+        emit(compacted);
+      });
+      emit("\n");
     } else {
       TextOptions to;
       to.values = opts->values;
       to.quiet = opts->quiet;
       to.color = opts->output.empty() && want_color(opts->color);
-      out = report_text(r, to);
-      if (opts->profile) out += report_profile_text(r, profile_rows, profile_total);
+      if (file) {
+        // Text goes out through a stream whose buffer hands each filled block to the file.
+        struct ToFile : std::streambuf {
+          AtomicFileWriter& f;
+          char block[1 << 16];
+          explicit ToFile(AtomicFileWriter& f) : f(f) { setp(block, block + sizeof block); }
+          int_type overflow(int_type c) override {
+            sync();
+            if (c != traits_type::eof()) sputc(static_cast<char>(c));
+            return traits_type::not_eof(c);
+          }
+          int sync() override {
+            f.write(std::string_view(pbase(), static_cast<size_t>(pptr() - pbase())));
+            setp(block, block + sizeof block);
+            return 0;
+          }
+        } buffer(*file);
+        std::ostream out(&buffer);
+        write_report_text(out, r, to);
+        if (opts->profile) out << report_profile_text(r, profile_rows, profile_total);
+        out.flush();
+      } else {
+        write_report_text(std::cout, r, to);
+        if (opts->profile) std::cout << report_profile_text(r, profile_rows, profile_total);
+      }
     }
-    if (!opts->dot_file.empty()) write_file_atomic(opts->dot_file, report_dot(r));
-    if (!opts->svg_file.empty())
-      render_graphviz(report_dot(r), "svg", opts->svg_file, opts->render_timeout, opts->render_max_nodes);
-    if (!opts->png_file.empty())
-      render_graphviz(report_dot(r), "png", opts->png_file, opts->render_timeout, opts->render_max_nodes);
-    if (opts->output.empty()) std::cout << out << std::flush;
-    else write_file_atomic(opts->output, out);
+    if (file) file->commit();
+    else std::cout << std::flush;
+    progress.erase();
     if (r.raised && !opts->output.empty()) {
       // The report is in a file: say on stderr what ended the program, and where, so a CI log
       // shows why the run exited 3 without opening it.

@@ -377,6 +377,7 @@ class Interpreter : public ops::Runtime {
   HolderTracker tracker_{[this](int64_t id) { return label_of(id); }, &acc_};
   bool verify_holders_ = false;  // check tracker_ against the full scan at every statement end
   int statement_ = -1;
+  int64_t calls_run_ = 0;  // operator and function calls, for RunOptions::on_statement_end
   std::string root_label_;                                      // name of the receiver of backward()
   // The enclosing blocks of the statement running, as "repeat/no_grad" paths: entry k is the
   // path through block k (joined once per block entered, not once per statement: issue #6).
@@ -775,6 +776,7 @@ bool Interpreter::run_statement(const ProgramItem& item, bool in_try) {
   }
   root_label_.clear();
   end_statement(statement_, raised);
+  if (opt_.on_statement_end) opt_.on_statement_end(item.index, static_cast<int>(result_.statements.size()), calls_run_);
   return !raised;
 }
 
@@ -1528,6 +1530,7 @@ Value Interpreter::call_entry(const ops::OpEntry& entry, const std::string& spel
     else fail("type_error", fname() + " missing required argument: '" + prm.name + "'");
   }
   profile::Scope profile_op(profile::Section::OpForward, entry.name);  // --profile
+  ++calls_run_;
   DeviceScope result_device(device_of_arguments(entry, args));
   if (autocast_.active()) autocast_.cast_arguments(entry.name, spelling, args);
   return entry.impl(args, *this);
@@ -1698,6 +1701,7 @@ Value Interpreter::eval_binary(const std::string& op, const Value& a, const Valu
     auto tensor_of = [](const Value& v) { return v.kind == Value::Kind::Tensor ? v.t : ops::wrap_number(v); };
     const std::string& op_name = profile::operator_op_name(op);
     profile::Scope profile_op(profile::Section::OpForward, op_name);  // --profile
+    ++calls_run_;
     // `@` is matmul, which checks devices itself (see device_of_arguments(entry, args)).
     // One character tells the operators apart ('P' for **): no string comparisons per op.
     const char code = op.size() == 1 ? op[0] : op == "**" ? 'P' : '\0';

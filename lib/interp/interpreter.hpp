@@ -1,6 +1,7 @@
 // Runs a scenario statement by statement: names -> values, blocks, errors where PyTorch
 // raises them, walks and snapshots of the graph, and the accountant's figures.
 #pragma once
+#include <functional>
 #include <string>
 
 #include "interp/result.hpp"
@@ -34,6 +35,10 @@ struct RunOptions {
   // `agtrace run --device cuda` loads, or a test's host stand-in. Null on a cuda run: the
   // first cuda allocation raises `unsupported` saying no device is there.
   DeviceBackend* device_backend = nullptr;
+  // Called after each statement run (each run of one inside a repeat block): its index, the
+  // program's statement count, and how many operator and function calls ran so far. The
+  // command line's progress line uses it; it must not change the run.
+  std::function<void(int statement, int statements, int64_t calls)> on_statement_end;
 };
 
 // Parses every statement first (a syntax error is an InputError naming the statement and

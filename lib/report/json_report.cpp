@@ -216,6 +216,10 @@ struct Streamed {
 // Writes `records` as the elements of one array (Streamed::write): each as ",\n" (or "[\n"
 // for the first) + inner + its text by write_record(writer, layout, record); returns how
 // many it wrote.
+// While write_report_json streams, where the text made so far goes once it passes
+// kDrainBytes (so a 10,000-op chain's 30 MB report is never whole in memory).
+thread_local const ReportSink* streaming_sink = nullptr;
+constexpr size_t kDrainBytes = size_t(1) << 20;
 template <typename Records, typename Write>
 size_t write_elements(std::string& out, const json_text::Layout& layout, const std::string& inner,
                       const Records& records, Write write_record) {
@@ -225,6 +229,11 @@ size_t write_elements(std::string& out, const json_text::Layout& layout, const s
     writer.put(count++ == 0 ? "[\n" : ",\n");
     writer.put(inner);
     write_record(writer, layout, record);
+    if (streaming_sink && out.size() >= kDrainBytes) {
+      writer.flush();
+      (*streaming_sink)(out);
+      out.clear();
+    }
   }
   return count;
 }
@@ -281,7 +290,14 @@ nlohmann::ordered_json report_json_skeleton(const RunResult& r, bool with_values
 // by two spaces per level and nothing else, so this is the same text). A placeholder a caller
 // replaced is left alone; if one is found twice (only a caller adding one could do that),
 // the arrays are built in a copy of the skeleton and the whole document is dumped instead.
-std::string dump_report_json(const nlohmann::ordered_json& skeleton, const RunResult& r, bool with_values) {
+namespace {
+// dump_report_json's text; with `sink`, handed to it piece by piece instead of returned.
+std::string dump_or_stream(const nlohmann::ordered_json& skeleton, const RunResult& r, bool with_values,
+                           const ReportSink* sink) {
+  struct Restore {
+    ~Restore() { streaming_sink = nullptr; }
+  } restore;
+  streaming_sink = sink;
   const std::vector<Streamed> arrays = streamed_arrays(r, with_values);
   const std::string text = skeleton.dump(2);
   struct Found {
@@ -300,7 +316,10 @@ std::string dump_report_json(const nlohmann::ordered_json& skeleton, const RunRe
   if (!unique) {
     ojson full = skeleton;
     fill_placeholders(full, arrays);
-    return full.dump(2);
+    std::string whole = full.dump(2);
+    if (!sink) return whole;
+    (*sink)(whole);
+    return {};
   }
   std::sort(found.begin(), found.end(), [](const Found& a, const Found& b) { return a.at < b.at; });
   std::string out;
@@ -308,8 +327,11 @@ std::string dump_report_json(const nlohmann::ordered_json& skeleton, const RunRe
   // averages: events 170, nodes 680, storages 210, saved values 190, statements 240): the
   // doublings of a 31 MB report copied it several times over. Reserved, not written, pages
   // cost no memory.
-  out.reserve(text.size() + 200 * r.events.size() + 800 * r.nodes.size() + 250 * r.storages.size() +
-              220 * r.saved.size() + 280 * r.memory_by_statement.size());
+  if (sink)
+    out.reserve(kDrainBytes + (size_t(64) << 10));
+  else
+    out.reserve(text.size() + 200 * r.events.size() + 800 * r.nodes.size() + 250 * r.storages.size() +
+                220 * r.saved.size() + 280 * r.memory_by_statement.size());
   size_t copied = 0;
   for (const Found& f : found) {
     out.append(text, copied, f.at - copied);
@@ -321,7 +343,19 @@ std::string dump_report_json(const nlohmann::ordered_json& skeleton, const RunRe
     out += empty ? "[]" : "\n" + indent + "]";
   }
   out.append(text, copied, std::string::npos);
-  return out;
+  if (!sink) return out;
+  (*sink)(out);
+  return {};
+}
+}  // namespace
+
+std::string dump_report_json(const nlohmann::ordered_json& skeleton, const RunResult& r, bool with_values) {
+  return dump_or_stream(skeleton, r, with_values, nullptr);
+}
+
+void write_report_json(const nlohmann::ordered_json& skeleton, const RunResult& r, bool with_values,
+                       const ReportSink& sink) {
+  dump_or_stream(skeleton, r, with_values, &sink);
 }
 
 namespace {

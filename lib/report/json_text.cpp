@@ -56,4 +56,21 @@ Layout::Layout(std::string_view indent) {
   close_object = "\n" + at + "  }";
 }
 
+void Minifier::feed(std::string_view pretty, std::string& out) {
+  out.reserve(out.size() + pretty.size());
+  for (const char c : pretty) {
+    if (in_string_) {
+      if (escaped_) escaped_ = false;
+      else if (c == '\\') escaped_ = true;
+      else if (c == '"') in_string_ = false;
+      out.push_back(c);
+    } else if (c == '"') {
+      in_string_ = true;
+      out.push_back(c);
+    } else if (c != ' ' && c != '\n') {
+      out.push_back(c);
+    }
+  }
+}
+
 }  // namespace agtrace::json_text

@@ -173,4 +173,18 @@ class Object {
   size_t fields_ = 0;
 };
 
+// `agtrace run --format json --compact`: the pretty text with the layout's spaces and line
+// breaks dropped (those outside strings; nlohmann's pretty printer adds no others), fed in
+// pieces of any size, so a streamed report is made compact as it goes. The result is the
+// text nlohmann's dump() (no indent) writes for the same document.
+class Minifier {
+ public:
+  // Appends `pretty`'s text without the layout to `out`.
+  void feed(std::string_view pretty, std::string& out);
+
+ private:
+  bool in_string_ = false;
+  bool escaped_ = false;
+};
+
 }  // namespace agtrace::json_text

@@ -1,6 +1,8 @@
 // Printers of a RunResult: JSON (the spec's stable core and more, described by
 // schema/report.schema.json), text for people, and Graphviz DOT.
 #pragma once
+#include <functional>
+#include <iosfwd>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,6 +26,12 @@ nlohmann::ordered_json report_json(const RunResult& r, bool with_values);
 // "profile"); dump_report_json writes each array element by element in its place.
 nlohmann::ordered_json report_json_skeleton(const RunResult& r, bool with_values);
 std::string dump_report_json(const nlohmann::ordered_json& skeleton, const RunResult& r, bool with_values);
+// Where a streamed report's text goes, piece by piece (a file, stdout, a minifier).
+using ReportSink = std::function<void(std::string_view)>;
+// The same text as dump_report_json, handed to `sink` a megabyte or so at a time as it is
+// written, so the report is never whole in memory.
+void write_report_json(const nlohmann::ordered_json& skeleton, const RunResult& r, bool with_values,
+                       const ReportSink& sink);
 
 struct TextOptions {
   bool color = false;
@@ -31,6 +39,8 @@ struct TextOptions {
   bool quiet = false;  // summary only
 };
 std::string report_text(const RunResult& r, const TextOptions& opt);
+// The same text written to `out` as it is made.
+void write_report_text(std::ostream& out, const RunResult& r, const TextOptions& opt);
 
 std::string report_dot(const RunResult& r);
 

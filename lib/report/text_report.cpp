@@ -92,8 +92,13 @@ std::string saved_line(const SavedSnapshot& s) {
 }  // namespace
 
 std::string report_text(const RunResult& r, const TextOptions& opt) {
-  Style st{opt.color};
   std::ostringstream o;
+  write_report_text(o, r, opt);
+  return o.str();
+}
+
+void write_report_text(std::ostream& o, const RunResult& r, const TextOptions& opt) {
+  Style st{opt.color};
   o << st.bold("agtrace") << " — scenario " << st.bold(r.scenario) << " (" << r.device << ")\n";
   if (!r.description.empty()) o << r.description << "\n";
 
@@ -156,7 +161,7 @@ std::string report_text(const RunResult& r, const TextOptions& opt) {
     for (const CheckFailure& f : failures)
       o << "               " << f.describe() << "\n";
   }
-  if (opt.quiet) return o.str();
+  if (opt.quiet) return;
 
   // ---- program
   o << "\n" << st.bold("Program") << "\n";
@@ -290,7 +295,6 @@ std::string report_text(const RunResult& r, const TextOptions& opt) {
   }
   o << report_account_text(r);  // issue #4: accounting, why saved, what-if, reconciliation
   o << report_events_text(r);   // issue #4: timeline, checkpoints, hooks warnings
-  return o.str();
 }
 
 }  // namespace agtrace

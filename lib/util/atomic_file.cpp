@@ -21,24 +21,10 @@ namespace {
   e.file = path;
   throw e;
 }
-// Writes all of `content` to fd; false (errno set) on an error.
-bool write_all(int fd, const std::string& content) {
-  size_t done = 0;
-  while (done < content.size()) {
-    ssize_t n = ::write(fd, content.data() + done, content.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    done += static_cast<size_t>(n);
-  }
-  return true;
-}
-
 // A target that is not a regular file (a device such as /dev/null or /dev/stdout, a FIFO, a
 // terminal, a symlink to one) is opened and written as `cat > path` writes it: renaming a
 // temporary over it would replace the device node with a regular file.
-void write_through(const std::string& path, const std::string& content) {
+int open_through(const std::string& path) {
   // O_NONBLOCK: a FIFO nobody reads is an error (ENXIO) instead of a wait forever.
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NONBLOCK | O_CLOEXEC, 0644);
   if (fd < 0) {
@@ -47,82 +33,106 @@ void write_through(const std::string& path, const std::string& content) {
   }
   const int flags = ::fcntl(fd, F_GETFL);
   if (flags >= 0) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
-  if (!write_all(fd, content)) {
-    const int saved = errno;
-    ::close(fd);
-    errno = saved;
-    io_error(path, "cannot write");
-  }
-  if (::close(fd) != 0) io_error(path, "cannot write");
+  return fd;
 }
 
 }  // namespace
 
-void write_file_atomic(const std::string& requested, const std::string& content) {
+AtomicFileWriter::AtomicFileWriter(const std::string& requested) : requested_(requested), path_(requested) {
   // A symlink is followed: the file it names is replaced (atomically if it is a regular
   // file), never the link itself.
-  std::string path = requested;
   struct stat st {};
   if (::lstat(requested.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
     if (::stat(requested.c_str(), &st) != 0) {  // a dangling link: write where it points
-      write_through(requested, content);
+      fd_ = open_through(requested);
       return;
     }
     if (S_ISREG(st.st_mode)) {
       char* real = ::realpath(requested.c_str(), nullptr);
       if (!real) io_error(requested, "cannot resolve the symlink");
-      path = real;
+      path_ = real;
       std::free(real);
     }
   }
-  if (::stat(path.c_str(), &st) == 0) {
+  if (::stat(path_.c_str(), &st) == 0) {
     if (S_ISDIR(st.st_mode)) {
       errno = EISDIR;
       io_error(requested, "cannot write");
     }
     if (!S_ISREG(st.st_mode)) {
-      write_through(path, content);
+      fd_ = open_through(path_);
       return;
     }
   }
-  std::string dir = ".";
-  std::string base = path;
-  auto slash = path.rfind('/');
+  dir_ = ".";
+  std::string base = path_;
+  auto slash = path_.rfind('/');
   if (slash != std::string::npos) {
-    dir = slash == 0 ? "/" : path.substr(0, slash);
-    base = path.substr(slash + 1);
+    dir_ = slash == 0 ? "/" : path_.substr(0, slash);
+    base = path_.substr(slash + 1);
   }
-  std::string tmp = dir + "/." + base + ".tmp." + std::to_string(::getpid());
-  TempPathGuard remove_on_signal(tmp);
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) io_error(path, "cannot create temporary file " + tmp);
-  if (!write_all(fd, content)) {
-    int saved = errno;
-    ::close(fd);
-    ::unlink(tmp.c_str());
+  tmp_ = dir_ + "/." + base + ".tmp." + std::to_string(::getpid());
+  remove_on_signal_ = std::make_unique<TempPathGuard>(tmp_);
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) io_error(path_, "cannot create temporary file " + tmp_);
+}
+
+AtomicFileWriter::~AtomicFileWriter() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!committed_ && !tmp_.empty()) ::unlink(tmp_.c_str());
+}
+
+void AtomicFileWriter::fail(const std::string& what) {
+  const int saved = errno;
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  if (!tmp_.empty()) ::unlink(tmp_.c_str());
+  errno = saved;
+  io_error(tmp_.empty() ? requested_ : path_, what);
+}
+
+void AtomicFileWriter::write(std::string_view content) {
+  size_t done = 0;
+  while (done < content.size()) {
+    ssize_t n = ::write(fd_, content.data() + done, content.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail("cannot write");
+    }
+    done += static_cast<size_t>(n);
+  }
+}
+
+void AtomicFileWriter::commit() {
+  if (tmp_.empty()) {  // written through
+    const int fd = fd_;
+    fd_ = -1;
+    committed_ = true;
+    if (::close(fd) != 0) io_error(requested_, "cannot write");
+    return;
+  }
+  if (::fsync(fd_) != 0) fail("cannot sync");
+  ::close(fd_);
+  fd_ = -1;
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
+    const int saved = errno;
+    ::unlink(tmp_.c_str());
     errno = saved;
-    io_error(path, "cannot write");
+    io_error(path_, "cannot rename " + tmp_ + " to " + path_);
   }
-  if (::fsync(fd) != 0) {
-    int saved = errno;
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    errno = saved;
-    io_error(path, "cannot sync");
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int saved = errno;
-    ::unlink(tmp.c_str());
-    errno = saved;
-    io_error(path, "cannot rename " + tmp + " to " + path);
-  }
+  committed_ = true;
   // Sync the folder so the rename itself is durable.
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int dfd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
     ::fsync(dfd);
     ::close(dfd);
   }
+}
+
+void write_file_atomic(const std::string& path, const std::string& content) {
+  AtomicFileWriter file(path);
+  file.write(content);
+  file.commit();
 }
 
 namespace {

@@ -6,9 +6,36 @@
 // folder is an error.
 #pragma once
 #include <cstddef>
+#include <memory>
 #include <string>
+#include <string_view>
 
 namespace agtrace {
+
+class TempPathGuard;
+
+// The same file written piece by piece, so a long report goes to its file as it is made
+// instead of being held whole in memory first: the pieces go to the temporary file, and
+// commit() syncs and renames it into place. Destroyed without commit() (an exception while
+// writing), the temporary file is removed and the old file stays. A target that is not a
+// regular file is written through, piece by piece. Throws InputError (kind "io") naming
+// the path.
+class AtomicFileWriter {
+ public:
+  explicit AtomicFileWriter(const std::string& path);
+  ~AtomicFileWriter();
+  AtomicFileWriter(const AtomicFileWriter&) = delete;
+  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
+  void write(std::string_view content);
+  void commit();
+
+ private:
+  [[noreturn]] void fail(const std::string& what);
+  std::string requested_, path_, dir_, tmp_;  // tmp_ empty: written through
+  int fd_ = -1;
+  bool committed_ = false;
+  std::unique_ptr<TempPathGuard> remove_on_signal_;
+};
 
 // Throws InputError (kind "io") naming the path when any step fails; the temporary file
 // is removed on failure.

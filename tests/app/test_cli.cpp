@@ -76,6 +76,64 @@ TEST_CASE("the JSON report leaves the timeline and lifetimes to --detail full", 
   CHECK(run_agtrace("run " + scenario("seed_walk") + " --format json --detail most").status == 2);
 }
 
+TEST_CASE("--compact writes the same JSON document without layout", "[cli]") {
+  auto pretty = run_agtrace("run " + scenario("mlp_toy") + " --format json --detail full");
+  auto compact = run_agtrace("run " + scenario("mlp_toy") + " --format json --detail full --compact");
+  REQUIRE(pretty.status == 0);
+  REQUIRE(compact.status == 0);
+  const auto document = nlohmann::ordered_json::parse(pretty.out);
+  // nlohmann's own compact text of the same document, byte for byte (strings with spaces
+  // and newlines inside them keep them).
+  CHECK(compact.out == document.dump() + "\n");
+  CHECK(compact.out.size() * 3 < pretty.out.size() * 2);  // mlp_toy: 29,847 bytes against 49,687
+  CHECK(compact.out.find('\n') == compact.out.size() - 1);
+}
+
+TEST_CASE("a report written to a file is the report written to stdout", "[cli]") {
+  const std::string dir = temp_dir();
+  // More than one megabyte of JSON, so the file gets the report in several pieces.
+  std::string program = "\"h = x * 1.5\"";
+  for (int i = 0; i < 1500; ++i) program += ", \"h = h.sin() * 1.5\"";
+  auto path = write_scenario(dir, R"JSON({"name": "chain", "tensors": {"x": {"shape": [4], "requires_grad": true}},
+                                       "program": [)JSON" + program + R"JSON(, "h.sum().backward()"]})JSON");
+  for (const std::string format : {"json --detail full", "json --compact", "text"}) {
+    INFO(format);
+    auto to_stdout = run_agtrace("run " + path + " --format " + format);
+    auto to_file = run_agtrace("run " + path + " --format " + format + " -o " + dir + "/report");
+    REQUIRE(to_stdout.status == 0);
+    REQUIRE(to_file.status == 0);
+    CHECK(to_file.out.empty());
+    const std::string written = slurp(dir + "/report");
+    CHECK(written == to_stdout.out);
+    if (format == "json --detail full") CHECK(written.size() > (size_t(1) << 20));
+  }
+  int entries = 0;
+  for (const auto& e : fs::directory_iterator(dir)) (void)e, ++entries;
+  CHECK(entries == 2);  // the scenario and the report: no temporary file left
+  fs::remove_all(dir);
+}
+
+TEST_CASE("the progress line goes to stderr, never into the report, and -q silences it", "[cli]") {
+  const std::string dir = temp_dir();
+  auto plain = run_agtrace("run " + scenario("mlp_toy") + " --format json");
+  auto shown = run_agtrace("run " + scenario("mlp_toy") + " --format json --progress always");
+  REQUIRE(plain.status == 0);
+  REQUIRE(shown.status == 0);
+  CHECK(shown.out == plain.out);
+  CHECK(plain.err.empty());  // not a terminal: auto shows nothing
+  CHECK(shown.err.find("mlp_toy.json: statement [0] of ") != std::string::npos);
+  CHECK(shown.err.find(" calls, ") != std::string::npos);
+  CHECK(shown.err.find("writing the report") != std::string::npos);
+  auto quiet = run_agtrace("run " + scenario("mlp_toy") + " -q --progress always");
+  CHECK(quiet.status == 0);
+  CHECK(quiet.err.empty());
+  auto rendering = run_agtrace("run " + scenario("mlp_toy") + " --progress always -o " + dir + "/r.txt --svg " + dir + "/g.svg");
+  CHECK(rendering.status == 0);
+  CHECK(rendering.err.find("rendering " + dir + "/g.svg with Graphviz") != std::string::npos);
+  CHECK(run_agtrace("run " + scenario("mlp_toy") + " --progress sometimes").status == 2);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("bad input names the file and where, exits 2, and writes no output", "[cli]") {
   const std::string dir = temp_dir();
   const std::string out = dir + "/report.json";

@@ -184,3 +184,17 @@ TEST_CASE("json_text::Writer keeps the order of pieces across its buffer, long o
   CHECK(out.size() == expected.size());
   CHECK(out == expected);
 }
+
+TEST_CASE("the minifier gives nlohmann's compact text however the pretty text is cut", "[report][json_text]") {
+  const ojson document = ojson::parse(R"JSON({"a b": [1, 2.5, {"c": "x \"quoted\" y\\", "d": []}],
+                                             "e": "line\nbreak and  spaces", "f": {}, "g": [true, null, "\\\"]"]})JSON");
+  const std::string pretty = document.dump(2);
+  for (size_t piece : {size_t(1), size_t(2), size_t(7), pretty.size()}) {
+    INFO(piece);
+    agtrace::json_text::Minifier minifier;
+    std::string out;
+    for (size_t at = 0; at < pretty.size(); at += piece)
+      minifier.feed(std::string_view(pretty).substr(at, piece), out);
+    CHECK(out == document.dump());
+  }
+}
