@@ -85,6 +85,16 @@ class ProgressLine {
   std::chrono::steady_clock::time_point start_, last_;
 };
 
+// --at N: a statement of the program.
+int statement_number(const std::string& text, int statements) {
+  char* end = nullptr;
+  const long n = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || n < 0 || n >= statements)
+    throw InputError("usage", "--at takes peak, end or a statement number from 0 to " + std::to_string(statements - 1) +
+                                  ", got '" + text + "'");
+  return static_cast<int>(n);
+}
+
 struct RunOpts {
   std::string scenario;
   std::string format = "text";
@@ -106,6 +116,10 @@ struct RunOpts {
   int threads = 0;  // 0: AGTRACE_THREADS, else 1
   double render_timeout = kDefaultRenderTimeoutSeconds;
   int64_t render_max_nodes = kDefaultRenderMaxNodes;
+  std::string at = "peak";
+  bool no_saved = false;
+  int64_t max_nodes = 0;
+  std::string edges = "backward";
 };
 }  // namespace
 
@@ -135,6 +149,16 @@ Runner add_run(CLI::App& root) {
   cmd->add_option("--dot", opts->dot_file, "also write the graph as Graphviz DOT to FILE");
   cmd->add_option("--svg", opts->svg_file, "also render the graph to FILE with Graphviz's dot");
   cmd->add_option("--png", opts->png_file, "also render the graph to FILE (PNG) with Graphviz's dot");
+  cmd->add_option("--at", opts->at,
+                  "the picture: the graph after statement N, `end`, or `peak` (default: after the statement when the "
+                  "most saved bytes were alive)");
+  cmd->add_flag("--no-saved", opts->no_saved, "the picture: no saved-tensor rows in the nodes' boxes");
+  cmd->add_option("--max-nodes", opts->max_nodes,
+                  "the picture: fold repeated blocks, then the earliest nodes, into boxes to draw at most N nodes")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--edges", opts->edges,
+                  "the picture: backward (node -> its next_functions, default) or forward (torchviz: input -> node)")
+      ->check(CLI::IsMember({"backward", "forward"}));
   cmd->add_option("--render-max-nodes", opts->render_max_nodes,
                   "the most graph nodes --svg/--png start Graphviz for (default 5000; more is a limit error)")
       ->check(CLI::PositiveNumber);
@@ -164,6 +188,10 @@ Runner add_run(CLI::App& root) {
       throw e;
     }
     spdlog::debug("running {} ({} statements)", sc->name, sc->statement_count);
+    // --at is checked before the run, not after it.
+    const int dot_at = opts->at == "end"    ? DotOptions::kAtEnd
+                       : opts->at == "peak" ? DotOptions::kAtPeak
+                                            : statement_number(opts->at, static_cast<int>(sc->statement_count));
     RunOptions ro;
     ro.max_memory = parse_bytes(opts->max_memory);
     if (!opts->max_process_memory.empty()) ro.max_process_memory = parse_bytes(opts->max_process_memory);
@@ -187,7 +215,12 @@ Runner add_run(CLI::App& root) {
     }
     if (!opts->dot_file.empty() || !opts->svg_file.empty() || !opts->png_file.empty()) {
       progress.phase("drawing the graph");
-      const std::string dot = report_dot(r);
+      DotOptions dot_options;
+      dot_options.saved = !opts->no_saved;
+      dot_options.max_nodes = opts->max_nodes;
+      dot_options.forward_edges = opts->edges == "forward";
+      dot_options.at = dot_at;
+      const std::string dot = report_dot(r, dot_options);
       if (!opts->dot_file.empty()) write_file_atomic(opts->dot_file, dot);
       if (!opts->svg_file.empty()) {
         progress.phase("rendering " + opts->svg_file + " with Graphviz");

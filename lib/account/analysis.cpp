@@ -112,8 +112,7 @@ void what_if_rows(const RunResult& r, MemoryAnalysis& a) {
     std::string why;
     for (size_t i = 0; i < others.size(); ++i) why += (i ? "; " : "") + others[i];
     a.what_if.push_back({"del " + who, others.empty() ? -bytes : 0, 0,
-                         others.empty() ? "nothing else holds storage #" + std::to_string(id)
-                                        : "storage #" + std::to_string(id) + " stays: " + why});
+                         others.empty() ? "nothing else holds its storage" : "its storage stays: " + why});
   }
 }
 

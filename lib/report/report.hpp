@@ -42,7 +42,16 @@ std::string report_text(const RunResult& r, const TextOptions& opt);
 // The same text written to `out` as it is made.
 void write_report_text(std::ostream& out, const RunResult& r, const TextOptions& opt);
 
-std::string report_dot(const RunResult& r);
+// What the picture shows (agtrace run --at, --no-saved, --max-nodes, --edges).
+struct DotOptions {
+  static constexpr int kAtPeak = -3;  // after the statement when the most saved bytes were alive
+  static constexpr int kAtEnd = -2;   // at the end of the program
+  int at = kAtPeak;                   // or a statement index: the graph after it ran
+  bool saved = true;                  // the saved tensors' rows in each node's box
+  int64_t max_nodes = 0;              // > 0: repeats folded, then the earliest nodes, to stay within it
+  bool forward_edges = false;         // torchviz's direction, input -> consumer (default: next_functions)
+};
+std::string report_dot(const RunResult& r, const DotOptions& options = {});
 
 // `agtrace run --profile` (lib/report/profile_report.cpp): the rows of util/profile for
 // the run, as the report's "profile" key and as a text table. total_s: the run's wall time.
@@ -66,6 +75,19 @@ void write_event_json(json_text::Writer& out, const json_text::Layout& layout, c
 // The string report_json_skeleton puts where "events" goes.
 extern const char* const kEventsPlaceholder;
 std::string report_events_text(const RunResult& r);
+
+// Storages as people know them: a leaf's by its name, any other by the op or backward node
+// and the statement that allocated it (relu@[3], MmBackward0@[7]); a name given to several
+// storages (one statement run in a loop) gets its ordinal from the second on: mul@[3] (2).
+class StorageNames {
+ public:
+  explicit StorageNames(const RunResult& r);
+  const std::string& operator()(int64_t storage_id) const;
+
+ private:
+  std::vector<std::string> by_id_;
+  std::string unknown_ = "an unrecorded storage";
+};
 
 // Human byte units: "416 B", "1.5 KiB", "3.0 MiB".
 std::string human_bytes(int64_t bytes);

@@ -53,7 +53,7 @@ std::string dtype_short(DType d) {
   return "?";
 }
 
-std::string saved_line(const SavedSnapshot& s) {
+std::string saved_line(const SavedSnapshot& s, const StorageNames& storage_name) {
   std::string line = pad("_saved_" + s.attr, 24);
   if (!s.is_tensor) return line + "= " + s.value;
   if (!s.defined) return line + "None (not needed)";
@@ -68,12 +68,13 @@ std::string saved_line(const SavedSnapshot& s) {
     else if (s.released)
       line += "saved under " + s.hooks + " hooks";
     else
-      line += s.hooks + " hooks keep " + human_bytes(s.packed_bytes) + " (storage #" + std::to_string(s.packed_storage_id) + ")";
+      line += s.hooks + " hooks keep " + human_bytes(s.packed_bytes) + " (" + storage_name(s.packed_storage_id) + ")";
     line += ", unpacks as a new object";
   } else if (s.from_python_number) {
     line += "a Python number as a 0-d tensor";
   } else if (!s.is_output) {
-    line += s.same_object_as.empty() ? "same object as tensor #" + std::to_string(s.tensor_id)
+    // An input bound to no name is an intermediate (or a view) on some op's storage.
+    line += s.same_object_as.empty() ? "an unnamed tensor on " + storage_name(s.storage_id)
                                      : "same object as " + s.same_object_as;
   } else {
     line += "new object";
@@ -81,7 +82,7 @@ std::string saved_line(const SavedSnapshot& s) {
       line += ", shares storage with ";
       for (size_t i = 0; i < s.shares_with.size(); ++i) line += (i ? ", " : "") + s.shares_with[i];
     } else {
-      line += ", storage #" + std::to_string(s.storage_id);
+      line += " on " + storage_name(s.storage_id);
     }
   }
   line += "; v" + std::to_string(s.saved_version) + ", saved at " + stmt_ref(s.saved_at);
@@ -97,8 +98,28 @@ std::string report_text(const RunResult& r, const TextOptions& opt) {
   return o.str();
 }
 
+StorageNames::StorageNames(const RunResult& r) {
+  std::map<std::string, int> uses;
+  for (const StorageLifetime& s : r.storages) {
+    if (s.id < 0) continue;
+    const std::string by = s.allocated_by.str();
+    std::string name = by.rfind("leaf ", 0) == 0 ? by.substr(5) : by + "@" + stmt_ref(s.allocated_at);
+    const int use = ++uses[name];
+    if (use > 1) name += " (" + std::to_string(use) + ")";
+    if (static_cast<size_t>(s.id) >= by_id_.size()) by_id_.resize(static_cast<size_t>(s.id) + 1);
+    by_id_[static_cast<size_t>(s.id)] = std::move(name);
+  }
+}
+
+const std::string& StorageNames::operator()(int64_t storage_id) const {
+  if (storage_id < 0 || static_cast<size_t>(storage_id) >= by_id_.size() || by_id_[static_cast<size_t>(storage_id)].empty())
+    return unknown_;
+  return by_id_[static_cast<size_t>(storage_id)];
+}
+
 void write_report_text(std::ostream& o, const RunResult& r, const TextOptions& opt) {
   Style st{opt.color};
+  const StorageNames storage_name(r);
   o << st.bold("agtrace") << " — scenario " << st.bold(r.scenario) << " (" << r.device << ")\n";
   if (!r.description.empty()) o << r.description << "\n";
 
@@ -237,7 +258,7 @@ void write_report_text(std::ostream& o, const RunResult& r, const TextOptions& o
       if (n.saved_bytes > 0) o << "  keeps " << human_bytes(n.saved_bytes);
       o << "\n";
       for (const auto& s : n.saved) {
-        std::string line = saved_line(s);
+        std::string line = saved_line(s, storage_name);
         o << indent << "    " << (s.is_tensor && s.defined && s.released ? st.dim(line) : line) << "\n";
       }
       for (size_t i = n.next.size(); i-- > 0;)
@@ -276,19 +297,18 @@ void write_report_text(std::ostream& o, const RunResult& r, const TextOptions& o
 
   // ---- lifetimes
   o << "\n" << st.bold("Storage lifetimes") << "\n";
-  o << "  " << pad("id", 5) << lpad("bytes", 8) << "  " << pad("allocated", 24) << pad("freed", 8) << "held by\n";
+  o << "  " << pad("storage", 24) << lpad("bytes", 8) << "  " << pad("freed", 8) << "held by\n";
   for (const auto& s : r.storages) {
-    std::string alloc = stmt_ref(s.allocated_at) + " " + (s.in_backward ? "bw " : "") + s.allocated_by;
     std::string holders;
     for (size_t i = 0; i < s.holders.size(); ++i) holders += (i ? "; " : "") + s.holders[i];
     if (holders.empty()) holders = st.dim("temporary");
-    o << "  " << pad("#" + std::to_string(s.id), 5) << lpad(std::to_string(s.bytes), 8) << "  " << pad(alloc, 24)
+    o << "  " << pad(storage_name(s.id), 24) << lpad(std::to_string(s.bytes), 8) << "  "
       << pad(s.freed ? stmt_ref(s.freed_at) : "alive", 8) << holders << "\n";
   }
   if (!r.saved.empty()) {
     o << "\n" << st.bold("Saved values") << "\n";
     for (const auto& s : r.saved) {
-      o << "  " << pad(s.what, 34) << lpad(std::to_string(s.bytes) + " B", 8) << "  storage #" << s.storage_id
+      o << "  " << pad(s.what, 34) << lpad(std::to_string(s.bytes) + " B", 8) << "  on " << storage_name(s.storage_id)
         << "  saved at " << stmt_ref(s.saved_at) << ", "
         << (s.released_at >= 0 ? "released at " + stmt_ref(s.released_at) : std::string("alive")) << "\n";
     }

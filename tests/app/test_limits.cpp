@@ -82,11 +82,11 @@ TEST_CASE("the process's memory is bounded, graph and records included: 'limit' 
 
 TEST_CASE("a render past --render-max-nodes is a limit error before Graphviz starts, nothing written",
           "[cli][limits]") {
-  // 2,000 multiplications: 6,000 nodes and saved values in the picture, over the default
-  // 5,000 (dot's layout of a 30,000-node graph runs for many minutes).
+  // 6,000 multiplications: 6,000 nodes in the picture (their saved values are rows of their
+  // boxes), over the default 5,000 (dot's layout of a 30,000-node graph runs for many minutes).
   const std::string dir = temp_dir();
   spit(dir + "/s.json", R"JSON({"name": "s", "tensors": {"x": {"shape": [4], "requires_grad": true}},
-    "program": ["y = x * 1.0", {"repeat": 2000, "body": ["y = y * x"]}]})JSON");
+    "program": ["y = x * 1.0", {"repeat": 6000, "body": ["y = y * x"]}]})JSON");
   auto r = run_agtrace("run " + dir + "/s.json -o " + dir + "/out.txt --svg " + dir + "/g.svg");
   CHECK(r.status == 2);
   CHECK(r.err.find("[limit] " + dir + "/g.svg: the graph has 60") != std::string::npos);

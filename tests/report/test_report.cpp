@@ -73,9 +73,98 @@ TEST_CASE("DOT has nodes, edges, saved tensors and a legend, and escapes strings
   const std::string d = report_dot(r);
   CHECK(d.rfind("digraph agtrace {", 0) == 0);
   CHECK(d.find("MmBackward0") != std::string::npos);
-  CHECK(d.find("_saved_result") != std::string::npos);
+  CHECK(d.find("result: float32[2, 4], 32 B, new object on relu@[0]") != std::string::npos);
   CHECK(d.find("cluster_legend") != std::string::npos);
   CHECK(d.find("quote\\\"back\\\\slash") != std::string::npos);
+}
+
+namespace {
+// The DOT line that declares node `id` (a node's box or a leaf), or "" if none does.
+std::string node_line(const std::string& dot, const std::string& id) {
+  const size_t at = dot.find("\n" + id + " [");
+  const size_t indented = at == std::string::npos ? dot.find(" " + id + " [") : at;
+  if (indented == std::string::npos) return "";
+  return dot.substr(indented, dot.find('\n', indented + 1) - indented);
+}
+int count_of(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+}  // namespace
+
+TEST_CASE("the picture shows the graph when the most saved bytes were alive, saved tensors in their node", "[report][dot]") {
+  // After backward every saved value is released; the default picture is the graph after [1]
+  // (the forward), with the three saved tensors orange inside their nodes' boxes.
+  const RunResult r = test::run_text(R"JSON({"name": "t", "tensors": {
+      "x": {"shape": [2, 3], "requires_grad": true}, "W": {"shape": [3, 4], "requires_grad": true}},
+      "program": ["h = x @ W", "y = h.relu().sum()", "y.backward()", "z = x.exp()"]})JSON");
+  const std::string peak = report_dot(r);
+  CHECK(peak.find("the graph after [1], when the most saved bytes were alive (104 B): y = h.relu().sum()") != std::string::npos);
+  // kept: self, mat2 and result, and the legend's row
+  CHECK(count_of(peak, "bgcolor=\"#f6a540\">") == 3 + 1);
+  CHECK(peak.find("mat2: float32[3, 4], 48 B, same object as W") != std::string::npos);
+  CHECK(peak.find("self: float32[2, 3], 24 B, same object as x") != std::string::npos);
+  CHECK(peak.find("ExpBackward0") == std::string::npos);  // made after [1]
+  CHECK(peak.find("cluster_s0") != std::string::npos);
+  CHECK(peak.find("[0] h = x @ W") != std::string::npos);
+  CHECK(node_line(peak, "n1").find("float32[2, 3]") != std::string::npos);  // the leaf x with its shape
+
+  DotOptions end;
+  end.at = DotOptions::kAtEnd;
+  const std::string after = report_dot(r, end);
+  CHECK(count_of(after, "bgcolor=\"#f6a540\">") == 1 + 1);  // only ExpBackward0's result is kept
+  CHECK(after.find("released at [2]") != std::string::npos);
+  CHECK(after.find("ExpBackward0") != std::string::npos);
+
+  DotOptions first;
+  first.at = 0;
+  const std::string at0 = report_dot(r, first);
+  CHECK(at0.find("MmBackward0") != std::string::npos);
+  CHECK(at0.find("ReluBackward0") == std::string::npos);
+
+  DotOptions bare;
+  bare.saved = false;
+  const std::string no_saved = report_dot(r, bare);
+  CHECK(no_saved.find("same object as W") == std::string::npos);
+  CHECK(no_saved.find("keeps 72 B") != std::string::npos);  // the node still says what it keeps
+
+  DotOptions forward;
+  forward.forward_edges = true;
+  const std::string torchviz = report_dot(r, forward);
+  // MmBackward0 (#0) -> AccumulateGrad of x (#1) as next_functions run; reversed for torchviz.
+  CHECK(peak.find("  n0 -> n1;") != std::string::npos);
+  CHECK(torchviz.find("  n1 -> n0;") != std::string::npos);
+  CHECK(torchviz.find("  n0 -> n1;") == std::string::npos);
+}
+
+TEST_CASE("--max-nodes folds repeated blocks into one box each", "[report][dot]") {
+  // Four identical layers: the last three are one box, and their parameters go with it.
+  std::string program = "\"h = x\"";
+  std::string tensors = "\"x\": {\"shape\": [2, 4], \"requires_grad\": true}";
+  for (int layer = 0; layer < 4; ++layer) {
+    const std::string w = "W" + std::to_string(layer);
+    tensors += ", \"" + w + "\": {\"shape\": [4, 4], \"requires_grad\": true}";
+    program += ", \"h = (h @ " + w + ").tanh()\"";
+  }
+  const RunResult r = test::run_text("{\"name\": \"t\", \"tensors\": {" + tensors + "}, \"program\": [" + program +
+                                     ", \"loss = h.sum()\"]}");
+  const std::string whole = report_dot(r);
+  CHECK(count_of(whole, "<b>MmBackward0</b>") == 4);
+  DotOptions small;
+  small.max_nodes = 8;
+  const std::string folded = report_dot(r, small);
+  CHECK(count_of(folded, "<b>MmBackward0</b>") == 1);
+  CHECK(count_of(folded, "<b>TanhBackward0</b>") == 1);
+  CHECK(folded.find("3 more repeats of the block of 2 nodes") != std::string::npos);
+  CHECK(folded.find("W1\\n") == std::string::npos);  // W1..W3 folded with their layers
+  CHECK(folded.find("W0\\n") != std::string::npos);
+  // Distinct storages: layer 1's input (layer 0's tanh result), W1..W3 and three tanh results.
+  CHECK(folded.find("keeping 320 B") != std::string::npos);
+  DotOptions tiny;
+  tiny.max_nodes = 3;
+  const std::string cut = report_dot(r, tiny);
+  CHECK(cut.find("earlier nodes not drawn (--max-nodes 3)") != std::string::npos);
 }
 
 TEST_CASE("the JSON report written record by record is the whole document's dump, byte for byte", "[report]") {
