@@ -454,6 +454,8 @@ Tensor addmm(const Tensor& bias, const Tensor& m1, const Tensor& m2, const Value
     r = kernels::device::mm(m1, m2, m1->dtype());
     if (al != 1.0) kernels::device::unary_inplace(cuda::pw::UnaryOp::MulScalar, r, al);
     if (be != 0.0) kernels::device::binary_inplace(cuda::pw::BinaryOp::Add, r, bias_b, be);
+  } else if (!meta && (r = kernels::addmm_f32(bias_b, m1, m2, al, be))) {
+    // float32: sgemm on the storages in place, transposed operands by BLAS's flags.
   } else {
     std::vector<double> out;
     if (!meta && m1->dtype() == DType::BFloat16) {

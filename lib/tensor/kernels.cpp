@@ -425,11 +425,13 @@ BlasOperand blas_operand(const MatRef<float>& x, int64_t rows, int64_t cols, std
   return {buf.data(), static_cast<int>(t ? rows : cols), t};
 }
 
-void sgemm_in_place(const MatRef<float>& a, const MatRef<float>& b, int64_t n, int64_t k, int64_t m, float* out) {
+// out = alpha * (a @ b) + beta * out, row-major (n, m), by sgemm (beta 0: out is not read).
+void sgemm_in_place(const MatRef<float>& a, const MatRef<float>& b, int64_t n, int64_t k, int64_t m, float* out,
+                    float alpha = 1.0f, float beta = 0.0f) {
   static thread_local std::vector<float> fa, fb;
   const BlasOperand oa = blas_operand(a, n, k, fa), ob = blas_operand(b, k, m, fb);
   cblas_sgemm(CblasRowMajor, oa.trans ? CblasTrans : CblasNoTrans, ob.trans ? CblasTrans : CblasNoTrans,
-              static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), 1.0f, oa.ptr, oa.ld, ob.ptr, ob.ld, 0.0f,
+              static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), alpha, oa.ptr, oa.ld, ob.ptr, ob.ld, beta,
               out, static_cast<int>(m));
 }
 #endif
@@ -909,6 +911,34 @@ Tensor mm(const Tensor& a, const Tensor& b) {
   gemm_storage(od, {a->storage.get(), a->offset, a->strides[0], a->strides[1]},
                {b->storage.get(), b->offset, b->strides[0], b->strides[1]}, n, k, m, *r->storage, 0);
   return r;
+}
+
+Tensor addmm_f32(const Tensor& bias, const Tensor& a, const Tensor& b, double alpha, double beta) {
+#ifdef AGTRACE_HAVE_OPENBLAS
+  auto on_host_f32 = [](const Tensor& t) {
+    return t->dtype() == DType::Float32 && !t->is_meta() && !t->storage->on_device() && t->storage->holds_float();
+  };
+  const int64_t n = a->sizes[0], k = a->sizes[1], m = b->sizes[1];
+  if (!g_fast_paths || !on_host_f32(bias) || !on_host_f32(a) || !on_host_f32(b) || k == 0 || n == 0 || m == 0)
+    return Tensor();
+  configure_blas();
+  Tensor r = uninitialized_tensor({n, m}, DType::Float32, false);
+  float* o = r->storage->f32();
+  if (beta != 0.0) {
+    // result.copy_(self): the bias expanded to (n, m), usually a row repeated (stride 0).
+    const float* src = bias->storage->f32() + bias->offset;
+    const int64_t s0 = bias->strides[0], s1 = bias->strides[1];
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < m; ++j) o[i * m + j] = src[i * s0 + j * s1];
+  }
+  sgemm_in_place({a->storage->f32(), a->offset, a->strides[0], a->strides[1]},
+                 {b->storage->f32(), b->offset, b->strides[0], b->strides[1]}, n, k, m, o, static_cast<float>(alpha),
+                 static_cast<float>(beta));
+  return r;
+#else
+  (void)bias, (void)a, (void)b, (void)alpha, (void)beta;
+  return Tensor();
+#endif
 }
 
 Tensor transposed(const Tensor& a) {

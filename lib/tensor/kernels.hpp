@@ -35,6 +35,12 @@ Tensor sum_to(const Tensor& g, const Shape& shape);
 // (SumBackward's grad.expand), sharing g's storage.
 Tensor expand_to(const Tensor& g, const Shape& shape, const std::vector<int64_t>& dims, bool keepdim);
 Tensor mm(const Tensor& a, const Tensor& b);     // (n,k) @ (k,m)
+// addmm of float32 host tensors as PyTorch 1.13's CPU kernel computes it (addmm_impl_cpu_):
+// the result first holds `bias_nm` (the bias expanded to (n, m)), then one sgemm computes
+// alpha * (a @ b) + beta * result in place, so the bias enters BLAS's float accumulation;
+// with beta 0 the bias is not read (NaN included). A null tensor when the operands are not
+// all float32 on the host (or a dimension is 0): the caller takes the general path.
+Tensor addmm_f32(const Tensor& bias_nm, const Tensor& a, const Tensor& b, double alpha, double beta);
 // v rounded as a float operation stores it, and as c10's BFloat16(float(v)) does: to float
 // first, then to bfloat16 (what a BFloat16 operation computed in float stores).
 double round_f32(double v);

@@ -29,11 +29,19 @@ import subprocess
 import sys
 import tempfile
 
+# agtrace runs with one thread unless told otherwise; OpenBLAS splits a product between its
+# threads and rounds some float32 elements differently under another count (F.linear of
+# 16x784 by 784x40 plus a bias: 329 of 640 elements differ between 1 and 2 threads in
+# torch), so PyTorch's BLAS gets one thread too (read when it loads), and float32 products
+# compare exactly.
+os.environ["OPENBLAS_NUM_THREADS"] = "1"
+os.environ["OMP_NUM_THREADS"] = "1"
 try:
     import torch
 except ImportError:  # pragma: no cover - depends on the interpreter
     sys.stderr.write("compare_with_torch.py needs PyTorch: run it with /usr/bin/python3\n")
     sys.exit(2)
+torch.set_num_threads(1)
 
 # The PyTorch side (running a scenario's program, classifying errors, walks, saved bytes)
 # lives in tools/torch_runner.py, which `agtrace export --torch` also embeds in the
