@@ -169,8 +169,9 @@ Runner add_run(CLI::App& root) {
   cmd->add_option("--device", opts->device, "override the scenario's device")->check(CLI::IsMember({"cpu", "meta", "cuda"}));
   cmd->add_option("--max-memory", opts->max_memory, "budget for element data, e.g. 512M or 4G (default 4G; meta is exempt)");
   cmd->add_option("--max-process-memory", opts->max_process_memory,
-                  "budget for the process's peak resident memory, graph and records included, checked after each "
-                  "statement, e.g. 2G (default half the machine's memory)");
+                  "budget for the process's peak resident memory, graph and records included, checked after the "
+                  "first statement, every 32nd, and any that moves element data by 1 MiB, e.g. 2G (default half the "
+                  "machine's memory)");
   cmd->add_option("--color", opts->color, "auto, always or never")->check(CLI::IsMember({"auto", "always", "never"}));
   cmd->add_flag("--profile", opts->profile,
                 "add wall time per op and per statement, forward and backward (JSON: the \"profile\" key)");

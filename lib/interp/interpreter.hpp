@@ -20,7 +20,8 @@ struct RunOptions {
   int64_t max_memory = int64_t{4} << 30;  // --max-memory: budget for element data (see RunLimits)
   // --max-process-memory: budget for the whole process's peak resident memory (graph nodes,
   // saved-value records, events and report buffers as well as element data), checked after
-  // every statement; a statement that leaves it exceeded raises `limit`. 0: half the
+  // the first statement, every 32nd and any that moves element data by a mebibyte (getrusage
+  // is a system call); a checked statement that leaves it exceeded raises `limit`. 0: half the
   // machine's physical memory (default_process_memory_budget()).
   int64_t max_process_memory = 0;
   // Run checkpoint blocks as plain function calls (the "without checkpointing" figures).
