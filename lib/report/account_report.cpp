@@ -43,7 +43,39 @@ ojson korthikanti_json(const KorthikantiReport& k) {
 
 }  // namespace
 
-ojson report_account_json(const RunResult& r) {
+const char* const kAccountNodesPlaceholder = "\x01agtrace: accountant nodes\x01";
+const char* const kAccountSavedPlaceholder = "\x01agtrace: accountant saved\x01";
+
+ojson account_node_json(const NodeMemory& n) {
+  return {{"node", n.node_id}, {"name", n.name}, {"saved_at", n.saved_at}, {"saved_count", n.saved_count},
+          {"saved_bytes", n.saved_bytes}, {"new_bytes", n.new_bytes}};
+}
+void write_account_node_json(json_text::Writer& out, const json_text::Layout& layout, const NodeMemory& n) {
+  json_text::Object o(out, layout);
+  o.field("node", n.node_id).field("name", n.name).field("saved_at", n.saved_at).field("saved_count", n.saved_count);
+  o.field("saved_bytes", n.saved_bytes).field("new_bytes", n.new_bytes);
+  o.close();
+}
+
+ojson account_saved_json(const SavedExplained& s) {
+  return {{"id", s.saved_id}, {"node", s.node_id}, {"what", s.what}, {"bytes", s.bytes},
+          {"category", s.category.empty() ? ojson(nullptr) : ojson(s.category)}, {"new", s.is_new},
+          {"why", s.why.why}, {"needed_for", s.why.needed_for.empty() ? ojson(nullptr) : ojson(s.why.needed_for)},
+          {"if_not_required", s.why.if_not}, {"bytes_less", s.why.bytes_less}};
+}
+void write_account_saved_json(json_text::Writer& out, const json_text::Layout& layout, const SavedExplained& s) {
+  json_text::Object o(out, layout);
+  o.field("id", s.saved_id).field("node", s.node_id).field("what", s.what).field("bytes", s.bytes);
+  if (s.category.empty()) o.null_field("category");
+  else o.field("category", s.category);
+  o.field("new", s.is_new).field("why", s.why.why);
+  if (s.why.needed_for.empty()) o.null_field("needed_for");
+  else o.field("needed_for", s.why.needed_for);
+  o.field("if_not_required", s.why.if_not).field("bytes_less", s.why.bytes_less);
+  o.close();
+}
+
+ojson report_account_json(const RunResult& r, bool placeholders) {
   const MemoryAnalysis a = analyse_memory(r);
   const AccountExtras& x = r.account;
   ojson j;
@@ -66,22 +98,23 @@ ojson report_account_json(const RunResult& r) {
   j["peak"] = {{"bytes", r.memory.peak_bytes}, {"statement", x.peak.statement}, {"in_backward", x.peak.in_backward},
                {"op", x.peak.op}};
   j["new_bytes"] = a.new_bytes;
-  ojson nodes = ojson::array();
-  for (const auto& n : a.nodes)
-    nodes.push_back({{"node", n.node_id}, {"name", n.name}, {"saved_at", n.saved_at}, {"saved_count", n.saved_count},
-                     {"saved_bytes", n.saved_bytes}, {"new_bytes", n.new_bytes}});
-  j["nodes"] = nodes;
-  ojson saved = ojson::array();
-  for (const auto& s : a.saved)
-    saved.push_back({{"id", s.saved_id}, {"node", s.node_id}, {"what", s.what}, {"bytes", s.bytes},
-                     {"category", s.category.empty() ? ojson(nullptr) : ojson(s.category)}, {"new", s.is_new},
-                     {"why", s.why.why}, {"needed_for", s.why.needed_for.empty() ? ojson(nullptr) : ojson(s.why.needed_for)},
-                     {"if_not_required", s.why.if_not}, {"bytes_less", s.why.bytes_less}});
-  j["saved"] = saved;
+  if (placeholders) {
+    // Written as text in their places by dump_report_json (one record per node and per saved
+    // value: their trees were most of a long program's JSON report time).
+    j["nodes"] = kAccountNodesPlaceholder;
+    j["saved"] = kAccountSavedPlaceholder;
+  } else {
+    ojson nodes = ojson::array();
+    for (const auto& n : a.nodes) nodes.push_back(account_node_json(n));
+    j["nodes"] = std::move(nodes);
+    ojson saved = ojson::array();
+    for (const auto& s : a.saved) saved.push_back(account_saved_json(s));
+    j["saved"] = std::move(saved);
+  }
   ojson wi = ojson::array();
   for (const auto& w : a.what_if)
     wi.push_back({{"change", w.change}, {"device_bytes", w.device_bytes}, {"host_bytes", w.host_bytes}, {"detail", w.detail}});
-  j["what_if"] = wi;
+  j["what_if"] = std::move(wi);
   KorthikantiShape ks;
   if (korthikanti_requested(r, ks)) j["korthikanti"] = korthikanti_json(reconcile_korthikanti(r, ks));
   return j;

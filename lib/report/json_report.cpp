@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "report/json_text.hpp"
+#include "account/analysis.hpp"
 #include "report/report.hpp"
 
 #ifndef AGTRACE_VERSION
@@ -244,6 +245,9 @@ auto writer_of(const Records& records, Write write_record) {
   };
 }
 std::vector<Streamed> streamed_arrays(const RunResult& r, bool with_values) {
+  // The accountant's per-node and per-saved-value records (computed again here: the
+  // skeleton's analysis is gone by now, and it is about 5 % of a long program's report).
+  auto analysis = std::make_shared<const MemoryAnalysis>(analyse_memory(r));
   return {
       {kByStatementPlaceholder, [&r](const auto& emit) { for (const auto& m : r.memory_by_statement) emit(statement_memory_json(m)); },
        writer_of(r.memory_by_statement, write_statement_memory_json)},
@@ -261,6 +265,14 @@ std::vector<Streamed> streamed_arrays(const RunResult& r, bool with_values) {
        writer_of(r.saved, write_saved_lifetime_json)},
       {kEventsPlaceholder, [&r](const auto& emit) { for (const auto& e : r.events) emit(event_json(e)); },
        writer_of(r.events, write_event_json)},
+      {kAccountNodesPlaceholder, [analysis](const auto& emit) { for (const auto& n : analysis->nodes) emit(account_node_json(n)); },
+       [analysis](std::string& out, const json_text::Layout& layout, const std::string& inner) {
+         return write_elements(out, layout, inner, analysis->nodes, write_account_node_json);
+       }},
+      {kAccountSavedPlaceholder, [analysis](const auto& emit) { for (const auto& s : analysis->saved) emit(account_saved_json(s)); },
+       [analysis](std::string& out, const json_text::Layout& layout, const std::string& inner) {
+         return write_elements(out, layout, inner, analysis->saved, write_account_saved_json);
+       }},
   };
 }
 
@@ -456,7 +468,7 @@ ojson build_report(const RunResult& r, bool with_values, bool streamed) {
     j["lifetimes"] = {{"storages", storages}, {"saved", saved}};
   }
   add_events_json(j, r, streamed);  // issue #4: events timeline, hooks, checkpoints
-  j["accountant"] = report_account_json(r);  // issue #4: model, peak, per node, why, what-if
+  j["accountant"] = report_account_json(r, streamed);  // issue #4: model, peak, per node, why, what-if
 
   if (!r.expect.empty()) {
     ojson checks = ojson::array();

@@ -60,7 +60,18 @@ std::string report_profile_text(const RunResult& r, const std::vector<profile::R
 
 // The accountant's sections (lib/report/account_report.cpp, issue #4): the JSON report's
 // "accountant" key and the text report's accounting, what-if and reconciliation tables.
-nlohmann::ordered_json report_account_json(const RunResult& r);
+// With `placeholders`, its per-node and per-saved-value arrays are the strings below, for
+// dump_report_json to write as text in their places (account_node_json / account_saved_json
+// give one record as a tree, write_account_*_json the same record as text).
+nlohmann::ordered_json report_account_json(const RunResult& r, bool placeholders = false);
+extern const char* const kAccountNodesPlaceholder;
+extern const char* const kAccountSavedPlaceholder;
+struct NodeMemory;
+struct SavedExplained;
+nlohmann::ordered_json account_node_json(const NodeMemory& n);
+nlohmann::ordered_json account_saved_json(const SavedExplained& s);
+void write_account_node_json(json_text::Writer& out, const json_text::Layout& layout, const NodeMemory& n);
+void write_account_saved_json(json_text::Writer& out, const json_text::Layout& layout, const SavedExplained& s);
 std::string report_account_text(const RunResult& r);
 
 // The event timeline, saved-tensor hooks and checkpoint sections (lib/report/events_report.cpp,
