@@ -127,6 +127,54 @@ std::function<void()> conv_block() {
   };
 }
 
+// bench/scenarios/mlp_linear.json: one step as users write it, F.linear with [out, in]
+// weights, the input not requiring grad.
+std::function<void()> mlp_linear() {
+  namespace F = torch::nn::functional;
+  auto x = torch::rand({128, 784});
+  auto target = torch::randint(0, 10, {128}, torch::kLong);
+  auto mk = [](std::vector<int64_t> s, double a) { return (torch::rand(s) * (2 * a) - a).requires_grad_(true); };
+  auto W1 = mk({512, 784}, 0.035), b1 = mk({512}, 0.035);
+  auto W2 = mk({512, 512}, 0.044), b2 = mk({512}, 0.044);
+  auto W3 = mk({10, 512}, 0.044), b3 = mk({10}, 0.044);
+  return [=]() mutable {
+    auto h1 = F::relu(F::linear(x, W1, b1));
+    auto h2 = F::relu(F::linear(h1, W2, b2));
+    auto logits = F::linear(h2, W3, b3);
+    auto loss = F::cross_entropy(logits, target);
+    loss.backward();
+    for (auto* p : {&W1, &b1, &W2, &b2, &W3, &b3}) p->mutable_grad() = torch::Tensor();
+  };
+}
+
+// bench/scenarios/transformer_linear.json: the pre-LayerNorm block with F.linear projections.
+std::function<void()> transformer_linear() {
+  namespace F = torch::nn::functional;
+  auto x = (torch::rand({4, 128, 256}) - 0.5).requires_grad_(true);
+  auto mk = [](std::vector<int64_t> s, double a) { return (torch::rand(s) * (2 * a) - a).requires_grad_(true); };
+  auto ln1_w = torch::ones({256}).requires_grad_(true), ln1_b = torch::zeros({256}).requires_grad_(true);
+  auto ln2_w = torch::ones({256}).requires_grad_(true), ln2_b = torch::zeros({256}).requires_grad_(true);
+  auto Wq = mk({256, 256}, 0.0625), bq = mk({256}, 0.0625), Wk = mk({256, 256}, 0.0625), bk = mk({256}, 0.0625);
+  auto Wv = mk({256, 256}, 0.0625), bv = mk({256}, 0.0625), Wo = mk({256, 256}, 0.0625), bo = mk({256}, 0.0625);
+  auto W1 = mk({1024, 256}, 0.0625), b1 = mk({1024}, 0.0625);
+  auto W2 = mk({256, 1024}, 0.03125), b2 = mk({256}, 0.03125);
+  return [=]() mutable {
+    auto h = F::layer_norm(x, F::LayerNormFuncOptions({256}).weight(ln1_w).bias(ln1_b));
+    auto q = F::linear(h, Wq, bq).view({4, 128, 4, 64}).transpose(1, 2);
+    auto k = F::linear(h, Wk, bk).view({4, 128, 4, 64}).transpose(1, 2);
+    auto v = F::linear(h, Wv, bv).view({4, 128, 4, 64}).transpose(1, 2);
+    auto att = F::softmax(torch::matmul(q, k.transpose(-2, -1)) * 0.125, F::SoftmaxFuncOptions(-1));
+    auto o = torch::matmul(att, v).transpose(1, 2).reshape({4, 128, 256});
+    auto x1 = x + F::linear(o, Wo, bo);
+    auto h2 = F::layer_norm(x1, F::LayerNormFuncOptions({256}).weight(ln2_w).bias(ln2_b));
+    auto m = F::linear(F::gelu(F::linear(h2, W1, b1)), W2, b2);
+    auto out = x1 + m;
+    out.sum().backward();
+    for (auto* p : {&x, &ln1_w, &ln1_b, &ln2_w, &ln2_b, &Wq, &bq, &Wk, &bk, &Wv, &bv, &Wo, &bo, &W1, &b1, &W2, &b2})
+      p->mutable_grad() = torch::Tensor();
+  };
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -162,6 +210,8 @@ int main(int argc, char** argv) {
   else if (workload == "mlp_step") f = mlp_step();
   else if (workload == "transformer_block") f = transformer_block();
   else if (workload == "conv_block") f = conv_block();
+  else if (workload == "mlp_linear") f = mlp_linear();
+  else if (workload == "transformer_linear") f = transformer_linear();
   else {
     std::fprintf(stderr, "unknown workload %s\n", workload.c_str());
     return 2;

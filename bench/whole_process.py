@@ -22,7 +22,10 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import run as bench  # noqa: E402  (bench/run.py: build, env_for, json_lines)
 
-WORKLOADS = ["conv_block"]
+# The programs as users write them (F.linear with [out, in] weights, F.conv2d, F.cross_entropy),
+# and the 10,000-op chain, whose figure is also given per op.
+WORKLOADS = ["mlp_linear", "transformer_linear", "conv_block", "tiny_chain"]
+OPS = {"tiny_chain": 10000}
 
 
 def wall_of(cmd, env, cpu=None):
@@ -57,11 +60,13 @@ def main():
     rows = []
     for w in args.workloads.split(","):
         scenario = os.path.join(bench.BENCH, "scenarios", w + ".json")
-        r = {"text": [], "json": [], "baseline": [], "torch_process": [], "torch_step": [], "text_cpu": [],
-             "baseline_cpu": [], "torch_step_cpu": []}
+        r = {"text": [], "json": [], "quiet": [], "baseline": [], "torch_process": [], "torch_step": [],
+             "text_cpu": [], "json_cpu": [], "baseline_cpu": [], "torch_step_cpu": []}
         for rnd in range(args.rounds):
             r["text"].append(wall_of([agtrace, "run", scenario], env, r["text_cpu"]))
-            r["json"].append(wall_of([agtrace, "run", scenario, "--format", "json"], env))
+            r["json"].append(wall_of([agtrace, "run", scenario, "--format", "json"], env, r["json_cpu"]))
+            # -q: the run and the summary only; the difference to the others is the report.
+            r["quiet"].append(wall_of([agtrace, "run", scenario, "-q"], env))
             if args.baseline:
                 r["baseline"].append(wall_of([args.baseline, "run", scenario], env, r["baseline_cpu"]))
             t0 = time.perf_counter()
@@ -74,15 +79,19 @@ def main():
         m = {k: statistics.median(v) if v else None for k, v in r.items()}
         rows.append((w, m))
     ms = lambda v: f"{v * 1e3:.1f} ms"  # noqa: E731
-    print("| workload | agtrace run (text) | agtrace run --format json | " +
+    print("| workload | agtrace run (text) | agtrace run --format json | agtrace run -q | report share (json) | " +
           ("baseline agtrace run (text) | " if args.baseline else "") +
-          "libtorch step | libtorch whole process | agtrace text / libtorch step, wall | the same, CPU time |")
-    print("|---|---|---|" + ("---|" if args.baseline else "") + "---|---|---|---|")
+          "libtorch step | libtorch whole process | agtrace json / libtorch step, wall | the same, CPU time |")
+    print("|---|---|---|---|---|" + ("---|" if args.baseline else "") + "---|---|---|---|")
     for w, m in rows:
         base = f"{ms(m['baseline'])} (CPU {ms(m['baseline_cpu'])}) | " if args.baseline else ""
-        print(f"| {w} | {ms(m['text'])} (CPU {ms(m['text_cpu'])}) | {ms(m['json'])} | {base}"
+        per_op = f" = {m['json'] / OPS[w] * 1e6:.2f} µs/op" if w in OPS else ""
+        share = max(0.0, (m["json"] - m["quiet"]) / m["json"])
+        print(f"| {w} | {ms(m['text'])} (CPU {ms(m['text_cpu'])}) | {ms(m['json'])}{per_op} | {ms(m['quiet'])} | "
+              f"{share * 100:.0f} % | {base}"
               f"{ms(m['torch_step'])} (CPU {ms(m['torch_step_cpu'])}) | {m['torch_process'] * 1e3:.0f} ms | "
-              f"{m['text'] / m['torch_step']:.2f} | {m['text_cpu'] / m['torch_step_cpu']:.2f} |")
+              f"{m['json'] / m['torch_step']:.2f} | {m['json_cpu'] / m['torch_step_cpu']:.2f} |")
+
 
 if __name__ == "__main__":
     main()
