@@ -1,5 +1,6 @@
 #include "tensor/kernels.hpp"
 
+#include <dlfcn.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <sched.h>
@@ -437,6 +438,20 @@ void sgemm_in_place(const MatRef<float>& a, const MatRef<float>& b, int64_t n, i
 #endif
 }  // namespace
 
+#ifdef AGTRACE_HAVE_OPENBLAS
+// OpenBLAS (pthreads) starts one worker per core when it is loaded, before main, and each
+// worker spins (sched_yield) for about 2^28 cycles waiting for work before it sleeps: with
+// one thread nothing ever comes, and a 50 ms run of the 10,000-op chain took 82 ms of CPU
+// instead of 49 (measured, 2 cores). Shutting the server down ends the workers; OpenBLAS
+// starts it again by itself if a later call asks for more threads (exec_blas checks
+// blas_server_avail). Looked up at run time, so another BLAS without the function is fine.
+void stop_idle_blas_workers() {
+  using Shutdown = int (*)();
+  static const auto shutdown = reinterpret_cast<Shutdown>(dlsym(RTLD_DEFAULT, "blas_thread_shutdown_"));
+  if (shutdown && openblas_get_num_procs() > 1) shutdown();
+}
+#endif
+
 void set_threads(int n) {
   g_threads = std::max(1, n);
 #ifdef AGTRACE_HAVE_OPENBLAS
@@ -447,6 +462,7 @@ void set_threads(int n) {
   // threads differ in ~4% of elements by 1 ulp-level amounts). Splitting the rows ourselves
   // does not help: OpenBLAS rounds a row differently depending on the product's size.
   openblas_set_num_threads(g_threads);
+  if (g_threads == 1) stop_idle_blas_workers();
 #endif
 }
 
