@@ -176,8 +176,9 @@ Runner add_run(CLI::App& root) {
   cmd->add_flag("--profile", opts->profile,
                 "add wall time per op and per statement, forward and backward (JSON: the \"profile\" key)");
   cmd->add_option("--threads", opts->threads,
-                  "threads for matrix products and parallel kernels (default: $AGTRACE_THREADS, else 1); "
-                  "results do not depend on it")
+                  "threads for matrix products and parallel kernels (default: $AGTRACE_THREADS, else 1); a "
+                  "given count always gives the same results, but OpenBLAS rounds some float32 products "
+                  "differently under another count, as PyTorch's do under torch.set_num_threads")
       ->check(CLI::Range(1, 256));
   return [opts]() -> int {
     auto sc = load_scenario_file(opts->scenario);
