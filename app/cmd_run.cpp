@@ -51,7 +51,7 @@ class ProgressLine {
   }
   ~ProgressLine() { erase(); }
   void statement_end(int statement, int statements, int64_t calls) {
-    if (!enabled_) return;
+    if (!enabled_ || !due()) return;
     char text[160];
     std::snprintf(text, sizeof text, "statement [%d] of %d, %lld calls", statement, statements,
                   static_cast<long long>(calls));
@@ -67,11 +67,17 @@ class ProgressLine {
   }
 
  private:
+  // Whether a statement's line would be shown now: the text is only made when it would.
+  bool due() const {
+    const auto now = std::chrono::steady_clock::now();
+    if (!always_ && now - start_ < std::chrono::seconds(1)) return false;
+    return !shown_ || now - last_ >= std::chrono::milliseconds(200);
+  }
   void show(const std::string& what, bool force) {
     const auto now = std::chrono::steady_clock::now();
     const double elapsed = std::chrono::duration<double>(now - start_).count();
     if (!always_ && elapsed < 1.0) return;
-    if (!force && shown_ && std::chrono::duration<double>(now - last_).count() < 0.2) return;
+    if (!force && shown_ && now - last_ < std::chrono::milliseconds(200)) return;
     last_ = now;
     shown_ = true;
     if (always_ || !terminal_)

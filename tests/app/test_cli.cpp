@@ -76,7 +76,7 @@ TEST_CASE("the JSON report leaves the timeline and lifetimes to --detail full", 
   CHECK(run_agtrace("run " + scenario("seed_walk") + " --format json --detail most").status == 2);
 }
 
-TEST_CASE("--compact writes the same JSON document without layout", "[cli]") {
+TEST_CASE("compact JSON (--compact) is the same document without layout", "[cli]") {
   auto pretty = run_agtrace("run " + scenario("mlp_toy") + " --format json --detail full");
   auto compact = run_agtrace("run " + scenario("mlp_toy") + " --format json --detail full --compact");
   REQUIRE(pretty.status == 0);

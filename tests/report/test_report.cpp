@@ -138,7 +138,7 @@ TEST_CASE("the picture shows the graph when the most saved bytes were alive, sav
   CHECK(torchviz.find("  n0 -> n1;") == std::string::npos);
 }
 
-TEST_CASE("--max-nodes folds repeated blocks into one box each", "[report][dot]") {
+TEST_CASE("pictures fold repeated blocks into one box each under --max-nodes", "[report][dot]") {
   // Four identical layers: the last three are one box, and their parameters go with it.
   std::string program = "\"h = x\"";
   std::string tensors = "\"x\": {\"shape\": [2, 4], \"requires_grad\": true}";
