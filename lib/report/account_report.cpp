@@ -15,7 +15,6 @@ using ojson = nlohmann::ordered_json;
 
 namespace {
 
-std::string stmt_name(int i) { return i == -2 ? "end" : i < 0 ? "setup" : "[" + std::to_string(i) + "]"; }
 std::string pad_to(const std::string& s, size_t w) { return s.size() >= w ? s : s + std::string(w - s.size(), ' '); }
 std::string lpad_to(const std::string& s, size_t w) { return s.size() >= w ? s : std::string(w - s.size(), ' ') + s; }
 std::string signed_bytes(int64_t b) { return b > 0 ? "+" + human_bytes(b) : b < 0 ? "-" + human_bytes(-b) : "0 B"; }
@@ -125,7 +124,7 @@ std::string report_account_text(const RunResult& r) {
   const AccountExtras& x = r.account;
   std::ostringstream o;
   o << "\nAccounting\n";
-  o << "  peak         " << human_bytes(r.memory.peak_bytes) << " during " << stmt_name(x.peak.statement);
+  o << "  peak         " << human_bytes(r.memory.peak_bytes) << " during " << statement_ref(x.peak.statement);
   if (x.peak.in_backward) o << " in backward, node " << (x.peak.op.empty() ? "?" : x.peak.op);
   else if (!x.peak.op.empty()) o << ", allocating for " << x.peak.op;
   o << "\n";
@@ -143,7 +142,7 @@ std::string report_account_text(const RunResult& r) {
     o << "  " << pad_to("node", 32) << lpad_to("saved", 11) << lpad_to("new", 11) << "  at\n";
     for (const auto& n : a.nodes)
       o << "  " << pad_to(n.name + " #" + std::to_string(n.node_id), 32) << lpad_to(human_bytes(n.saved_bytes), 11)
-        << lpad_to(human_bytes(n.new_bytes), 11) << "  " << stmt_name(n.saved_at) << "\n";
+        << lpad_to(human_bytes(n.new_bytes), 11) << "  " << statement_ref(n.saved_at) << "\n";
     o << "\nWhy saved\n";
     for (const auto& s : a.saved)
       o << "  " << pad_to(s.what, 36) << lpad_to(human_bytes(s.bytes), 10) << "  " << s.why.why << "; " << s.why.if_not
@@ -174,7 +173,7 @@ std::string report_account_text(const RunResult& r) {
         << "\n";
       for (const auto& t : rr.terms) o << "      term: " << t << "\n";
       for (const auto& v : rr.values)
-        o << "      saved " << stmt_name(v.statement) << " " << pad_to(v.what, 40) << lpad_to(std::to_string(v.bytes), 12)
+        o << "      saved " << statement_ref(v.statement) << " " << pad_to(v.what, 40) << lpad_to(std::to_string(v.bytes), 12)
           << " B" << (v.dtype.empty() ? "" : "  " + v.dtype) << "\n";
       for (const auto& d : rr.explained) o << "      +" << d.bytes << " B: " << d.reason << "\n";
       if (rr.unexplained) o << "      UNEXPLAINED " << rr.unexplained << " B\n";

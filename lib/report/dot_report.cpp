@@ -60,8 +60,6 @@ std::string shape_text(DType dtype, const Shape& shape) {
   return out + "]";
 }
 
-std::string stmt_ref(int i) { return i == -2 ? "end" : i < 0 ? "setup" : "[" + std::to_string(i) + "]"; }
-
 std::string shortened(const std::string& s, size_t most) {
   return s.size() <= most ? s : s.substr(0, most - 3) + "...";
 }
@@ -174,9 +172,9 @@ std::string report_dot(const RunResult& r, const DotOptions& opt) {
     const auto [statement, bytes] = statement_of_most_saved(r);
     at = statement;
     when = at == -2 ? "at the end (nothing saved)"
-                    : "after " + stmt_ref(at) + ", when the most saved bytes were alive (" + human_bytes(bytes) + ")";
+                    : "after " + statement_ref(at) + ", when the most saved bytes were alive (" + human_bytes(bytes) + ")";
   } else {
-    when = at == DotOptions::kAtEnd ? "at the end" : "after " + stmt_ref(at);
+    when = at == DotOptions::kAtEnd ? "at the end" : "after " + statement_ref(at);
   }
   if (at >= static_cast<int>(r.statements.size())) at = -2;
   if (at >= 0) when += ": " + shortened(r.statements[static_cast<size_t>(at)].source, 80);
@@ -209,6 +207,14 @@ std::string report_dot(const RunResult& r, const DotOptions& opt) {
   for (const LeafRecord& l : r.leaves) leaf_by_name[l.name] = &l;
   const StorageNames storage_names(r);
 
+  // The bytes of the distinct storages a node's kept saved values hold, not yet in `storages`.
+  auto add_kept_bytes = [&kept_at](const NodeSnapshot& n, std::set<int64_t>& storages) {
+    int64_t bytes = 0;
+    for (const auto& s : n.saved)
+      if (s.is_tensor && s.defined && kept_at(s) && storages.insert(s.storage_id).second) bytes += s.bytes;
+    return bytes;
+  };
+
   // Folding (--max-nodes): repeats of a block of backward nodes become one box each.
   std::map<int64_t, std::string> folded_into;  // node id -> box id
   std::vector<std::pair<std::string, std::string>> boxes;  // box id, label
@@ -225,8 +231,7 @@ std::string report_dot(const RunResult& r, const DotOptions& opt) {
       std::map<std::string, int> counts;
       for (size_t k = f.start; k < f.start + f.length * f.copies; ++k) {
         folded_into[inner[k]->id] = box;
-        for (const auto& s : inner[k]->saved)
-          if (s.is_tensor && s.defined && kept_at(s) && storages.insert(s.storage_id).second) kept += s.bytes;
+        kept += add_kept_bytes(*inner[k], storages);
       }
       for (size_t k = f.start; k < f.start + f.length; ++k) counts[inner[k]->name.str()]++;
       std::string what;
@@ -266,8 +271,7 @@ std::string report_dot(const RunResult& r, const DotOptions& opt) {
         }
         folded_into[(*it)->id] = "fold_rest";
         ++rest;
-        for (const auto& s : (*it)->saved)
-          if (s.is_tensor && s.defined && kept_at(s) && storages.insert(s.storage_id).second) rest_saved += s.bytes;
+        rest_saved += add_kept_bytes(**it, storages);
       }
       if (rest > 0)
         boxes.push_back({"fold_rest", std::to_string(rest) + " earlier nodes not drawn (--max-nodes " +
@@ -325,7 +329,7 @@ std::string report_dot(const RunResult& r, const DotOptions& opt) {
       else if (!s.is_output && !s.same_object_as.empty()) text += ", same object as " + h(s.same_object_as.str());
       else if (!s.is_output) text += ", an unnamed tensor on " + h(storage_names(s.storage_id));
       else text += ", new object on " + h(storage_names(s.storage_id));
-      if (!keeps) text += ", released at " + stmt_ref(s.released_at);
+      if (!keeps) text += ", released at " + statement_ref(s.released_at);
       const std::string port = "s_" + s.attr.str();
       rows += "<tr><td port=\"" + port + "\" align=\"left\" bgcolor=\"" + (keeps ? kKeptFill : kReleasedFill) + "\">" +
               (keeps ? text : "<font color=\"#888888\">" + text + "</font>") + "</td></tr>";
@@ -348,7 +352,7 @@ std::string report_dot(const RunResult& r, const DotOptions& opt) {
   for (const auto& [statement, lines] : by_statement) {
     const bool named = statement >= 0 && statement < static_cast<int>(r.statements.size());
     o << "  subgraph cluster_s" << (statement < 0 ? "setup" : std::to_string(statement)) << " {\n";
-    o << "    label=" << q(named ? stmt_ref(statement) + " " + shortened(r.statements[static_cast<size_t>(statement)].source, 60) : stmt_ref(statement))
+    o << "    label=" << q(named ? statement_ref(statement) + " " + shortened(r.statements[static_cast<size_t>(statement)].source, 60) : statement_ref(statement))
       << "; labeljust=l; fontsize=10; fontcolor=\"#555555\"; color=\"#bbbbbb\"; style=dashed;\n";
     for (const auto& line : lines) o << "    " << line << "\n";
     o << "  }\n";

@@ -100,6 +100,9 @@ class StorageNames {
   std::string unknown_ = "an unrecorded storage";
 };
 
+// A statement as the reports print it: "[3]", "setup" (before the program), "end".
+std::string statement_ref(int statement);
+
 // Human byte units: "416 B", "1.5 KiB", "3.0 MiB".
 std::string human_bytes(int64_t bytes);
 

@@ -39,7 +39,6 @@ struct Style {
 std::string pad(const std::string& s, size_t w) { return s.size() >= w ? s : s + std::string(w - s.size(), ' '); }
 std::string lpad(const std::string& s, size_t w) { return s.size() >= w ? s : std::string(w - s.size(), ' ') + s; }
 
-std::string stmt_ref(int i) { return i == -2 ? "end" : i < 0 ? "setup" : "[" + std::to_string(i) + "]"; }
 
 std::string dtype_short(DType d) {
   switch (d) {
@@ -85,12 +84,14 @@ std::string saved_line(const SavedSnapshot& s, const StorageNames& storage_name)
       line += " on " + storage_name(s.storage_id);
     }
   }
-  line += "; v" + std::to_string(s.saved_version) + ", saved at " + stmt_ref(s.saved_at);
-  line += s.released ? ", released at " + stmt_ref(s.released_at) : ", alive";
+  line += "; v" + std::to_string(s.saved_version) + ", saved at " + statement_ref(s.saved_at);
+  line += s.released ? ", released at " + statement_ref(s.released_at) : ", alive";
   return line;
 }
 
 }  // namespace
+
+std::string statement_ref(int i) { return i == -2 ? "end" : i < 0 ? "setup" : "[" + std::to_string(i) + "]"; }
 
 std::string report_text(const RunResult& r, const TextOptions& opt) {
   std::ostringstream o;
@@ -103,7 +104,7 @@ StorageNames::StorageNames(const RunResult& r) {
   for (const StorageLifetime& s : r.storages) {
     if (s.id < 0) continue;
     const std::string by = s.allocated_by.str();
-    std::string name = by.rfind("leaf ", 0) == 0 ? by.substr(5) : by + "@" + stmt_ref(s.allocated_at);
+    std::string name = by.rfind("leaf ", 0) == 0 ? by.substr(5) : by + "@" + statement_ref(s.allocated_at);
     const int use = ++uses[name];
     if (use > 1) name += " (" + std::to_string(use) + ")";
     if (static_cast<size_t>(s.id) >= by_id_.size()) by_id_.resize(static_cast<size_t>(s.id) + 1);
@@ -135,12 +136,12 @@ void write_report_text(std::ostream& o, const RunResult& r, const TextOptions& o
   o << "  statements   " << r.statements.size() << " (" << ok << " ok, " << err << " raised, " << not_run
     << " not run)\n";
   o << "  peak         " << human_bytes(r.memory.peak_bytes) << " (" << r.memory.peak_bytes << " B)";
-  if (r.memory.peak_statement >= -1) o << " during " << stmt_ref(r.memory.peak_statement);
+  if (r.memory.peak_statement >= -1) o << " during " << statement_ref(r.memory.peak_statement);
   o << "\n";
   o << "  saved        " << human_bytes(r.memory.saved_bytes) << " in " << saved_count << " saved tensors, "
     << human_bytes(r.memory.saved_unique_bytes) << " of distinct storage\n";
   o << "  graph-only   " << human_bytes(r.memory.graph_only_bytes) << " at peak";
-  if (r.memory.graph_only_statement >= 0) o << " (after " << stmt_ref(r.memory.graph_only_statement) << ")";
+  if (r.memory.graph_only_statement >= 0) o << " (after " << statement_ref(r.memory.graph_only_statement) << ")";
   o << "\n";
   if (r.memory.autocast_copies > 0)
     o << "  autocast     " << r.memory.autocast_copies << " cast copies, " << human_bytes(r.memory.autocast_copy_bytes)
@@ -163,7 +164,7 @@ void write_report_text(std::ostream& o, const RunResult& r, const TextOptions& o
     const AutocastComparison& c = r.autocast_comparison;
     o << "  no autocast  ";
     if (c.raised_at >= 0)
-      o << "the program raises " << c.raised_kind << " at " << stmt_ref(c.raised_at) << ": " << c.raised_message;
+      o << "the program raises " << c.raised_kind << " at " << statement_ref(c.raised_at) << ": " << c.raised_message;
     else
       o << "saved " << human_bytes(c.saved_bytes_without) << ", peak " << human_bytes(c.peak_bytes_without)
         << ", graph-only " << human_bytes(c.graph_only_bytes_without);
@@ -171,7 +172,7 @@ void write_report_text(std::ostream& o, const RunResult& r, const TextOptions& o
   }
   if (!r.errors.empty()) {
     o << "  errors       " << r.errors.size() << ":";
-    for (const auto& e : r.errors) o << " " << stmt_ref(e.statement) << " " << st.red(e.kind);
+    for (const auto& e : r.errors) o << " " << statement_ref(e.statement) << " " << st.red(e.kind);
     o << "\n";
   }
   if (!r.expect.empty()) {
@@ -188,7 +189,7 @@ void write_report_text(std::ostream& o, const RunResult& r, const TextOptions& o
   o << "\n" << st.bold("Program") << "\n";
   for (const auto& s : r.statements) {
     std::string status = s.status == "ok" ? st.green(pad("ok", 8)) : s.status == "error" ? st.red(pad("error", 8)) : st.dim(pad("not run", 8));
-    o << "  " << lpad(stmt_ref(s.index), 5) << " " << status << s.source;
+    o << "  " << lpad(statement_ref(s.index), 5) << " " << status << s.source;
     if (!s.block.empty()) o << st.dim("   (" + s.block + ")");
     if (s.runs > 1) o << st.dim("   x" + std::to_string(s.runs));
     o << "\n";
@@ -202,18 +203,18 @@ void write_report_text(std::ostream& o, const RunResult& r, const TextOptions& o
   if (!r.errors.empty()) {
     o << "\n" << st.bold("Errors") << "\n";
     for (const auto& e : r.errors) {
-      o << "  " << stmt_ref(e.statement) << " " << st.red(e.kind) << " (" << e.phase
+      o << "  " << statement_ref(e.statement) << " " << st.red(e.kind) << " (" << e.phase
         << (e.caught ? ", caught by try" : ", ended the program") << ")\n";
       o << "      " << e.message << "\n";
       if (e.kind == "saved_tensor_modified") {
         o << "      " << e.facts.value("node", std::string("?")) << "." << e.facts.value("attribute", std::string("?"))
-          << " was saved at " << stmt_ref(e.facts.value("saved_at", -1)) << " at version "
+          << " was saved at " << statement_ref(e.facts.value("saved_at", -1)) << " at version "
           << e.facts.value("expected_version", 0) << "; it was edited in place at "
-          << stmt_ref(e.facts.value("modified_at", -1)) << " and is now at version "
+          << statement_ref(e.facts.value("modified_at", -1)) << " and is now at version "
           << e.facts.value("found_version", 0) << "\n";
       } else if (e.kind == "saved_tensors_freed") {
         o << "      " << e.facts.value("node", std::string("?")) << "." << e.facts.value("attribute", std::string("?"))
-          << " was released by the backward at " << stmt_ref(e.facts.value("released_at", -1))
+          << " was released by the backward at " << statement_ref(e.facts.value("released_at", -1))
           << " (no retain_graph=True)\n";
       } else if (!e.facts.empty()) {
         o << "      facts: " << e.facts.dump() << "\n";
@@ -227,7 +228,7 @@ void write_report_text(std::ostream& o, const RunResult& r, const TextOptions& o
   // report grow with (names x depth).
   std::map<int64_t, const std::string*> shown_in;  // node id -> the walk that printed it
   for (const auto& w : r.walks) {
-    o << "\n" << st.bold("Walk of " + w.key) << st.dim("  (captured at " + stmt_ref(w.statement) + ")") << "\n";
+    o << "\n" << st.bold("Walk of " + w.key) << st.dim("  (captured at " + statement_ref(w.statement) + ")") << "\n";
     struct Frame {
       int64_t id;
       int depth;
@@ -285,7 +286,7 @@ void write_report_text(std::ostream& o, const RunResult& r, const TextOptions& o
   o << "\n" << st.bold("Memory by statement") << "  (bytes live after the statement, peak inside it)\n";
   o << "  " << pad("stmt", 7) << lpad("live", 10) << lpad("peak", 10) << lpad("temps", 10) << "  categories\n";
   for (const auto& m : r.memory_by_statement) {
-    o << "  " << pad(stmt_ref(m.index), 7) << lpad(std::to_string(m.live_after), 10)
+    o << "  " << pad(statement_ref(m.index), 7) << lpad(std::to_string(m.live_after), 10)
       << lpad(std::to_string(m.peak_inside), 10) << lpad(std::to_string(m.temporary_bytes), 10) << "  ";
     bool first = true;
     for (const auto& [k, v] : m.categories) {
@@ -303,14 +304,14 @@ void write_report_text(std::ostream& o, const RunResult& r, const TextOptions& o
     for (size_t i = 0; i < s.holders.size(); ++i) holders += (i ? "; " : "") + s.holders[i];
     if (holders.empty()) holders = st.dim("temporary");
     o << "  " << pad(storage_name(s.id), 24) << lpad(std::to_string(s.bytes), 8) << "  "
-      << pad(s.freed ? stmt_ref(s.freed_at) : "alive", 8) << holders << "\n";
+      << pad(s.freed ? statement_ref(s.freed_at) : "alive", 8) << holders << "\n";
   }
   if (!r.saved.empty()) {
     o << "\n" << st.bold("Saved values") << "\n";
     for (const auto& s : r.saved) {
       o << "  " << pad(s.what, 34) << lpad(std::to_string(s.bytes) + " B", 8) << "  on " << storage_name(s.storage_id)
-        << "  saved at " << stmt_ref(s.saved_at) << ", "
-        << (s.released_at >= 0 ? "released at " + stmt_ref(s.released_at) : std::string("alive")) << "\n";
+        << "  saved at " << statement_ref(s.saved_at) << ", "
+        << (s.released_at >= 0 ? "released at " + statement_ref(s.released_at) : std::string("alive")) << "\n";
     }
   }
   o << report_account_text(r);  // issue #4: accounting, why saved, what-if, reconciliation
