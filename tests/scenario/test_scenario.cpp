@@ -4,6 +4,7 @@
 
 #include "tensor/kernels.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include "errors.hpp"
+#include "scenario/normal_math.hpp"
 #include "scenario/scenario.hpp"
 
 using agtrace::DType;
@@ -819,6 +821,57 @@ TEST_CASE("float32 linspace matches torch.linspace bit for bit", "[scenario][ini
   const std::vector<double> torch6 = {-1.0, -0.6000000238418579, -0.19999998807907104, 0.19999998807907104,
                                       0.6000000238418579, 1.0};
   CHECK(agtrace::initial_values(leaf, 0) == torch6);
+}
+
+TEST_CASE("the fast normal initialiser's log and cos stay within 1e-15 of libm", "[init]") {
+  // fill_initial_values_f32 keeps a polynomial normal value only when a 1e-13 margin around
+  // it rounds to one float32; that is sound only while these stay far inside the margin.
+  double worst_log = 0.0, worst_cos = 0.0;
+  for (int e = -53; e <= 0; ++e)
+    for (int j = 0; j < 4096; ++j) {
+      const double u = std::ldexp(1.0 + j / 4096.0 * (j == 4095 ? 0.99999 : 1.0), e);
+      if (u > 1.0) continue;
+      const double ref = std::log(u), got = agtrace::normal_math::log_unit_interval(u);
+      worst_log = std::max(worst_log, std::fabs(got - ref) / std::max(std::fabs(ref), 1e-300));
+    }
+  CHECK(agtrace::normal_math::log_unit_interval(1.0) == 0.0);
+  // Near 1, where ln u is small: relative accuracy holds there too.
+  for (int j = 1; j < 100000; ++j) {
+    const double u = 1.0 - j * 0x1.0p-53;
+    worst_log = std::max(worst_log, std::fabs(agtrace::normal_math::log_unit_interval(u) - std::log(u)) / -std::log(u));
+  }
+  const double two_pi = 2.0 * 3.141592653589793;
+  for (int j = 0; j <= 2000000; ++j) {
+    const double x = two_pi * (j / 2000000.0);
+    worst_cos = std::max(worst_cos, std::fabs(agtrace::normal_math::cos_zero_to_two_pi(x) - std::cos(x)));
+  }
+  INFO("worst relative log error " << worst_log << ", worst absolute cos error " << worst_cos);
+  CHECK(worst_log < 1e-15);
+  CHECK(worst_cos < 1e-15);
+}
+
+TEST_CASE("float32 normal leaves take the definition's bits at any size, seed and thread count", "[init]") {
+  LeafSpec l;
+  l.name = "conv_weight";
+  l.dtype = DType::Float32;
+  l.init.kind = InitSpec::Kind::Normal;
+  l.shape = {1000, 1000};
+  const int threads_before = agtrace::kernels::threads();
+  for (const auto& [mean, stddev] : std::vector<std::pair<double, double>>{{0.0, 0.02}, {-7e-05, 0.0254}, {3.0, 1e-4}, {0.0, 1.0}}) {
+    l.init.a = mean;
+    l.init.b = stddev;
+    const std::vector<double> expected = agtrace::initial_values(l, 11);
+    for (int threads : {1, 2}) {
+      agtrace::kernels::set_threads(threads);
+      std::vector<float> got(expected.size(), -999.0f);
+      agtrace::fill_initial_values_f32(l, 11, got.data());
+      size_t same = 0;
+      for (size_t i = 0; i < expected.size(); ++i) same += static_cast<double>(got[i]) == expected[i] ? 1 : 0;
+      INFO("mean " << mean << " std " << stddev << " threads " << threads);
+      CHECK(same == expected.size());
+    }
+  }
+  agtrace::kernels::set_threads(threads_before);
 }
 
 TEST_CASE("float32 leaves generated into their storage get initial_values's values", "[init]") {
