@@ -668,7 +668,11 @@ std::vector<Tensor> batch_norm_backward(Node& n, const std::vector<Tensor>& g) {
     return {d.input, d.weight, d.bias};
   }
   const bool meta = x->is_meta();
-  Tensor gx = wants(n, 0) ? fresh(x->sizes, x->dtype(), meta) : nullptr;
+  // float32 input and gradient: the general loop's arithmetic below (double sums in the
+  // same order, results rounded once) on the float32 storages directly.
+  const float* x_f32 = meta ? nullptr : kernels::contiguous_f32(x);
+  const float* g_f32 = x_f32 ? kernels::contiguous_f32(g[0]) : nullptr;
+  Tensor gx = !wants(n, 0) ? nullptr : g_f32 ? written(x->sizes, x->dtype(), meta) : fresh(x->sizes, x->dtype(), meta);
   Tensor gw = wants(n, 1) ? grad_like(n, 1, meta) : nullptr;
   Tensor gb = wants(n, 2) ? grad_like(n, 2, meta) : nullptr;
   if (meta) return {gx, gw, gb};
@@ -676,38 +680,51 @@ std::vector<Tensor> batch_norm_backward(Node& n, const std::vector<Tensor>& g) {
   const int64_t batch = x->sizes[0], channels = x->sizes[1];
   const int64_t inner = x->numel() / std::max<int64_t>(batch * channels, 1);
   const double count = static_cast<double>(batch * inner);
-  const std::vector<double> xv = to_values(x), gv = to_values(g[0]);
+  // xp, gp: the input's and the gradient's elements (float32 storages or doubles); dxp: the
+  // input gradient's (null when not wanted).
+  const std::vector<double> xv = g_f32 ? std::vector<double>{} : to_values(x);
+  const std::vector<double> gv = g_f32 ? std::vector<double>{} : to_values(g[0]);
   const std::vector<double> wv = w ? to_values(w) : std::vector<double>{};
   const std::vector<double> mean_v = training ? to_values(save_mean) : to_values(rm);
   const std::vector<double> stat_v = training ? to_values(save_invstd) : to_values(rv);
   DType eval_dtype = x->dtype();
   if (!training && rv) eval_dtype = rv->dtype() == DType::BFloat16 ? DType::Float32 : rv->dtype();
-  std::vector<double> dx(xv.size()), dw(static_cast<size_t>(channels)), db(static_cast<size_t>(channels));
+  std::vector<double> dx(gx && !g_f32 ? xv.size() : 0), dw(static_cast<size_t>(channels)),
+      db(static_cast<size_t>(channels));
   auto at = [&](int64_t b, int64_t c, int64_t i) { return static_cast<size_t>((b * channels + c) * inner + i); };
-  for (int64_t c = 0; c < channels; ++c) {
-    const double m = mean_v[c];
-    // In eval mode PyTorch computes invstd from the running variance in its accumulation
-    // type (batch_norm's forward says which).
-    const double invstd =
-        training ? stat_v[c] : round_to_dtype(1.0 / std::sqrt(stat_v[c] + eps), eval_dtype);
-    const double wc = w ? wv[c] : 1.0;
-    double sum_g = 0.0, dot = 0.0;
-    for (int64_t b = 0; b < batch; ++b)
-      for (int64_t i = 0; i < inner; ++i) {
-        sum_g += gv[at(b, c, i)];
-        dot += (xv[at(b, c, i)] - m) * gv[at(b, c, i)];
-      }
-    dw[c] = dot * invstd;
-    db[c] = sum_g;
-    if (!gx) continue;
-    const double k = dot * invstd * invstd / count, grad_mean = sum_g / count;
-    for (int64_t b = 0; b < batch; ++b)
-      for (int64_t i = 0; i < inner; ++i) {
-        const size_t j = at(b, c, i);
-        dx[j] = training ? (gv[j] - (xv[j] - m) * k - grad_mean) * invstd * wc : gv[j] * invstd * wc;
-      }
+  auto channels_loop = [&](const auto* xp, const auto* gp, auto* dxp) {
+    for (int64_t c = 0; c < channels; ++c) {
+      const double m = mean_v[c];
+      // In eval mode PyTorch computes invstd from the running variance in its accumulation
+      // type (batch_norm's forward says which).
+      const double invstd =
+          training ? stat_v[c] : round_to_dtype(1.0 / std::sqrt(stat_v[c] + eps), eval_dtype);
+      const double wc = w ? wv[c] : 1.0;
+      double sum_g = 0.0, dot = 0.0;
+      for (int64_t b = 0; b < batch; ++b)
+        for (int64_t i = 0; i < inner; ++i) {
+          sum_g += gp[at(b, c, i)];
+          dot += (xp[at(b, c, i)] - m) * gp[at(b, c, i)];
+        }
+      dw[c] = dot * invstd;
+      db[c] = sum_g;
+      if (!dxp) continue;
+      const double k = dot * invstd * invstd / count, grad_mean = sum_g / count;
+      for (int64_t b = 0; b < batch; ++b)
+        for (int64_t i = 0; i < inner; ++i) {
+          const size_t j = at(b, c, i);
+          const double gj = gp[j];
+          using Out = std::remove_reference_t<decltype(*dxp)>;
+          dxp[j] = static_cast<Out>(training ? (gj - (xp[j] - m) * k - grad_mean) * invstd * wc : gj * invstd * wc);
+        }
+    }
+  };
+  if (g_f32) {
+    channels_loop(x_f32, g_f32, gx ? gx->storage->f32() : nullptr);
+  } else {
+    channels_loop(xv.data(), gv.data(), gx ? dx.data() : nullptr);
+    if (gx) store(gx, dx);
   }
-  if (gx) store(gx, dx);
   if (gw) store(gw, dw);
   if (gb) store(gb, db);
   return {gx, gw, gb};
@@ -1537,8 +1554,10 @@ struct PoolGeometry {
 // One window of the CPU kernel (cpu_max_pool): starts clipped to the input, the first
 // valid position as the initial index, maxval starting at -inf, and a value replacing
 // the max when `val > maxval || isnan(val)` (so the last NaN wins; ties keep the first).
-template <typename F>
-void for_each_window(const PoolGeometry& p, const std::vector<double>& xv, F&& f) {
+// xv: the input's elements, row-major, as doubles or as float32 (a float converts to double
+// exactly, so both compare alike).
+template <typename T, typename F>
+void for_each_window(const PoolGeometry& p, const T* xv, F&& f) {
   for (int64_t plane = 0; plane < p.planes; ++plane) {
     const size_t base = static_cast<size_t>(plane * p.height * p.width);
     for (int64_t oh = 0; oh < p.out_h; ++oh)
@@ -1553,7 +1572,7 @@ void for_each_window(const PoolGeometry& p, const std::vector<double>& xv, F&& f
         for (int64_t h = h0; h < h1; h += p.dh)
           for (int64_t w = w0; w < w1; w += p.dw) {
             const int64_t idx = h * p.width + w;
-            const double v = xv[base + static_cast<size_t>(idx)];
+            const double v = static_cast<double>(xv[base + static_cast<size_t>(idx)]);
             if (v > best_v || std::isnan(v)) {
               best_v = v;
               best = idx;
@@ -1588,11 +1607,28 @@ std::vector<Tensor> max_pool2d_backward(Node& n, const std::vector<Tensor>& g) {
   if (kernels::device::any_on_device({&g[0], &indices}))  // cuda/pooling.cuh, one new storage
     return {kernels::device::max_pool2d_backward(g[0], indices, self->sizes, self->dtype(), pool_geometry(n))};
   const bool meta = self->is_meta();
-  Tensor gx = fresh(self->sizes, self->dtype(), meta);
+  // A contiguous float32 gradient and the forward's own (contiguous) indices are read in
+  // place; the sums stay in double, rounded once, as in the general loop (overlapping windows
+  // add several gradients into one element), and every element of the result is written.
+  const float* g_f32 =
+      !meta && self->dtype() == DType::Float32 && indices->is_contiguous() ? kernels::contiguous_f32(g[0]) : nullptr;
+  Tensor gx = g_f32 ? written(self->sizes, self->dtype(), meta) : fresh(self->sizes, self->dtype(), meta);
   if (meta) return {gx};
   const int64_t height = self->sizes[self->dim() - 2], width = self->sizes[self->dim() - 1];
   const int64_t plane_in = height * width;
   const int64_t plane_out = indices->sizes[indices->dim() - 2] * indices->sizes[indices->dim() - 1];
+  if (g_f32) {
+    const double* index = indices->storage->f64() + indices->offset;  // int64 elements are held as doubles
+    const int64_t outputs = indices->numel();
+    std::vector<double> dx(static_cast<size_t>(self->numel()), 0.0);
+    for (int64_t o = 0; o < outputs; ++o) {
+      const int64_t plane = plane_out > 0 ? o / plane_out : 0;
+      dx[static_cast<size_t>(plane * plane_in + static_cast<int64_t>(index[o]))] += g_f32[o];
+    }
+    float* out = gx->storage->f32();
+    for (size_t i = 0; i < dx.size(); ++i) out[i] = static_cast<float>(dx[i]);
+    return {gx};
+  }
   const std::vector<double> iv = to_values(indices), gv = to_values(g[0]);
   std::vector<double> dx(static_cast<size_t>(self->numel()), 0.0);
   for (size_t o = 0; o < iv.size(); ++o) {
@@ -1827,6 +1863,12 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   // bfloat16 buffers: rounding it to bfloat16 changes 23 of 72 outputs, measured).
   const DType eval_invstd_dtype = stat_dtype == DType::BFloat16 ? DType::Float32 : stat_dtype;
   const bool on_device = kernels::device::any_on_device({&x, &weight, &bias, &running_mean, &running_var});
+  // float32 input and statistics: the general path's arithmetic below (double sums in the
+  // same order, results rounded once), reading and writing the float32 storages directly
+  // instead of through vectors of doubles.
+  const float* x_f32 = !meta && !on_device && dt == DType::Float32 && stat_dtype == DType::Float32
+                           ? kernels::contiguous_f32(x)
+                           : nullptr;
   Tensor out, save_mean, save_invstd;
   if (on_device) {
     // cuda/batch_norm.cuh: out, save_mean, save_invstd allocated in this order, as below;
@@ -1837,7 +1879,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
     save_mean = d.save_mean;
     save_invstd = d.save_invstd;
   } else {
-    out = fresh(x->sizes, dt, meta);
+    out = x_f32 ? written(x->sizes, dt, meta) : fresh(x->sizes, dt, meta);
     save_mean = fresh(stat_shape, stat_dtype, meta);
     save_invstd = fresh(stat_shape, stat_dtype, meta);
   }
@@ -1846,68 +1888,79 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
     const int64_t inner = x->numel() / (batch * channels);
     const int64_t count = batch * inner;
     auto at = [&](int64_t b, int64_t c, int64_t i) { return static_cast<size_t>((b * channels + c) * inner + i); };
-    const std::vector<double> xv = to_values(x);
+    const std::vector<double> xv = x_f32 ? std::vector<double>{} : to_values(x);
     const std::vector<double> wv = weight ? to_values(weight) : std::vector<double>{};
     const std::vector<double> bv = bias ? to_values(bias) : std::vector<double>{};
     std::vector<double> rmv = running_mean ? to_values(running_mean) : std::vector<double>{};
     std::vector<double> rvv = running_var ? to_values(running_var) : std::vector<double>{};
-    std::vector<double> ov(xv.size()), smv, siv;
-    for (int64_t c = 0; c < channels; ++c) {
-      double m, invstd;
-      if (training) {
-        // batch_norm_cpu_update_stats_template: mean and var_sum accumulated in double.
-        double sum = 0.0;
-        for (int64_t b = 0; b < batch; ++b)
-          for (int64_t i = 0; i < inner; ++i) sum += xv[at(b, c, i)];
-        const double mean = sum / static_cast<double>(count);
-        double var_sum = 0.0;
-        for (int64_t b = 0; b < batch; ++b)
-          for (int64_t i = 0; i < inner; ++i) var_sum += (xv[at(b, c, i)] - mean) * (xv[at(b, c, i)] - mean);
-        if (dt == DType::BFloat16 && stat_dtype == DType::Float32) {
-          const MixedChannelStats st = mixed_channel_stats(xv, batch, channels, inner, c);
-          m = st.mean;
-          invstd = static_cast<float>(
-              1.0 / std::sqrt(static_cast<double>(st.var_sum / static_cast<float>(count)) + eps));
-          // The momentum step in float arithmetic, the unbiased variance the float var_sum
-          // over n - 1 (measured: 0 differences in 54 running means; in double, 31).
-          const float step = static_cast<float>(momentum), keep = 1.0f - step;
-          const float unbiased = st.var_sum / static_cast<float>(count - 1);
-          if (running_mean) rmv[c] = step * st.mean + keep * static_cast<float>(rmv[c]);
-          if (running_var) rvv[c] = step * unbiased + keep * static_cast<float>(rvv[c]);
-        } else if (stat_dtype == DType::BFloat16) {
-          // bfloat16 parameters: batch_norm_cpu_update_stats_template with param_t =
-          // BFloat16 keeps the mean and the variance sum (taken about the unrounded mean) as
-          // bfloat16 and runs its divisions and momentum step in BFloat16 arithmetic, n and
-          // the momentum rounded first (measured over 800 channels: 0 differences in the
-          // statistics and the running buffers; rounding only the results differs in 35 of
-          // 240 invstd values and 44 of 240 running means).
-          const double mean_b = round_bf16(mean), var_sum_b = round_bf16(var_sum);
-          const double step = round_bf16(momentum), keep = round_bf16(1.0 - step);
-          m = mean_b;
-          invstd = round_bf16(1.0 / std::sqrt(round_bf16(var_sum_b / round_bf16(static_cast<double>(count))) + eps));
-          if (running_mean) rmv[c] = round_bf16(round_bf16(step * mean_b) + round_bf16(keep * rmv[c]));
-          // momentum * unbiased_var is BFloat16 times float, a float.
-          const double unbiased = round_bf16(var_sum_b / round_bf16(static_cast<double>(count - 1)));
-          if (running_var) rvv[c] = round_bf16(round_f32(round_f32(step * unbiased) + round_bf16(keep * rvv[c])));
+    std::vector<double> ov(x_f32 ? 0 : xv.size()), smv, siv;
+    // xp: the input's elements (float32 storage or doubles), op: the output's.
+    auto channels_loop = [&](const auto* xp, auto* op) {
+      for (int64_t c = 0; c < channels; ++c) {
+        double m, invstd;
+        if (training) {
+          // batch_norm_cpu_update_stats_template: mean and var_sum accumulated in double.
+          double sum = 0.0;
+          for (int64_t b = 0; b < batch; ++b)
+            for (int64_t i = 0; i < inner; ++i) sum += xp[at(b, c, i)];
+          const double mean = sum / static_cast<double>(count);
+          double var_sum = 0.0;
+          for (int64_t b = 0; b < batch; ++b)
+            for (int64_t i = 0; i < inner; ++i) var_sum += (xp[at(b, c, i)] - mean) * (xp[at(b, c, i)] - mean);
+          if (dt == DType::BFloat16 && stat_dtype == DType::Float32) {
+            const MixedChannelStats st = mixed_channel_stats(xv, batch, channels, inner, c);
+            m = st.mean;
+            invstd = static_cast<float>(
+                1.0 / std::sqrt(static_cast<double>(st.var_sum / static_cast<float>(count)) + eps));
+            // The momentum step in float arithmetic, the unbiased variance the float var_sum
+            // over n - 1 (measured: 0 differences in 54 running means; in double, 31).
+            const float step = static_cast<float>(momentum), keep = 1.0f - step;
+            const float unbiased = st.var_sum / static_cast<float>(count - 1);
+            if (running_mean) rmv[c] = step * st.mean + keep * static_cast<float>(rmv[c]);
+            if (running_var) rvv[c] = step * unbiased + keep * static_cast<float>(rvv[c]);
+          } else if (stat_dtype == DType::BFloat16) {
+            // bfloat16 parameters: batch_norm_cpu_update_stats_template with param_t =
+            // BFloat16 keeps the mean and the variance sum (taken about the unrounded mean) as
+            // bfloat16 and runs its divisions and momentum step in BFloat16 arithmetic, n and
+            // the momentum rounded first (measured over 800 channels: 0 differences in the
+            // statistics and the running buffers; rounding only the results differs in 35 of
+            // 240 invstd values and 44 of 240 running means).
+            const double mean_b = round_bf16(mean), var_sum_b = round_bf16(var_sum);
+            const double step = round_bf16(momentum), keep = round_bf16(1.0 - step);
+            m = mean_b;
+            invstd = round_bf16(1.0 / std::sqrt(round_bf16(var_sum_b / round_bf16(static_cast<double>(count))) + eps));
+            if (running_mean) rmv[c] = round_bf16(round_bf16(step * mean_b) + round_bf16(keep * rmv[c]));
+            // momentum * unbiased_var is BFloat16 times float, a float.
+            const double unbiased = round_bf16(var_sum_b / round_bf16(static_cast<double>(count - 1)));
+            if (running_var) rvv[c] = round_bf16(round_f32(round_f32(step * unbiased) + round_bf16(keep * rvv[c])));
+          } else {
+            m = round_to_dtype(mean, stat_dtype);
+            invstd = round_to_dtype(1.0 / std::sqrt(var_sum / static_cast<double>(count) + eps), stat_dtype);
+            // The running buffers take the momentum step with the UNBIASED variance.
+            if (running_mean) rmv[c] = momentum * mean + (1.0 - momentum) * rmv[c];
+            if (running_var)
+              rvv[c] = momentum * (var_sum / static_cast<double>(count - 1)) + (1.0 - momentum) * rvv[c];
+          }
+          smv.push_back(m);
+          siv.push_back(invstd);
         } else {
-          m = round_to_dtype(mean, stat_dtype);
-          invstd = round_to_dtype(1.0 / std::sqrt(var_sum / static_cast<double>(count) + eps), stat_dtype);
-          // The running buffers take the momentum step with the UNBIASED variance.
-          if (running_mean) rmv[c] = momentum * mean + (1.0 - momentum) * rmv[c];
-          if (running_var)
-            rvv[c] = momentum * (var_sum / static_cast<double>(count - 1)) + (1.0 - momentum) * rvv[c];
+          m = rmv[c];
+          invstd = round_to_dtype(1.0 / std::sqrt(rvv[c] + eps), eval_invstd_dtype);
         }
-        smv.push_back(m);
-        siv.push_back(invstd);
-      } else {
-        m = rmv[c];
-        invstd = round_to_dtype(1.0 / std::sqrt(rvv[c] + eps), eval_invstd_dtype);
+        const double wc = weight ? wv[c] : 1.0, bc = bias ? bv[c] : 0.0;
+        for (int64_t b = 0; b < batch; ++b)
+          for (int64_t i = 0; i < inner; ++i) {
+            using Out = std::remove_reference_t<decltype(*op)>;
+            op[at(b, c, i)] = static_cast<Out>((xp[at(b, c, i)] - m) * invstd * wc + bc);
+          }
       }
-      const double wc = weight ? wv[c] : 1.0, bc = bias ? bv[c] : 0.0;
-      for (int64_t b = 0; b < batch; ++b)
-        for (int64_t i = 0; i < inner; ++i) ov[at(b, c, i)] = (xv[at(b, c, i)] - m) * invstd * wc + bc;
+    };
+    if (x_f32) {
+      channels_loop(x_f32, out->storage->f32());
+    } else {
+      channels_loop(xv.data(), ov.data());
+      store(out, ov);
     }
-    store(out, ov);
     store(save_mean, smv);
     store(save_invstd, siv);
     // In place, but not through an autograd-visible in-place op: the kernel writes the
@@ -2317,8 +2370,11 @@ MaxPool2dResult max_pool2d(const Tensor& input, const std::vector<int64_t>& kern
   out_shape[nd - 2] = p.out_h;
   out_shape[nd - 1] = p.out_w;
   const bool meta = input->is_meta();
-  Tensor out = fresh(out_shape, input->dtype(), meta);
-  Tensor indices = fresh(out_shape, DType::Int64, meta);  // result1
+  // A contiguous float32 input is read in place and the results written directly (every
+  // element is written: no zero-fill first).
+  const float* x_f32 = meta || kernels::device::on_device(input) ? nullptr : kernels::contiguous_f32(input);
+  Tensor out = x_f32 ? written(out_shape, input->dtype(), meta) : fresh(out_shape, input->dtype(), meta);
+  Tensor indices = x_f32 ? written(out_shape, DType::Int64, meta) : fresh(out_shape, DType::Int64, meta);  // result1
   if (kernels::device::on_device(input)) {
     cuda::Pool2dGeometry g;
     g.kernel_h = p.kh;
@@ -2330,10 +2386,17 @@ MaxPool2dResult max_pool2d(const Tensor& input, const std::vector<int64_t>& kern
     g.dilation_h = p.dh;
     g.dilation_w = p.dw;
     kernels::device::max_pool2d(out, indices, input, g);
+  } else if (x_f32) {
+    float* o_f32 = out->storage->f32();
+    double* i_f64 = indices->storage->f64();  // int64 elements are held as doubles
+    for_each_window(p, x_f32, [&](size_t o, double v, int64_t idx, size_t) {
+      o_f32[o] = static_cast<float>(v);
+      i_f64[o] = static_cast<double>(idx);
+    });
   } else if (!meta) {
     const std::vector<double> xv = to_values(input);
     std::vector<double> ov(static_cast<size_t>(out->numel())), iv(ov.size());
-    for_each_window(p, xv, [&](size_t o, double v, int64_t idx, size_t) {
+    for_each_window(p, xv.data(), [&](size_t o, double v, int64_t idx, size_t) {
       ov[o] = v;
       iv[o] = static_cast<double>(idx);
     });

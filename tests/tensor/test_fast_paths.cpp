@@ -192,6 +192,76 @@ TEST_CASE("fast paths: layer_norm forward and backward give the general path's b
                  [](const std::vector<Tensor>& x) { return ops::layer_norm(x[0], {4, 5}, x[1], nullptr, 1e-5); }, 10);
 }
 
+TEST_CASE("fast paths: batch_norm forward, backward and running statistics give the general path's bits",
+          "[fast_paths]") {
+  uint64_t seed = 200;
+  const std::vector<Shape> shapes = {{4, 3}, {2, 3, 5}, {2, 3, 4, 5}, {8, 16, 6, 6}, {3, 7, 1, 9}};
+  // Positive buffers: eval mode reads running_var under a square root.
+  auto buffer = [](int64_t channels, uint64_t s, double lo) {
+    std::vector<double> v = random_values(channels, s, 0.5, false);
+    for (double& e : v) e += lo;
+    return agtrace::tensor_from_values({channels}, DType::Float32, v);
+  };
+  for (const Shape& s : shapes) {
+    const int64_t channels = s[1];
+    for (int mode = 0; mode < 4; ++mode) {  // training affine, training plain, eval affine, training with awkward values
+      const bool training = mode != 2, affine = mode != 1;
+      INFO("shape " << agtrace::shape_str(s) << " mode " << mode);
+      auto make = [&] {
+        std::vector<Tensor> xs{leaf(s, seed, 3.0, mode == 3)};
+        if (affine) {
+          xs.push_back(leaf({channels}, seed + 1, 2.0, false));
+          xs.push_back(leaf({channels}, seed + 2, 2.0, false));
+        }
+        return xs;
+      };
+      // Each call's running buffers after the forward: the fast run's, then the general run's.
+      std::vector<std::vector<std::vector<uint64_t>>> buffers;
+      auto f = [&](const std::vector<Tensor>& x) {
+        Tensor rm = buffer(channels, seed + 5, 0.0), rv = buffer(channels, seed + 6, 1.0);
+        Tensor y = ops::batch_norm(x[0], rm, rv, x.size() > 1 ? x[1] : nullptr, x.size() > 2 ? x[2] : nullptr,
+                                   training, 0.1, 1e-5);
+        buffers.push_back({bits(rm), bits(rv)});
+        return y;
+      };
+      same_both_ways(make, f, seed + 3);
+      REQUIRE(buffers.size() == 2);
+      CHECK(buffers[0] == buffers[1]);
+      seed += 8;
+    }
+  }
+  // A strided input takes the general path either way.
+  same_both_ways([] { return std::vector<Tensor>{ops::transpose(leaf({5, 6, 4}, 3), 1, 2)}; },
+                 [](const std::vector<Tensor>& x) {
+                   return ops::batch_norm(x[0], nullptr, nullptr, nullptr, nullptr, true, 0.1, 1e-5);
+                 },
+                 4);
+}
+
+TEST_CASE("fast paths: max_pool2d forward and backward give the general path's bits", "[fast_paths]") {
+  uint64_t seed = 300;
+  struct Case {
+    Shape shape;
+    std::vector<int64_t> kernel, stride, padding, dilation;
+    bool ceil;
+  };
+  const std::vector<Case> cases = {
+      {{2, 3, 8, 8}, {2}, {}, {0}, {1}, false},         // non-overlapping windows
+      {{2, 4, 9, 9}, {3}, {2}, {1}, {1}, false},        // resnet's stem: windows overlap
+      {{1, 2, 11, 7}, {3, 2}, {1, 2}, {1, 0}, {2, 1}, true},
+      {{3, 5, 6}, {2}, {1}, {0}, {1}, false},           // no batch dimension
+  };
+  for (const Case& c : cases) {
+    INFO("shape " << agtrace::shape_str(c.shape));
+    same_both_ways([&] { return std::vector<Tensor>{leaf(c.shape, seed)}; },
+                   [&](const std::vector<Tensor>& x) {
+                     return ops::max_pool2d(x[0], c.kernel, c.stride, c.padding, c.dilation, c.ceil).output;
+                   },
+                   seed + 1);
+    seed += 2;
+  }
+}
+
 TEST_CASE("fast paths: gelu forward and backward give the general path's bits", "[fast_paths]") {
   uint64_t seed = 60;
   for (const char* approximate : {"none", "tanh"}) {
