@@ -1730,8 +1730,9 @@ Tensor masked_fill(const Tensor& a, const Tensor& mask, const Value& value) {
   const double fill = vt ? (vt->is_meta() ? 0.0 : item(vt)) : value.number();
   Tensor r = kernels::device::any_on_device({&a, &mask})
                  ? kernels::device::select_or(mask, a, fill, false, a->dtype(), "masked_fill")
-                 : kernels::binary(a, mask, a->dtype(), [fill](double x, double m) { return m != 0 ? fill : x; },
-                                   "masked_fill");
+                 : kernels::masked_fill_exact_f32(a, mask, fill);
+  if (!r)
+    r = kernels::binary(a, mask, a->dtype(), [fill](double x, double m) { return m != 0 ? fill : x; }, "masked_fill");
   const bool tensor_value = static_cast<bool>(vt);
   if (tensor_value ? needs_grad({&a, &vt}) : needs_grad({&a})) {
     // MaskedFillBackward0 (Scalar value): edge self; MaskedFillBackward1 (0-d tensor value):

@@ -53,11 +53,17 @@ inline double exact_double(uint64_t x) {
       margin[j] = std::fabs(stddev) * (4 * kFastNormalBound) * (root + 1e-30) +                      \
                   std::fabs(v) * kFastNormalBound;                                                   \
     }                                                                                                \
+    int undecided = 0;                                                                               \
     for (int64_t j = 0; j < count; ++j) {                                                            \
       const float below = static_cast<float>(value[j] - margin[j]);                                  \
       const float above = static_cast<float>(value[j] + margin[j]);                                  \
-      dst[start + j] = below == above ? below : normal_element_by_definition(state0, start + j, mean, stddev); \
+      dst[start + j] = below;                                                                        \
+      undecided |= below != above;                                                                   \
     }                                                                                                \
+    if (undecided)                                                                                   \
+      for (int64_t j = 0; j < count; ++j)                                                            \
+        if (static_cast<float>(value[j] + margin[j]) != dst[start + j])                              \
+          dst[start + j] = normal_element_by_definition(state0, start + j, mean, stddev);            \
   }
 
 void block_baseline(uint64_t state0, double mean, double stddev, float* dst, int64_t begin, int64_t end) {

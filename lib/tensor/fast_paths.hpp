@@ -104,4 +104,24 @@ void relu_f32(const float* x, float* o, int64_t n);
 // (grad * 0 keeps grad's sign and turns inf and NaN into NaN, as the double product does).
 void relu_backward_f32(const float* g, const float* r, float* o, int64_t n);
 
+// masked_fill of a contiguous float32 `a` with a contiguous bool mask of a's shape, or a block
+// repeated along a's leading dims (attention's causal mask, [1, 1, T, T] on [B, H, T, T]): a
+// selection, exact in float (fill rounded once, as the general loop stores it).
+inline Tensor masked_fill_exact_f32(const Tensor& a, const Tensor& mask, double fill) {
+  const float* x = contiguous_f32(a);
+  if (!x || mask->dtype() != DType::Bool || mask->is_meta() || mask->storage->on_device() || !mask->is_contiguous() ||
+      mask->dim() > a->dim())
+    return nullptr;
+  const int64_t n = a->numel(), block = mask->numel();
+  if (block == 0 || n % block != 0 || (mask->sizes != a->sizes && !detail::is_trailing_shape(mask->sizes, a->sizes)))
+    return nullptr;
+  const double* m = mask->storage->f64() + mask->offset;  // bool elements are held as doubles
+  Tensor r = uninitialized_tensor(a->sizes, DType::Float32, false);
+  float* o = r->storage->f32();
+  const float f = static_cast<float>(fill);
+  for (int64_t start = 0; start < n; start += block)
+    for (int64_t j = 0; j < block; ++j) o[start + j] = m[j] != 0 ? f : x[start + j];
+  return r;
+}
+
 }  // namespace agtrace::kernels

@@ -262,6 +262,39 @@ TEST_CASE("fast paths: max_pool2d forward and backward give the general path's b
   }
 }
 
+TEST_CASE("fast paths: masked_fill with a mask of self's shape or a repeated block gives the general path's bits",
+          "[fast_paths]") {
+  auto mask_of = [](const Shape& shape, uint64_t seed) {
+    std::vector<double> v = random_values(agtrace::shape_numel(shape), seed, 1.0, false);
+    for (double& e : v) e = e > 0.2 ? 1.0 : 0.0;
+    return agtrace::tensor_from_values(shape, DType::Bool, v);
+  };
+  struct Case {
+    Shape self, mask;
+  };
+  const std::vector<Case> cases = {{{3, 5}, {3, 5}},          {{2, 3, 8, 8}, {1, 1, 8, 8}},
+                                   {{4, 7}, {7}},             {{2, 6}, {2, 1}},  // broadcast inside: general path
+                                   {{5}, {3, 5}}};            // the mask is larger: general path
+  uint64_t seed = 400;
+  for (const Case& c : cases) {
+    for (double fill : {-std::numeric_limits<double>::infinity(), 0.1, 1e40}) {
+      INFO("self " << agtrace::shape_str(c.self) << " mask " << agtrace::shape_str(c.mask) << " fill " << fill);
+      same_both_ways([&] { return std::vector<Tensor>{leaf(c.self, seed)}; },
+                     [&](const std::vector<Tensor>& x) {
+                       return ops::masked_fill(x[0], mask_of(c.mask, seed + 1), Value::real(fill));
+                     },
+                     seed + 2);
+      seed += 3;
+    }
+  }
+  // A transposed (non-contiguous) mask takes the general path.
+  same_both_ways([] { return std::vector<Tensor>{leaf({4, 6}, 7)}; },
+                 [&](const std::vector<Tensor>& x) {
+                   return ops::masked_fill(x[0], ops::transpose(mask_of({6, 4}, 8), 0, 1), Value::real(-1.5));
+                 },
+                 9);
+}
+
 TEST_CASE("fast paths: gelu forward and backward give the general path's bits", "[fast_paths]") {
   uint64_t seed = 60;
   for (const char* approximate : {"none", "tanh"}) {
