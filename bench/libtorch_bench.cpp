@@ -9,12 +9,15 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <cmath>
 #include <ctime>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -175,6 +178,178 @@ std::function<void()> transformer_linear() {
   };
 }
 
+// scenarios/seed_walk.json, the cold-start row: y = (x @ W + b).relu().sum() on 2x3 and 3x4,
+// then backward; its figure is mostly the process's start-up and library loading.
+std::function<void()> seed_walk() {
+  auto x = torch::linspace(-1, 1, 6).view({2, 3}).requires_grad_(true);
+  auto W = torch::linspace(-0.5, 0.9, 12).view({3, 4}).requires_grad_(true);
+  auto b = torch::zeros({4}).requires_grad_(true);
+  return [=]() mutable {
+    auto y = (torch::mm(x, W) + b).relu().sum();
+    y.backward();
+    for (auto* p : {&x, &W, &b}) p->mutable_grad() = torch::Tensor();
+  };
+}
+
+// bench/scenarios/resnet18_b8.json: torchvision resnet18(num_classes=10) in train mode, one
+// step on a batch of 8x3x64x64. Stem: conv2d 7x7 stride 2 + batch_norm + relu + max_pool2d
+// 3/2; four stages of two BasicBlocks (64, 128, 256, 512 channels; the first block of
+// stages 2-4 strides 2 and adds a 1x1 conv + batch_norm downsample of its input); then
+// adaptive_avg_pool2d, flatten, linear 512->10, cross_entropy. Each batch_norm uses and
+// updates its running statistics and counts num_batches_tracked, as nn.BatchNorm2d does.
+std::function<void()> resnet18_b8() {
+  namespace F = torch::nn::functional;
+  struct BN {
+    torch::Tensor weight, bias, running_mean, running_var, num_batches_tracked;
+  };
+  struct Block {
+    int64_t stride;
+    torch::Tensor conv1;
+    BN bn1;
+    torch::Tensor conv2;
+    BN bn2;
+    torch::Tensor down_conv;  // undefined where the block keeps its shape
+    BN down_bn;
+  };
+  std::vector<torch::Tensor> params;
+  // kaiming_normal_(mode="fan_out", nonlinearity="relu"), torchvision's conv initialisation.
+  auto conv = [&](int64_t out, int64_t in, int64_t k) {
+    auto w = (torch::randn({out, in, k, k}) * std::sqrt(2.0 / static_cast<double>(out * k * k))).requires_grad_(true);
+    params.push_back(w);
+    return w;
+  };
+  auto bn = [&](int64_t c) {
+    BN b{torch::ones({c}).requires_grad_(true), torch::zeros({c}).requires_grad_(true), torch::zeros({c}),
+         torch::ones({c}), torch::zeros({}, torch::kLong)};
+    params.push_back(b.weight);
+    params.push_back(b.bias);
+    return b;
+  };
+  auto x = torch::randn({8, 3, 64, 64});
+  auto target = torch::randint(0, 10, {8}, torch::kLong);
+  auto conv1 = conv(64, 3, 7);
+  auto bn1 = bn(64);
+  std::vector<Block> blocks;
+  int64_t in = 64;
+  for (int64_t width : {64, 128, 256, 512}) {
+    for (int i = 0; i < 2; ++i) {
+      Block b;
+      b.stride = (i == 0 && width != 64) ? 2 : 1;
+      b.conv1 = conv(width, in, 3);
+      b.bn1 = bn(width);
+      b.conv2 = conv(width, width, 3);
+      b.bn2 = bn(width);
+      if (b.stride != 1 || in != width) {
+        b.down_conv = conv(width, in, 1);
+        b.down_bn = bn(width);
+      }
+      blocks.push_back(b);
+      in = width;
+    }
+  }
+  // nn.Linear's default uniform init has std 1/sqrt(3 * 512) = 0.0255; the scenario draws a
+  // normal of that std, and so does this.
+  auto fc_w = (torch::randn({10, 512}) * 0.0255).requires_grad_(true);
+  auto fc_b = (torch::randn({10}) * 0.0255).requires_grad_(true);
+  params.push_back(fc_w);
+  params.push_back(fc_b);
+  return [=]() mutable {
+    auto batch_norm = [](const torch::Tensor& h, BN& b) {
+      b.num_batches_tracked.add_(1);
+      return torch::batch_norm(h, b.weight, b.bias, b.running_mean, b.running_var, /*training=*/true, 0.1, 1e-5,
+                               /*cudnn_enabled=*/false);
+    };
+    auto h = batch_norm(torch::conv2d(x, conv1, {}, 2, 3), bn1);
+    torch::relu_(h);
+    h = torch::max_pool2d(h, 3, 2, 1);
+    for (auto& b : blocks) {
+      auto out = batch_norm(torch::conv2d(h, b.conv1, {}, b.stride, 1), b.bn1);
+      torch::relu_(out);
+      out = batch_norm(torch::conv2d(out, b.conv2, {}, 1, 1), b.bn2);
+      if (b.down_conv.defined()) out.add_(batch_norm(torch::conv2d(h, b.down_conv, {}, b.stride), b.down_bn));
+      else out.add_(h);
+      torch::relu_(out);
+      h = out;
+    }
+    auto logits = F::linear(torch::flatten(torch::adaptive_avg_pool2d(h, {1, 1}), 1), fc_w, fc_b);
+    auto loss = F::cross_entropy(logits, target);
+    loss.backward();
+    for (auto& p : params) p.mutable_grad() = torch::Tensor();
+  };
+}
+
+// bench/scenarios/nanogpt_step.json: nanoGPT's GPT (scenarios/models/src/nanogpt.py) with
+// n_layer 4, n_head 4, n_embd 128, block_size 64, vocab 65, in train mode; one step on 8x64
+// tokens: token + position embeddings, per layer LayerNorm, c_attn, causal attention written
+// out (masked_fill with the tril buffer, softmax), c_proj, residual, LayerNorm, GELU MLP,
+// residual; ln_f, the lm_head tied to wte, cross_entropy with ignore_index -1. Dropout has
+// p = 0, so the scenario's F.dropout calls are the identity and are left out here.
+std::function<void()> nanogpt_step() {
+  namespace F = torch::nn::functional;
+  using torch::indexing::None;
+  using torch::indexing::Slice;
+  const int64_t n_layer = 4, n_head = 4, C = 128, T = 64, V = 65, B = 8;
+  struct Layer {
+    torch::Tensor ln1_w, ln1_b, attn_w, attn_b, attn_proj_w, attn_proj_b, ln2_w, ln2_b, fc_w, fc_b, mlp_proj_w,
+        mlp_proj_b, mask;
+  };
+  std::vector<torch::Tensor> params;
+  auto normal = [&](std::vector<int64_t> s, double std) {
+    auto p = (torch::randn(s) * std).requires_grad_(true);
+    params.push_back(p);
+    return p;
+  };
+  auto filled = [&](int64_t n, double v) {
+    auto p = torch::full({n}, v, torch::kFloat).requires_grad_(true);
+    params.push_back(p);
+    return p;
+  };
+  auto idx = torch::randint(0, V, {B, T}, torch::kLong);
+  auto targets = torch::randint(0, V, {B, T}, torch::kLong);
+  // GPT._init_weights: normal(0, 0.02) for linears and embeddings, c_proj weights scaled
+  // down by sqrt(2 * n_layer); biases zero, LayerNorm weights one.
+  const double proj_std = 0.02 / std::sqrt(2.0 * n_layer);
+  auto wte = normal({V, C}, 0.02), wpe = normal({T, C}, 0.02);
+  std::vector<Layer> layers;
+  for (int64_t i = 0; i < n_layer; ++i) {
+    Layer l;
+    l.ln1_w = filled(C, 1), l.ln1_b = filled(C, 0);
+    l.attn_w = normal({3 * C, C}, 0.02), l.attn_b = filled(3 * C, 0);
+    l.attn_proj_w = normal({C, C}, proj_std), l.attn_proj_b = filled(C, 0);
+    l.ln2_w = filled(C, 1), l.ln2_b = filled(C, 0);
+    l.fc_w = normal({4 * C, C}, 0.02), l.fc_b = filled(4 * C, 0);
+    l.mlp_proj_w = normal({C, 4 * C}, proj_std), l.mlp_proj_b = filled(C, 0);
+    l.mask = torch::tril(torch::ones({T, T})).view({1, 1, T, T});  // the "bias" buffer, one per layer
+    layers.push_back(l);
+  }
+  auto ln_f_w = filled(C, 1), ln_f_b = filled(C, 0);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(C / n_head));
+  return [=]() mutable {
+    auto ln = [C](const torch::Tensor& h, const torch::Tensor& w, const torch::Tensor& b) {
+      return F::layer_norm(h, F::LayerNormFuncOptions({C}).weight(w).bias(b).eps(1e-5));
+    };
+    auto pos = torch::arange(0, T, torch::kLong);
+    auto x = F::embedding(idx, wte) + F::embedding(pos, wpe);
+    for (auto& l : layers) {
+      auto qkv = F::linear(ln(x, l.ln1_w, l.ln1_b), l.attn_w, l.attn_b).split(C, 2);
+      auto k = qkv[1].view({B, T, n_head, C / n_head}).transpose(1, 2);
+      auto q = qkv[0].view({B, T, n_head, C / n_head}).transpose(1, 2);
+      auto v = qkv[2].view({B, T, n_head, C / n_head}).transpose(1, 2);
+      auto att = torch::matmul(q, k.transpose(-2, -1)) * scale;
+      auto causal = l.mask.index({Slice(), Slice(), Slice(None, T), Slice(None, T)}) == 0;
+      att = F::softmax(att.masked_fill(causal, -std::numeric_limits<double>::infinity()), F::SoftmaxFuncOptions(-1));
+      auto y = torch::matmul(att, v).transpose(1, 2).contiguous().view({B, T, C});
+      x = x + F::linear(y, l.attn_proj_w, l.attn_proj_b);
+      auto m = F::linear(F::gelu(F::linear(ln(x, l.ln2_w, l.ln2_b), l.fc_w, l.fc_b)), l.mlp_proj_w, l.mlp_proj_b);
+      x = x + m;
+    }
+    auto logits = F::linear(ln(x, ln_f_w, ln_f_b), wte);  // lm_head.weight is wte's
+    auto loss = F::cross_entropy(logits.view({-1, V}), targets.view(-1), F::CrossEntropyFuncOptions().ignore_index(-1));
+    loss.backward();
+    for (auto& p : params) p.mutable_grad() = torch::Tensor();
+  };
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -212,6 +387,9 @@ int main(int argc, char** argv) {
   else if (workload == "conv_block") f = conv_block();
   else if (workload == "mlp_linear") f = mlp_linear();
   else if (workload == "transformer_linear") f = transformer_linear();
+  else if (workload == "seed_walk") f = seed_walk();
+  else if (workload == "resnet18_b8") f = resnet18_b8();
+  else if (workload == "nanogpt_step") f = nanogpt_step();
   else {
     std::fprintf(stderr, "unknown workload %s\n", workload.c_str());
     return 2;

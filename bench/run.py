@@ -73,6 +73,29 @@ def build_description(build_dir):
     return (kind.group(1) if kind else "unknown") + (", profile-guided (AGTRACE_PGO=ON)" if pgo_on else ", no PGO")
 
 
+def machine_description():
+    machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}"
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = re.search(r"model name\s*:\s*(.*)", f.read())
+            if model:
+                machine = f"{model.group(1)}, {os.cpu_count()} cores, Linux {platform.release()}"
+    except OSError:
+        pass
+    return machine
+
+
+def replace_readme_block(marker, block):
+    """Puts `block` between <!-- marker:begin --> and <!-- marker:end --> in bench/README.md."""
+    path = os.path.join(BENCH, "README.md")
+    with open(path) as f:
+        readme = f.read()
+    readme = re.sub(f"<!-- {marker}:begin -->.*<!-- {marker}:end -->",
+                    lambda m: f"<!-- {marker}:begin -->\n{block}<!-- {marker}:end -->", readme, flags=re.S)
+    with open(path, "w") as f:
+        f.write(readme)
+
+
 def ratio_text(r):
     """Two decimals, or three where two would print the 1.00 limit for a ratio on either side
     of it (session 8's table showed transformer_block at 2 threads as "1.00 ... no": 1.004)."""
@@ -247,14 +270,7 @@ def main():
         "Peak memory of `agtrace run --format json` on x[16] chains (mul/add/tanh, accounting on):\n\n" + \
         "| ops | events in the report's timeline | peak RSS |\n|---|---|---|\n" + "\n".join(mem_lines) + "\n\n" + \
         f"Slope: {mem[1]:.0f} bytes per event, {mem[2]:.0f} bytes per op (graph, values and accounting together).\n"
-    machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}"
-    try:
-        with open("/proc/cpuinfo") as f:
-            model = re.search(r"model name\s*:\s*(.*)", f.read())
-            if model:
-                machine = f"{model.group(1)}, {os.cpu_count()} cores, Linux {platform.release()}"
-    except OSError:
-        pass
+    machine = machine_description()
     cmd = "python3 bench/run.py " + " ".join(sys.argv[1:])
     build_kind = build_description(args.build_dir)
     load = os.getloadavg()[0]
@@ -263,14 +279,8 @@ def main():
         with open(args.json, "w") as f:
             json.dump({f"{w}/{th}": r for (w, th), r in raw.items()} | {"cold_start": cold, "memory": mem}, f, indent=1)
     if args.update_readme:
-        path = os.path.join(BENCH, "README.md")
-        with open(path) as f:
-            readme = f.read()
-        block = (f"<!-- table:begin -->\nMachine: {machine}. Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}. "
-                 f"Command: `{cmd.strip()}`. Build: {build_kind}. Load average at the end: {load:.1f}.\n\n{text}<!-- table:end -->")
-        readme = re.sub(r"<!-- table:begin -->.*<!-- table:end -->", lambda m: block, readme, flags=re.S)
-        with open(path, "w") as f:
-            f.write(readme)
+        replace_readme_block("table", f"Machine: {machine}. Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}. "
+                             f"Command: `{cmd.strip()}`. Build: {build_kind}. Load average at the end: {load:.1f}.\n\n{text}")
 
 
 if __name__ == "__main__":
