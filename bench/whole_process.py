@@ -34,10 +34,9 @@ SCENARIO = {"cold_start": os.path.join(bench.ROOT, "scenarios", "seed_walk.json"
 TORCH_NAME = {"cold_start": "seed_walk"}
 
 
-def wall_of(cmd, env, cpu=None, rss=None):
+def wall_of(cmd, env, cpu=None):
     """Wall seconds of the process, start to exit; its CPU seconds (user + system) appended
-    to `cpu` when given (less disturbed by other jobs on a shared machine), its peak resident
-    size in bytes to `rss`."""
+    to `cpu` when given (less disturbed by other jobs on a shared machine)."""
     t0 = time.perf_counter()
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _, status, usage = os.wait4(p.pid, 0)
@@ -46,8 +45,6 @@ def wall_of(cmd, env, cpu=None, rss=None):
         raise RuntimeError(f"{cmd} failed")
     if cpu is not None:
         cpu.append(usage.ru_utime + usage.ru_stime)
-    if rss is not None:
-        rss.append(usage.ru_maxrss * 1024)
     return wall
 
 
@@ -73,7 +70,7 @@ def main():
         r = {"text": [], "json": [], "quiet": [], "baseline": [], "torch_process": [], "torch_step": [],
              "text_cpu": [], "json_cpu": [], "baseline_cpu": [], "torch_step_cpu": [], "text_rss": []}
         for rnd in range(args.rounds):
-            r["text"].append(wall_of([agtrace, "run", scenario], env, r["text_cpu"], r["text_rss"]))
+            r["text"].append(wall_of([agtrace, "run", scenario], env, r["text_cpu"]))
             r["json"].append(wall_of([agtrace, "run", scenario, "--format", "json"], env, r["json_cpu"]))
             # -q: the run and the summary only; the difference to the others is the report.
             r["quiet"].append(wall_of([agtrace, "run", scenario, "-q"], env))
@@ -86,6 +83,9 @@ def main():
             r["torch_step_cpu"].append(steps[0]["cpu_seconds"])
             print(f"round {rnd} {w}: agtrace {r['text'][-1] * 1e3:.1f} ms, libtorch step {r['torch_step'][-1] * 1e3:.1f} ms",
                   file=sys.stderr)
+        # Peak RSS from GNU time (bench/run.py's timed_process): a child forked by Python would
+        # also count the pages it shared with Python before exec.
+        r["text_rss"].append(bench.timed_process([agtrace, "run", scenario], env)[1])
         m = {k: statistics.median(v) if v else None for k, v in r.items()}
         rows.append((w, m))
     ms = lambda v: f"{v * 1e3:.1f} ms"  # noqa: E731
