@@ -1608,11 +1608,17 @@ std::vector<Tensor> max_pool2d_backward(Node& n, const std::vector<Tensor>& g) {
     return {kernels::device::max_pool2d_backward(g[0], indices, self->sizes, self->dtype(), pool_geometry(n))};
   const bool meta = self->is_meta();
   // A contiguous float32 gradient and the forward's own (contiguous) indices are read in
-  // place; the sums stay in double, rounded once, as in the general loop (overlapping windows
-  // add several gradients into one element), and every element of the result is written.
+  // place. Where windows overlap, an element may take several gradients: their sum stays in
+  // double, rounded once, as in the general loop, and every element of the result is written
+  // from it. Where they do not (a stride of at least the dilated window, as in most CNNs'
+  // pooling), each element takes at most one gradient, which is added to the zero-filled
+  // result in float: 0 + g is exactly the general loop's rounded sum (also for g = -0).
   const float* g_f32 =
       !meta && self->dtype() == DType::Float32 && indices->is_contiguous() ? kernels::contiguous_f32(g[0]) : nullptr;
-  Tensor gx = g_f32 ? written(self->sizes, self->dtype(), meta) : fresh(self->sizes, self->dtype(), meta);
+  const cuda::Pool2dGeometry geometry = pool_geometry(n);
+  const bool overlapping = (geometry.kernel_h - 1) * geometry.dilation_h + 1 > geometry.stride_h ||
+                           (geometry.kernel_w - 1) * geometry.dilation_w + 1 > geometry.stride_w;
+  Tensor gx = g_f32 && overlapping ? written(self->sizes, self->dtype(), meta) : fresh(self->sizes, self->dtype(), meta);
   if (meta) return {gx};
   const int64_t height = self->sizes[self->dim() - 2], width = self->sizes[self->dim() - 1];
   const int64_t plane_in = height * width;
@@ -1620,12 +1626,17 @@ std::vector<Tensor> max_pool2d_backward(Node& n, const std::vector<Tensor>& g) {
   if (g_f32) {
     const double* index = indices->storage->f64() + indices->offset;  // int64 elements are held as doubles
     const int64_t outputs = indices->numel();
-    std::vector<double> dx(static_cast<size_t>(self->numel()), 0.0);
-    for (int64_t o = 0; o < outputs; ++o) {
-      const int64_t plane = plane_out > 0 ? o / plane_out : 0;
-      dx[static_cast<size_t>(plane * plane_in + static_cast<int64_t>(index[o]))] += g_f32[o];
-    }
     float* out = gx->storage->f32();
+    auto target = [&](int64_t o) {
+      const int64_t plane = plane_out > 0 ? o / plane_out : 0;
+      return static_cast<size_t>(plane * plane_in + static_cast<int64_t>(index[o]));
+    };
+    if (!overlapping) {
+      for (int64_t o = 0; o < outputs; ++o) out[target(o)] += g_f32[o];
+      return {gx};
+    }
+    std::vector<double> dx(static_cast<size_t>(self->numel()), 0.0);
+    for (int64_t o = 0; o < outputs; ++o) dx[target(o)] += g_f32[o];
     for (size_t i = 0; i < dx.size(); ++i) out[i] = static_cast<float>(dx[i]);
     return {gx};
   }

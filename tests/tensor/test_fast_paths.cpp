@@ -86,11 +86,11 @@ std::vector<uint64_t> bits(const Tensor& t) {
 // y = f(x...), then backward with a random gradient of y's shape: y's bits and every
 // input's gradient bits.
 Bits forward_backward(const std::function<Tensor(const std::vector<Tensor>&)>& f, const std::vector<Tensor>& xs,
-                      uint64_t seed) {
+                      uint64_t seed, bool awkward_grad = false) {
   for (const Tensor& x : xs) x->grad.reset();
   Tensor y = f(xs);
   Bits out{bits(y)};
-  Tensor gy = leaf(y->sizes, seed, 2.0, false, false);
+  Tensor gy = leaf(y->sizes, seed, 2.0, awkward_grad, false);
   autograd::BackwardRequest req;
   req.roots = {y};
   req.grad_roots = {gy};
@@ -107,16 +107,18 @@ struct FastPathsOn {
 };
 
 // make() builds fresh inputs each time (so both runs start from the same leaves).
+// awkward_grad: the backward's incoming gradient has the awkward values too.
 void same_both_ways(const std::function<std::vector<Tensor>()>& make,
-                    const std::function<Tensor(const std::vector<Tensor>&)>& f, uint64_t seed) {
+                    const std::function<Tensor(const std::vector<Tensor>&)>& f, uint64_t seed,
+                    bool awkward_grad = false) {
   Bits fast, slow;
   {
     FastPathsOn on(true);
-    fast = forward_backward(f, make(), seed);
+    fast = forward_backward(f, make(), seed, awkward_grad);
   }
   {
     FastPathsOn off(false);
-    slow = forward_backward(f, make(), seed);
+    slow = forward_backward(f, make(), seed, awkward_grad);
   }
   REQUIRE(fast.size() == slow.size());
   for (size_t k = 0; k < fast.size(); ++k) {
@@ -246,19 +248,22 @@ TEST_CASE("fast paths: max_pool2d forward and backward give the general path's b
     bool ceil;
   };
   const std::vector<Case> cases = {
-      {{2, 3, 8, 8}, {2}, {}, {0}, {1}, false},         // non-overlapping windows
+      {{4, 8, 16, 16}, {2}, {}, {0}, {1}, false},       // non-overlapping windows
+      {{2, 3, 9, 9}, {2}, {3}, {1}, {1}, true},         // apart, padded, ceil_mode
       {{2, 4, 9, 9}, {3}, {2}, {1}, {1}, false},        // resnet's stem: windows overlap
       {{1, 2, 11, 7}, {3, 2}, {1, 2}, {1, 0}, {2, 1}, true},
       {{3, 5, 6}, {2}, {1}, {0}, {1}, false},           // no batch dimension
   };
   for (const Case& c : cases) {
-    INFO("shape " << agtrace::shape_str(c.shape));
-    same_both_ways([&] { return std::vector<Tensor>{leaf(c.shape, seed)}; },
-                   [&](const std::vector<Tensor>& x) {
-                     return ops::max_pool2d(x[0], c.kernel, c.stride, c.padding, c.dilation, c.ceil).output;
-                   },
-                   seed + 1);
-    seed += 2;
+    for (bool awkward_grad : {false, true}) {  // -0 and NaN gradients: 0 + g as the general loop rounds it
+      INFO("shape " << agtrace::shape_str(c.shape) << " awkward gradient " << awkward_grad);
+      same_both_ways([&] { return std::vector<Tensor>{leaf(c.shape, seed)}; },
+                     [&](const std::vector<Tensor>& x) {
+                       return ops::max_pool2d(x[0], c.kernel, c.stride, c.padding, c.dilation, c.ceil).output;
+                     },
+                     seed + 1, awkward_grad);
+      seed += 2;
+    }
   }
 }
 
