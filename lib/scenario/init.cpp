@@ -63,6 +63,9 @@ namespace {
 
 constexpr double kPi = 3.141592653589793;
 
+// z of a normal value from its two draws (the recipe above); libm's log and cos.
+inline double box_muller(double u1, double u2) { return std::sqrt(-2.0 * std::log(u1)) * std::cos((2.0 * kPi) * u2); }
+
 }  // namespace
 
 namespace {
@@ -126,8 +129,7 @@ void generate_initial_values(const LeafSpec& leaf, uint64_t scenario_seed, Sink&
       case InitSpec::Kind::Normal: {
         const double u1 = gen.uniform01_open_below();
         const double u2 = gen.uniform01();
-        const double z = std::sqrt(-2.0 * std::log(u1)) * std::cos((2.0 * kPi) * u2);
-        v = a + b * z;
+        v = a + b * box_muller(u1, u2);
         break;
       }
       case InitSpec::Kind::Randint: {
@@ -214,11 +216,10 @@ namespace normal_math {
 // The definition's value of element i (draws 2i and 2i + 1), by libm, in this file's
 // options, so that it computes exactly what generate_initial_values computes.
 float normal_element_by_definition(uint64_t state0, int64_t i, double mean, double stddev) {
-  SplitMix64 gen(state0 + static_cast<uint64_t>(2 * i) * 0x9e3779b97f4a7c15ULL);
+  SplitMix64 gen(state0 + static_cast<uint64_t>(2 * i) * kGamma);
   const double u1 = gen.uniform01_open_below();
   const double u2 = gen.uniform01();
-  const double z = std::sqrt(-2.0 * std::log(u1)) * std::cos((2.0 * kPi) * u2);
-  return static_cast<float>(mean + stddev * z);
+  return static_cast<float>(mean + stddev * box_muller(u1, u2));
 }
 }  // namespace normal_math
 

@@ -9,20 +9,12 @@
 #include <cstring>
 
 #include "scenario/normal_math.hpp"
+#include "scenario/random.hpp"
 
 namespace agtrace::normal_math {
 namespace {
 
-constexpr uint64_t kGamma = 0x9e3779b97f4a7c15ULL;
 constexpr double kTwoPi = 2.0 * 3.141592653589793;
-
-// Draw k of SplitMix64 from state0: the state after k + 1 steps is state0 + (k + 1) * gamma.
-inline uint64_t splitmix_draw(uint64_t state0, uint64_t k) {
-  uint64_t z = state0 + (k + 1) * kGamma;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
 
 // x (< 2^54) as a double, exactly, with 32-bit halves put in the mantissa of 2^52: AVX2 has
 // no 64-bit integer to double conversion, and without this the loop stays scalar.
@@ -45,8 +37,8 @@ inline double exact_double(uint64_t x) {
     const int64_t count = std::min(kBlock, end - start);                                             \
     for (int64_t j = 0; j < count; ++j) {                                                            \
       const uint64_t k = static_cast<uint64_t>(2 * (start + j));                                     \
-      const double u1 = exact_double((splitmix_draw(state0, k) >> 11) + 1) * 0x1.0p-53;              \
-      const double u2 = exact_double(splitmix_draw(state0, k + 1) >> 11) * 0x1.0p-53;                \
+      const double u1 = exact_double((SplitMix64::draw(state0, k) >> 11) + 1) * 0x1.0p-53;              \
+      const double u2 = exact_double(SplitMix64::draw(state0, k + 1) >> 11) * 0x1.0p-53;                \
       const double root = std::sqrt(-2.0 * log_unit_interval(u1));                                   \
       const double v = mean + stddev * (root * cos_zero_to_two_pi(kTwoPi * u2));                     \
       value[j] = v;                                                                                  \

@@ -31,6 +31,14 @@ class SplitMix64 {
   // 53 random bits scaled to [0, 1): exactly representable, evenly spaced.
   double uniform01() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
   double uniform01_open_below() { return static_cast<double>((next() >> 11) + 1) * 0x1.0p-53; }
+  // Draw k (0-based) of a generator seeded with `seed`, computed from k alone: the state after
+  // k + 1 steps is seed + (k + 1) * gamma. Lets vector loops compute draws in any order.
+  static uint64_t draw(uint64_t seed, uint64_t k) {
+    uint64_t z = seed + (k + 1) * 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
 
  private:
   uint64_t state_;
