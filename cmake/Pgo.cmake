@@ -17,7 +17,7 @@
 # the profile never describes other sources than the ones compiled. -fprofile-partial-training:
 # code the training never ran (CUDA, ops no bundled scenario uses) is optimised as in a build
 # without a profile, not for size. The profile changes speed only: a PGO build's reports are
-# byte for byte those of a plain build (.ci/run compares them).
+# byte for byte those of a plain build (scripts/pgo-check compares them).
 #
 # -fprofile-prefix-path: the profile files are named after the object paths relative to each
 # build tree, so that stage 1's files are found from stage 3's objects.
