@@ -626,7 +626,7 @@ std::vector<Tensor> copy_slices_backward(Node& n, const std::vector<Tensor>& g) 
     if (!res.empty() && res[0]) kernels::device::copy_into(slice, res[0]);
     else kernels::device::fill(slice, 0.0);
   } else if (!res.empty() && res[0]) {
-    write_values(slice, to_values(res[0]));
+    copy_values(slice, res[0]);
   } else {
     write_values(slice, std::vector<double>(static_cast<size_t>(slice->numel()), 0.0));
   }
@@ -678,7 +678,7 @@ void copy_in_place(const Tensor& dst, const Tensor& src) {
   // transfer agtrace does not route yet (to_values/write_values refuse, naming the op).
   if (kernels::device::on_device(dst) && (kernels::device::on_device(src) || src->dim() == 0))
     kernels::device::copy_into(dst, src);
-  else if (!dst->is_meta()) write_values(dst, to_values(src));
+  else if (!dst->is_meta()) copy_values(dst, src);
   dst->version->bump();
   Event e;
   e.kind = Event::Kind::VersionBump;

@@ -34,7 +34,7 @@ Tensor regather(const Tensor& g, const Shape& old_sizes, bool transposed, int64_
     src = make_alias(g, sz, st, g->offset);
   }
   Tensor r = empty_tensor(old_sizes, g->dtype(), false);
-  write_values(r, to_values(src));
+  copy_values(r, src);
   return r;
 }
 

@@ -98,7 +98,7 @@ Tensor cat_kernel(const std::vector<Tensor>& ts, int64_t dim, const Shape& out_s
     const int64_t len = t->sizes[static_cast<size_t>(dim)];
     // On cuda the copy kernel writes each input into its slice (cast to `out`).
     if (kernels::device::on_device(r)) kernels::device::copy_into(narrow_alias(r, dim, at, len), t);
-    else write_values(narrow_alias(r, dim, at, len), to_values(t));
+    else copy_values(narrow_alias(r, dim, at, len), t);
     at += len;
   }
   return r;
@@ -112,7 +112,7 @@ Tensor stack_kernel(const std::vector<Tensor>& ts, int64_t dim, DType out, bool 
   if (meta) return r;
   for (size_t i = 0; i < ts.size(); ++i) {
     if (kernels::device::on_device(r)) kernels::device::copy_into(select_alias(r, dim, static_cast<int64_t>(i)), ts[i]);
-    else write_values(select_alias(r, dim, static_cast<int64_t>(i)), to_values(ts[i]));
+    else copy_values(select_alias(r, dim, static_cast<int64_t>(i)), ts[i]);
   }
   return r;
 }
@@ -907,7 +907,7 @@ Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
   Tensor r = empty_tensor(shape, a->dtype(), a->is_meta() || index->is_meta());
   if (!r->is_meta())
     for (size_t j = 0; j < idx.size(); ++j)
-      write_values(narrow_alias(r, d, static_cast<int64_t>(j), 1), to_values(narrow_alias(a, d, idx[j], 1)));
+      copy_values(narrow_alias(r, d, static_cast<int64_t>(j), 1), narrow_alias(a, d, idx[j], 1));
   if (needs_grad({&a})) {
     auto node = make_node("IndexSelectBackward0", index_select_backward, {a});
     node->differentiable_backward = index_select_dbackward;

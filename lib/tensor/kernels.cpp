@@ -981,7 +981,7 @@ Tensor view_backward(const Tensor& g, const Shape& base_sizes, const Shape& view
     device::copy_into(window, g);
     return r;
   }
-  write_values(window, to_values(g));
+  copy_values(window, g);
   return r;
 }
 

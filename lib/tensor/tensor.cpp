@@ -329,6 +329,41 @@ double item(const Tensor& t) {
   return t->storage->get(t->offset);
 }
 
+namespace {
+template <typename T>
+void copy_elements(const TensorImpl& dst, T* d, const TensorImpl& src, const T* s) {
+  const bool one_storage = dst.storage == src.storage;  // dst may overlap src
+  if (!one_storage && src.is_contiguous()) {
+    const T* from = s + src.offset;
+    if (dst.is_contiguous()) std::copy(from, from + src.numel(), d + dst.offset);
+    else for_each_offset(dst.sizes, dst.strides, dst.offset, [&](int64_t i, int64_t off) { d[off] = from[i]; });
+  } else if (!one_storage && dst.is_contiguous()) {
+    T* to = d + dst.offset;
+    for_each_offset(src.sizes, src.strides, src.offset, [&](int64_t i, int64_t off) { to[i] = s[off]; });
+  } else {
+    // Through a row-major copy of src, as to_values takes it.
+    std::vector<T> row_major(static_cast<size_t>(src.numel()));
+    for_each_offset(src.sizes, src.strides, src.offset,
+                    [&](int64_t i, int64_t off) { row_major[static_cast<size_t>(i)] = s[off]; });
+    for_each_offset(dst.sizes, dst.strides, dst.offset,
+                    [&](int64_t i, int64_t off) { d[off] = row_major[static_cast<size_t>(i)]; });
+  }
+}
+}  // namespace
+
+void copy_values(const Tensor& dst, const Tensor& src) {
+  if (dst->dtype() != src->dtype() || dst->is_meta() || src->is_meta() || dst->storage->on_device() ||
+      src->storage->on_device()) {
+    write_values(dst, to_values(src));
+    return;
+  }
+  if (dst->numel() == 0) return;  // see to_values: an empty tensor's data may be null
+  Storage& d = *dst->storage;
+  const Storage& s = *src->storage;
+  if (d.holds_float()) copy_elements(*dst, d.f32(), *src, s.f32());
+  else copy_elements(*dst, d.f64(), *src, s.f64());
+}
+
 void write_values(const Tensor& t, const std::vector<double>& values) {
   if (t->is_meta() || t->numel() == 0) return;  // see to_values
   Storage& s = *t->storage;

@@ -237,6 +237,10 @@ std::vector<double> to_values(const Tensor& t);
 double item(const Tensor& t);
 // Writes row-major values through the tensor's strides, rounding to its dtype.
 void write_values(const Tensor& t, const std::vector<double>& values);
+// write_values(dst, to_values(src)) for src of dst's shape: when both are on the host with
+// one dtype, element for element in the storage's own type, with no double round trip (the
+// same bits: a value of a dtype rounds to itself); otherwise through doubles.
+void copy_values(const Tensor& dst, const Tensor& src);
 // What allocating a tensor of `sizes` would raise, without allocating it: PyTorch's
 // "Storage size calculation overflowed" and the memory budget's `limit` (a creation op that
 // computes its values first calls it before building them).
