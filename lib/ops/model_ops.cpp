@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "ops/double_backward.hpp"
 #include "ops/more_util.hpp"
@@ -258,11 +259,12 @@ GroupSplit group_split_of(const Node& n) {
 // ds and db as vec::map2_reduce_all / reduce_all sum them on AVX2 (1.13's CPU capability
 // here, measured: torch.__config__.show()): eight lane sums, a partial tail added to the
 // first lanes, then ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7)); fewer than eight values in order.
-template <typename S>
-S lane_sum(const std::vector<double>& a, const std::vector<double>* b, size_t base, int64_t n) {
+// a and b: float32 storages or doubles (a value read either way converts to S alike).
+template <typename S, typename P>
+S lane_sum(const P* a, const P* b, size_t base, int64_t n) {
   auto term = [&](int64_t k) {
     const size_t e = base + static_cast<size_t>(k);
-    return b ? static_cast<S>(static_cast<S>(a[e]) * static_cast<S>((*b)[e])) : static_cast<S>(a[e]);
+    return b ? static_cast<S>(static_cast<S>(a[e]) * static_cast<S>(b[e])) : static_cast<S>(a[e]);
   };
   if (n < 8) {
     S acc = n > 0 ? term(0) : S(0);
@@ -281,23 +283,23 @@ S lane_sum(const std::vector<double>& a, const std::vector<double>* b, size_t ba
 }
 
 struct GroupNormGrads {
-  std::vector<double> dx, dw, db;
+  std::vector<double> dw, db;
 };
 
-template <typename S>
-GroupNormGrads group_norm_grads(const GroupSplit& s, const std::vector<double>& xv, const std::vector<double>& gv,
-                                const std::vector<double>& mv, const std::vector<double>& rv,
-                                const std::vector<double>& wv, bool want_x, bool want_wb) {
+// xv, gv: the input's and the gradient's elements (float32 storages or doubles); dx: the
+// input gradient's (null when not wanted), written in Out.
+template <typename S, typename P, typename Out>
+GroupNormGrads group_norm_grads(const GroupSplit& s, const P* xv, const P* gv, const std::vector<double>& mv,
+                                const std::vector<double>& rv, const std::vector<double>& wv, Out* dx, bool want_wb) {
   const size_t nc = static_cast<size_t>(s.n * s.c);
   std::vector<S> ds(nc), db(nc);
   for (size_t i = 0; i < nc; ++i) {
-    ds[i] = lane_sum<S>(gv, &xv, i * static_cast<size_t>(s.hxw), s.hxw);
-    db[i] = lane_sum<S>(gv, nullptr, i * static_cast<size_t>(s.hxw), s.hxw);
+    ds[i] = lane_sum<S>(gv, xv, i * static_cast<size_t>(s.hxw), s.hxw);
+    db[i] = lane_sum<S>(gv, static_cast<const P*>(nullptr), i * static_cast<size_t>(s.hxw), s.hxw);
   }
   const int64_t d = s.c / s.groups;
   GroupNormGrads out;
-  if (want_x) {
-    out.dx.resize(xv.size());
+  if (dx) {
     const S scale = S(1) / static_cast<S>(s.per_group());
     for (int64_t b = 0; b < s.n; ++b)
       for (int64_t grp = 0; grp < s.groups; ++grp) {
@@ -316,8 +318,8 @@ GroupNormGrads group_norm_grads(const GroupSplit& s, const std::vector<double>& 
           const S c1 = static_cast<S>(r * static_cast<S>(wv[static_cast<size_t>(c)]));
           for (int64_t k = 0; k < s.hxw; ++k) {
             const size_t e = static_cast<size_t>((b * s.c + c) * s.hxw + k);
-            out.dx[e] = static_cast<S>(static_cast<S>(static_cast<S>(c1 * static_cast<S>(gv[e])) +
-                                                      static_cast<S>(c2 * static_cast<S>(xv[e]))) + c3);
+            dx[e] = static_cast<Out>(static_cast<S>(static_cast<S>(static_cast<S>(c1 * static_cast<S>(gv[e])) +
+                                                                static_cast<S>(c2 * static_cast<S>(xv[e]))) + c3));
           }
         }
       }
@@ -352,12 +354,26 @@ std::vector<Tensor> group_norm_backward(Node& n, const std::vector<Tensor>& g) {
             want_w ? new_like_meta(m1.sizes, m1.dtype, true) : nullptr,
             want_b ? new_like_meta(m2.sizes, m2.dtype, true) : nullptr};
   const GroupSplit s = group_split_of(n);
-  const std::vector<double> xv = to_values(x), gv = to_values(g[0]), mv = to_values(mean), rv = to_values(rstd);
+  const std::vector<double> mv = to_values(mean), rv = to_values(rstd);
   const std::vector<double> wv = w ? to_values(w) : std::vector<double>(static_cast<size_t>(s.c), 1.0);
-  const GroupNormGrads r = x->dtype() == DType::Float32
-                               ? group_norm_grads<float>(s, xv, gv, mv, rv, wv, want_x, want_w || want_b)
-                               : group_norm_grads<double>(s, xv, gv, mv, rv, wv, want_x, want_w || want_b);
-  return {want_x ? filled(x->sizes, x->dtype(), false, r.dx) : nullptr,
+  // float32 input and gradient: the same arithmetic on the float32 storages directly, the
+  // input gradient written in float32 as filled() would round it.
+  const float* x_f32 = kernels::contiguous_f32(x);
+  const float* g_f32 = x_f32 ? kernels::contiguous_f32(g[0]) : nullptr;
+  Tensor gx;
+  GroupNormGrads r;
+  if (g_f32) {
+    gx = want_x ? uninitialized_tensor(x->sizes, x->dtype(), false) : nullptr;
+    r = group_norm_grads<float>(s, x_f32, g_f32, mv, rv, wv, gx ? gx->storage->f32() : nullptr, want_w || want_b);
+  } else {
+    const std::vector<double> xv = to_values(x), gv = to_values(g[0]);
+    std::vector<double> dx(want_x ? xv.size() : 0);
+    double* dxp = want_x ? dx.data() : nullptr;
+    r = x->dtype() == DType::Float32 ? group_norm_grads<float>(s, xv.data(), gv.data(), mv, rv, wv, dxp, want_w || want_b)
+                                     : group_norm_grads<double>(s, xv.data(), gv.data(), mv, rv, wv, dxp, want_w || want_b);
+    if (want_x) gx = filled(x->sizes, x->dtype(), false, dx);
+  }
+  return {gx,
           want_w ? filled(m1.sizes, m1.dtype, false, r.dw) : nullptr,
           want_b ? filled(m2.sizes, m2.dtype, false, r.db) : nullptr};
 }
@@ -944,35 +960,47 @@ Tensor group_norm(const Tensor& input, int64_t num_groups, const Tensor& weight,
     mean_t = new_like_meta(stat_shape, dt, true);
     rstd_t = new_like_meta(stat_shape, dt, true);
   } else {
-    const std::vector<double> xv = to_values(x);
+    // float32: the same double arithmetic on the float32 storage, y written in float32 as
+    // filled() would round it.
+    const float* x_f32 = kernels::contiguous_f32(x);
+    const std::vector<double> xv = x_f32 ? std::vector<double>{} : to_values(x);
     const std::vector<double> wv = w ? to_values(w) : std::vector<double>{};
     const std::vector<double> bv = b ? to_values(b) : std::vector<double>{};
     const int64_t d = c / num_groups, per_group = d * hxw;
     std::vector<double> ov(xv.size()), mv(static_cast<size_t>(n * num_groups)), rv(mv.size());
-    for (int64_t gi = 0; gi < n * num_groups; ++gi) {
-      const size_t base = static_cast<size_t>(gi * per_group);
-      double sum = 0.0;
-      for (int64_t k = 0; k < per_group; ++k) sum += xv[base + static_cast<size_t>(k)];
-      const double m = per_group > 0 ? sum / static_cast<double>(per_group) : 0.0;
-      double sq = 0.0;
-      for (int64_t k = 0; k < per_group; ++k) sq += (xv[base + static_cast<size_t>(k)] - m) * (xv[base + static_cast<size_t>(k)] - m);
-      const double var = per_group > 0 ? sq / static_cast<double>(per_group) : 0.0;
-      // The kernel keeps mean and rstd = 1 / sqrt(max(var, 0) + eps) in the dtype, then
-      // writes y = x * scale + shift with scale = rstd * gamma, shift = beta - scale * mean.
-      mv[static_cast<size_t>(gi)] = round_to_dtype(m, dt);
-      rv[static_cast<size_t>(gi)] = round_to_dtype(1.0 / std::sqrt(std::max(var, 0.0) + eps), dt);
-      const int64_t batch = gi / num_groups, grp = gi % num_groups;
-      for (int64_t ch = grp * d; ch < (grp + 1) * d; ++ch) {
-        const double scale = round_to_dtype(rv[static_cast<size_t>(gi)] * (w ? wv[static_cast<size_t>(ch)] : 1.0), dt);
-        const double shift =
-            round_to_dtype((b ? bv[static_cast<size_t>(ch)] : 0.0) - scale * mv[static_cast<size_t>(gi)], dt);
-        for (int64_t k = 0; k < hxw; ++k) {
-          const size_t e = static_cast<size_t>((batch * c + ch) * hxw + k);
-          ov[e] = xv[e] * scale + shift;
+    auto groups_loop = [&](const auto* xp, auto* op) {
+      using Out = std::remove_reference_t<decltype(*op)>;
+      for (int64_t gi = 0; gi < n * num_groups; ++gi) {
+        const size_t base = static_cast<size_t>(gi * per_group);
+        double sum = 0.0;
+        for (int64_t k = 0; k < per_group; ++k) sum += xp[base + static_cast<size_t>(k)];
+        const double m = per_group > 0 ? sum / static_cast<double>(per_group) : 0.0;
+        double sq = 0.0;
+        for (int64_t k = 0; k < per_group; ++k) sq += (xp[base + static_cast<size_t>(k)] - m) * (xp[base + static_cast<size_t>(k)] - m);
+        const double var = per_group > 0 ? sq / static_cast<double>(per_group) : 0.0;
+        // The kernel keeps mean and rstd = 1 / sqrt(max(var, 0) + eps) in the dtype, then
+        // writes y = x * scale + shift with scale = rstd * gamma, shift = beta - scale * mean.
+        mv[static_cast<size_t>(gi)] = round_to_dtype(m, dt);
+        rv[static_cast<size_t>(gi)] = round_to_dtype(1.0 / std::sqrt(std::max(var, 0.0) + eps), dt);
+        const int64_t batch = gi / num_groups, grp = gi % num_groups;
+        for (int64_t ch = grp * d; ch < (grp + 1) * d; ++ch) {
+          const double scale = round_to_dtype(rv[static_cast<size_t>(gi)] * (w ? wv[static_cast<size_t>(ch)] : 1.0), dt);
+          const double shift =
+              round_to_dtype((b ? bv[static_cast<size_t>(ch)] : 0.0) - scale * mv[static_cast<size_t>(gi)], dt);
+          for (int64_t k = 0; k < hxw; ++k) {
+            const size_t e = static_cast<size_t>((batch * c + ch) * hxw + k);
+            op[e] = static_cast<Out>(xp[e] * scale + shift);
+          }
         }
       }
+    };
+    if (x_f32) {
+      out = uninitialized_tensor(x->sizes, dt, false);
+      groups_loop(x_f32, out->storage->f32());
+    } else {
+      groups_loop(xv.data(), ov.data());
+      out = filled(x->sizes, dt, false, ov);
     }
-    out = filled(x->sizes, dt, false, ov);
     mean_t = filled(stat_shape, dt, false, mv);
     rstd_t = filled(stat_shape, dt, false, rv);
   }

@@ -21,6 +21,7 @@
 #include "autograd/engine.hpp"
 #include "interp/value.hpp"
 #include "ops/activations.hpp"
+#include "ops/model_ops.hpp"
 #include "ops/nn.hpp"
 #include "ops/ops.hpp"
 #include "tensor/fast_paths.hpp"
@@ -192,6 +193,36 @@ TEST_CASE("fast paths: layer_norm forward and backward give the general path's b
                  [](const std::vector<Tensor>& x) { return ops::layer_norm(x[0], {10}, nullptr, nullptr, 1e-5); }, 4);
   same_both_ways([] { return std::vector<Tensor>{leaf({3, 4, 5}, 8, 3.0, false), leaf({4, 5}, 9, 1.0, false)}; },
                  [](const std::vector<Tensor>& x) { return ops::layer_norm(x[0], {4, 5}, x[1], nullptr, 1e-5); }, 10);
+}
+
+TEST_CASE("fast paths: group_norm forward and backward give the general path's bits", "[fast_paths]") {
+  uint64_t seed = 500;
+  struct Case {
+    Shape shape;
+    int64_t groups;
+  };
+  const std::vector<Case> cases = {{{2, 6, 3, 4}, 3}, {{4, 8, 5}, 2}, {{3, 4}, 2}, {{2, 16, 8, 8}, 4}, {{5, 9, 1, 7}, 9}};
+  for (const Case& c : cases) {
+    for (int affine = 0; affine < 3; ++affine) {  // none, weight only, weight and bias
+      const Shape channels{c.shape[1]};
+      INFO("shape " << agtrace::shape_str(c.shape) << " groups " << c.groups << " affine " << affine);
+      auto make = [&] {
+        std::vector<Tensor> xs{leaf(c.shape, seed, 3.0, false)};
+        if (affine >= 1) xs.push_back(leaf(channels, seed + 1, 2.0, false));
+        if (affine >= 2) xs.push_back(leaf(channels, seed + 2, 2.0, false));
+        return xs;
+      };
+      auto f = [groups = c.groups](const std::vector<Tensor>& x) {
+        return ops::group_norm(x[0], groups, x.size() > 1 ? x[1] : nullptr, x.size() > 2 ? x[2] : nullptr, 1e-5);
+      };
+      same_both_ways(make, f, seed + 3);
+      same_both_ways(make, f, seed + 4, true);  // awkward incoming gradients too
+      seed += 5;
+    }
+  }
+  // A strided input (group_norm copies it first).
+  same_both_ways([] { return std::vector<Tensor>{ops::transpose(leaf({3, 5, 4}, 3), 1, 2)}; },
+                 [](const std::vector<Tensor>& x) { return ops::group_norm(x[0], 2, nullptr, nullptr, 1e-5); }, 4);
 }
 
 TEST_CASE("fast paths: batch_norm forward, backward and running statistics give the general path's bits",
