@@ -139,10 +139,12 @@ void parallel_for(int64_t n, int64_t grain, F&& f) {
   parallel_for(n, grain, std::function<void(int64_t, int64_t)>(std::forward<F>(f)));
 }
 
-// Lets glibc keep freed element buffers for reuse instead of unmapping each one: every op
-// result is a fresh allocation, and above 128 KiB each was an mmap, page faults on first
-// touch and a munmap (measured: -30% CPU time on bench/scenarios/mlp_step.json). The
-// process's peak memory is unchanged; memory is returned at exit. Called by `agtrace run`.
+// Lets glibc keep freed buffers for reuse instead of unmapping each one: every op result
+// was a fresh allocation, and above 128 KiB each was an mmap, page faults on first touch and
+// a munmap (measured: -30% CPU time on bench/scenarios/mlp_step.json). Elements of 64 KiB
+// and more now come from the large-block arena (util/large_blocks.hpp), which keeps its own;
+// this still serves malloc's other users. The process's peak memory is unchanged; memory is
+// returned at exit. Called by `agtrace run`.
 void keep_freed_buffers();
 // A transposed alias of a 2-D tensor (no copy), for mm's backward (grad @ mat2.t()).
 Tensor transposed(const Tensor& a);

@@ -9,6 +9,7 @@
 #include "errors.hpp"
 #include "tensor/device_backend.hpp"
 #include "tensor/events.hpp"
+#include "util/large_blocks.hpp"
 #include "util/slot_registry.hpp"
 
 namespace agtrace {
@@ -69,14 +70,21 @@ Storage::Storage(DType d, int64_t n, bool is_meta, bool zero_fill) : numel(n), d
     if (n > (lim.max_memory >> elem_shift)) throw_over_budget(n, lim);
     const int64_t need = n * (int64_t{1} << elem_shift);
     if (lim.held + need > lim.max_memory) throw_over_budget(n, lim);
+    size_t to_zero = zero_fill ? static_cast<size_t>(need) : 0;
     if (static_cast<size_t>(need) <= kInlineBytes) {
       data_ = inline_data_;
-    } else {
+    } else if (static_cast<size_t>(need) < large_blocks::kMinBytes) {
       // operator new's alignment (16) suits float and double alike.
-      heap_.reset(new unsigned char[static_cast<size_t>(need)]);
-      data_ = heap_.get();
+      heap_ = new unsigned char[static_cast<size_t>(need)];
+      data_ = heap_;
+    } else {
+      const large_blocks::Block block = large_blocks::allocate(static_cast<size_t>(need));
+      heap_ = block.data;
+      large_ = true;
+      data_ = heap_;
+      to_zero = std::min(to_zero, block.dirty_bytes);  // the rest is still the kernel's zeros
     }
-    if (zero_fill) std::memset(data_, 0, static_cast<size_t>(need));
+    if (to_zero > 0) std::memset(data_, 0, to_zero);
     lim.held += need;
   }
   id = id_counters().storage++;
@@ -86,11 +94,26 @@ Storage::Storage(DType d, int64_t n, bool is_meta, bool zero_fill) : numel(n), d
   e.bytes = nbytes();
   e.what = current_op_interned();
   e.on_device = rep_ == Rep::Device;
-  emit(e);
+  try {
+    emit(e);
+  } catch (...) {
+    release_heap();  // no destructor runs for a constructor that throws
+    throw;
+  }
+}
+
+void Storage::release_heap() noexcept {
+  if (large_) {
+    large_blocks::release(heap_);
+  } else {
+    delete[] static_cast<unsigned char*>(heap_);
+  }
+  heap_ = nullptr;
 }
 
 Storage::~Storage() {
   run_limits().held -= held_bytes();
+  release_heap();
   if (rep_ == Rep::Device) {
     // The backend outlives the run's storages (the interpreter installs it for the run);
     // a storage left over after it is gone (a test's) has nothing to give back to.

@@ -96,7 +96,9 @@ struct Storage {
   // The constructor's rare paths, out of line so that its common one (a host storage
   // within budget) saves and restores fewer registers (issue #6).
   void make_on_device(bool zero_fill);
+  void release_heap() noexcept;
   Rep rep_ = Rep::Float;
+  bool large_ = false;
   // The host elements (null when meta): float32 as float, other dtypes as double (rep_
   // says which).
   void* data_ = nullptr;
@@ -104,8 +106,10 @@ struct Storage {
   // Elements of up to kInlineBytes live in the storage object itself (issue #6): a small
   // tensor's values are read right after its storage (backward reads a saved value's storage,
   // then its data), and in their own heap block that was a second cache miss waiting on the
-  // first, and one more allocation per tensor. Larger ones are in heap_.
-  std::unique_ptr<unsigned char[]> heap_;
+  // first, and one more allocation per tensor. Larger ones are in heap_: from operator new
+  // below large_blocks::kMinBytes, from the large-block arena (util/large_blocks.hpp) from
+  // there on (large_ says which).
+  void* heap_ = nullptr;
   static constexpr size_t kInlineBytes = 64;
   alignas(16) unsigned char inline_data_[kInlineBytes];
 };

@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cstdlib>
 
+#include "util/large_blocks.hpp"
 #include "util/spin_guard.hpp"
 
 namespace agtrace::pool {
@@ -222,7 +223,17 @@ size_t class_bytes(size_t bytes) noexcept { return bytes <= kMaxPooledBytes ? kC
 // for the class here: the fast path takes those first, and before the range exists there
 // are none.
 __attribute__((noinline)) void* detail::allocate_slow(size_t bytes) noexcept {
-  if (bytes > kMaxPooledBytes || !ready()) return std::malloc(bytes == 0 ? 1 : bytes);
+  if (!ready()) return std::malloc(bytes == 0 ? 1 : bytes);
+  if (bytes > kMaxPooledBytes) {
+    if (bytes < large_blocks::kMinBytes) return std::malloc(bytes);
+    // Large buffers (growing vectors of events and records, kernels' scratch, the report's
+    // blocks) on the large-block arena's huge pages, reused when freed (large_blocks.hpp).
+    try {
+      return large_blocks::allocate(bytes).data;
+    } catch (...) {
+      return nullptr;
+    }
+  }
   const int c = class_of(bytes);
   ThreadCache& tc = t_cache;
   if (FreeObject* f = tc.foreign[c]) {
@@ -246,7 +257,7 @@ bool owns(const void* p) noexcept {
 __attribute__((noinline)) void detail::deallocate_slow(void* p) noexcept {
   if (!p) return;
   if (!owns(p)) {
-    std::free(p);
+    large_blocks::release(p);  // the arena's blocks, and malloc's (which it frees)
     return;
   }
   char* base = g_base.load(std::memory_order_relaxed);

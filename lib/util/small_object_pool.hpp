@@ -17,7 +17,8 @@
 // (e.g. for valgrind's memcheck).
 //
 // Memory given back to the pool is reused for the same size class and never returned to
-// the system; requests above kMaxPooledBytes go to malloc.
+// the system; requests above kMaxPooledBytes go to malloc, and from large_blocks::kMinBytes
+// on to the large-block arena (util/large_blocks.hpp).
 #pragma once
 #include <cstddef>
 #include <cstdint>
