@@ -19,6 +19,7 @@
 // Values are computed in double and rounded to the tensor's dtype when stored, like the
 // rest of agtrace; on the meta device only shapes, nodes and saved values are produced.
 #include "ops/nn.hpp"
+#include "ops/max_pool_window.hpp"
 
 #include <algorithm>
 #include <array>
@@ -1546,44 +1547,6 @@ int64_t checked_pool_size(int64_t in, int64_t k, int64_t pad, int64_t stride, in
   return pooling_output_size(in, k, pad, stride, dilation, ceil_mode);
 }
 
-struct PoolGeometry {
-  int64_t planes, height, width, out_h, out_w;
-  int64_t kh, kw, sh, sw, ph, pw, dh, dw;
-};
-
-// One window of the CPU kernel (cpu_max_pool): starts clipped to the input, the first
-// valid position as the initial index, maxval starting at -inf, and a value replacing
-// the max when `val > maxval || isnan(val)` (so the last NaN wins; ties keep the first).
-// xv: the input's elements, row-major, as doubles or as float32 (a float converts to double
-// exactly, so both compare alike).
-template <typename T, typename F>
-void for_each_window(const PoolGeometry& p, const T* xv, F&& f) {
-  for (int64_t plane = 0; plane < p.planes; ++plane) {
-    const size_t base = static_cast<size_t>(plane * p.height * p.width);
-    for (int64_t oh = 0; oh < p.out_h; ++oh)
-      for (int64_t ow = 0; ow < p.out_w; ++ow) {
-        int64_t h0 = oh * p.sh - p.ph, w0 = ow * p.sw - p.pw;
-        const int64_t h1 = std::min(h0 + (p.kh - 1) * p.dh + 1, p.height);
-        const int64_t w1 = std::min(w0 + (p.kw - 1) * p.dw + 1, p.width);
-        while (h0 < 0) h0 += p.dh;
-        while (w0 < 0) w0 += p.dw;
-        int64_t best = h0 * p.width + w0;
-        double best_v = -std::numeric_limits<double>::infinity();
-        for (int64_t h = h0; h < h1; h += p.dh)
-          for (int64_t w = w0; w < w1; w += p.dw) {
-            const int64_t idx = h * p.width + w;
-            const double v = static_cast<double>(xv[base + static_cast<size_t>(idx)]);
-            if (v > best_v || std::isnan(v)) {
-              best_v = v;
-              best = idx;
-            }
-          }
-        const size_t o = static_cast<size_t>((plane * p.out_h + oh) * p.out_w + ow);
-        f(o, best_v, best, base);
-      }
-  }
-}
-
 // max_pool2d_with_indices_backward: each output's gradient goes to the input element its
 // index names (accumulated where windows overlap).
 // The window geometry from the node's attributes (an int or a pair each; stride () is the
@@ -2398,19 +2361,12 @@ MaxPool2dResult max_pool2d(const Tensor& input, const std::vector<int64_t>& kern
     g.dilation_w = p.dw;
     kernels::device::max_pool2d(out, indices, input, g);
   } else if (x_f32) {
-    float* o_f32 = out->storage->f32();
-    double* i_f64 = indices->storage->f64();  // int64 elements are held as doubles
-    for_each_window(p, x_f32, [&](size_t o, double v, int64_t idx, size_t) {
-      o_f32[o] = static_cast<float>(v);
-      i_f64[o] = static_cast<double>(idx);
-    });
+    // int64 indices are held as doubles.
+    max_pool_windows_f32(p, x_f32, out->storage->f32(), indices->storage->f64());
   } else if (!meta) {
     const std::vector<double> xv = to_values(input);
     std::vector<double> ov(static_cast<size_t>(out->numel())), iv(ov.size());
-    for_each_window(p, xv.data(), [&](size_t o, double v, int64_t idx, size_t) {
-      ov[o] = v;
-      iv[o] = static_cast<double>(idx);
-    });
+    max_pool_windows(p, xv.data(), ov.data(), iv.data());
     store(out, ov);
     store(indices, iv);
   }

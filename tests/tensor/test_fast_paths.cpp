@@ -298,6 +298,49 @@ TEST_CASE("fast paths: max_pool2d forward and backward give the general path's b
   }
 }
 
+TEST_CASE("fast paths: max_pool2d's float windows pick what the double loop picks on ties, zeros, infinities and NaNs",
+          "[fast_paths]") {
+  // Values from a small set, so that most windows hold ties (the first stays), -0 beside +0
+  // (equal: the first stays), infinities and NaNs (the last NaN wins).
+  const double inf = std::numeric_limits<double>::infinity();
+  const double pick[] = {0.0, -0.0, 1.0, -1.0, inf, -inf, std::nan(""), 1.0, 0.0, -0.0};
+  struct Case {
+    Shape shape;
+    std::vector<int64_t> kernel, stride, padding, dilation;
+  };
+  const std::vector<Case> cases = {
+      {{3, 4, 12, 12}, {2}, {}, {0}, {1}},
+      {{2, 3, 11, 9}, {3}, {2}, {1}, {1}},
+      {{2, 2, 10, 10}, {3, 2}, {1, 2}, {1, 0}, {2, 1}},
+  };
+  uint64_t s = 12345;
+  for (const Case& c : cases) {
+    std::vector<double> v(static_cast<size_t>(agtrace::shape_numel(c.shape)));
+    for (double& x : v) {
+      s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+      x = pick[(s >> 33) % 10];
+    }
+    Tensor x = agtrace::tensor_from_values(c.shape, DType::Float32, v);
+    ops::MaxPool2dResult fast, slow;
+    {
+      FastPathsOn on(true);
+      fast = ops::max_pool2d(x, c.kernel, c.stride, c.padding, c.dilation, false);
+    }
+    {
+      FastPathsOn off(false);
+      slow = ops::max_pool2d(x, c.kernel, c.stride, c.padding, c.dilation, false);
+    }
+    INFO("shape " << agtrace::shape_str(c.shape));
+    CHECK(agtrace::to_values(fast.indices) == agtrace::to_values(slow.indices));
+    const std::vector<uint64_t> fast_bits = bits(fast.output), slow_bits = bits(slow.output);
+    CHECK(fast_bits == slow_bits);
+    // -0 and +0 compare equal, so only the bits tell which one was kept.
+    size_t negative_zeros = 0;
+    for (double o : agtrace::to_values(fast.output)) negative_zeros += (o == 0.0 && std::signbit(o)) ? 1 : 0;
+    CHECK(negative_zeros > 0);
+  }
+}
+
 TEST_CASE("fast paths: masked_fill with a mask of self's shape or a repeated block gives the general path's bits",
           "[fast_paths]") {
   auto mask_of = [](const Shape& shape, uint64_t seed) {
