@@ -118,7 +118,7 @@ void what_if_rows(const RunResult& r, MemoryAnalysis& a) {
 
 }  // namespace
 
-MemoryAnalysis analyse_memory(const RunResult& r) {
+MemoryAnalysis analyse_memory(const RunResult& r, bool explain) {
   MemoryAnalysis a;
   // Values handed to a checkpoint block's hooks are not kept (recomputed in backward): they
   // cost their node nothing, as PyTorch's outer pack hooks see no bytes for them.
@@ -127,6 +127,7 @@ MemoryAnalysis analyse_memory(const RunResult& r) {
     if (e.kind == "save" && (e.hooks == "checkpoint" || e.hooks == "checkpoint_recompute")) not_kept.insert(e.saved_id);
   std::map<int64_t, NodeMemory> nodes;
   for (const auto& s : r.saved) {
+    if (!explain) break;
     if (not_kept.count(s.id)) continue;
     NodeMemory& n = nodes[s.node_id];
     n.node_id = s.node_id;
@@ -144,13 +145,13 @@ MemoryAnalysis analyse_memory(const RunResult& r) {
     e.bytes = s.bytes;
     if (const char* c = r.account.saved_category.find(s.id)) e.category = c;
     e.is_new = is_new_category(e.category);
-    auto n = r.nodes.find(s.node_id);
-    const size_t inputs = n != r.nodes.end() ? n->second.next.size() : 2;
-    e.why = why_saved(node_of(s.what), attr_of(s.what), s.bytes, inputs, nodes[s.node_id].saved_bytes);
-    if (e.is_new) {
-      nodes[s.node_id].new_bytes += s.bytes;
-      a.new_bytes += s.bytes;
+    if (explain) {
+      auto n = r.nodes.find(s.node_id);
+      const size_t inputs = n != r.nodes.end() ? n->second.next.size() : 2;
+      e.why = why_saved(node_of(s.what), attr_of(s.what), s.bytes, inputs, nodes[s.node_id].saved_bytes);
+      if (e.is_new) nodes[s.node_id].new_bytes += s.bytes;
     }
+    if (e.is_new) a.new_bytes += s.bytes;
     a.saved.push_back(std::move(e));
   }
   for (auto& [id, n] : nodes) a.nodes.push_back(n);

@@ -47,6 +47,9 @@ struct MemoryAnalysis {
 // Categories whose bytes exist only because the graph holds them.
 bool is_new_category(const std::string& category);
 
-MemoryAnalysis analyse_memory(const RunResult& r);
+// explain false: `saved` without the why of each value (its text is most of the analysis's
+// cost) and `nodes` left empty; new_bytes and what_if as with it (the JSON report's skeleton
+// needs only those).
+MemoryAnalysis analyse_memory(const RunResult& r, bool explain = true);
 
 }  // namespace agtrace

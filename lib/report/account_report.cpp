@@ -75,7 +75,9 @@ void write_account_saved_json(json_text::Writer& out, const json_text::Layout& l
 }
 
 ojson report_account_json(const RunResult& r, bool placeholders) {
-  const MemoryAnalysis a = analyse_memory(r);
+  // With placeholders, the per-node and per-value records are written later from their own
+  // analysis: here only the totals are needed.
+  const MemoryAnalysis a = analyse_memory(r, /*explain=*/!placeholders);
   const AccountExtras& x = r.account;
   ojson j;
   j["model"] = {{"label", "model: CUDA caching allocator blocks (each allocation rounded up to 512 B; segments not modelled)"},
