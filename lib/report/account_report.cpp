@@ -8,6 +8,7 @@
 #include "account/analysis.hpp"
 #include "account/korthikanti.hpp"
 #include "report/report.hpp"
+#include "report/text_lines.hpp"
 
 namespace agtrace {
 
@@ -142,13 +143,32 @@ std::string report_account_text(const RunResult& r) {
   if (!a.nodes.empty()) {
     o << "\nSaved bytes by node  (new: not a leaf, a name or a gradient)\n";
     o << "  " << pad_to("node", 32) << lpad_to("saved", 11) << lpad_to("new", 11) << "  at\n";
-    for (const auto& n : a.nodes)
-      o << "  " << pad_to(n.name + " #" + std::to_string(n.node_id), 32) << lpad_to(human_bytes(n.saved_bytes), 11)
-        << lpad_to(human_bytes(n.new_bytes), 11) << "  " << statement_ref(n.saved_at) << "\n";
+    std::string line, name;  // reused from row to row (text_lines.hpp)
+    for (const auto& n : a.nodes) {
+      name.assign(n.name);
+      name += " #";
+      text_lines::integer(name, n.node_id);
+      line.assign("  ");
+      text_lines::padded(line, name, 32);
+      text_lines::right_aligned(line, human_bytes(n.saved_bytes), 11);
+      text_lines::right_aligned(line, human_bytes(n.new_bytes), 11);
+      line += "  ";
+      text_lines::statement_ref(line, n.saved_at);
+      line += '\n';
+      o.write(line.data(), static_cast<std::streamsize>(line.size()));
+    }
     o << "\nWhy saved\n";
-    for (const auto& s : a.saved)
-      o << "  " << pad_to(s.what, 36) << lpad_to(human_bytes(s.bytes), 10) << "  " << s.why.why << "; " << s.why.if_not
-        << "\n";
+    for (const auto& s : a.saved) {
+      line.assign("  ");
+      text_lines::padded(line, s.what, 36);
+      text_lines::right_aligned(line, human_bytes(s.bytes), 10);
+      line += "  ";
+      line += s.why.why;
+      line += "; ";
+      line += s.why.if_not;
+      line += '\n';
+      o.write(line.data(), static_cast<std::streamsize>(line.size()));
+    }
   }
   if (!a.what_if.empty()) {
     o << "\nWhat if  (bytes on the device; computed from this run)\n";

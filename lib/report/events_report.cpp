@@ -1,6 +1,7 @@
 // The event timeline, saved-tensor hooks and checkpoint sections of the reports (issue #4):
 // the JSON report's "events", "hook_warnings", "checkpoints" and "checkpoint_comparison"
 // keys and memory.hooks_*, and the text report's compact timeline.
+#include <algorithm>
 #include <map>
 #include <sstream>
 
@@ -143,32 +144,54 @@ void add_events_json(ojson& j, const RunResult& r, bool events_placeholder) {
 // bytes allocated and freed, and the recomputations and hook packs spelled out.
 std::string report_events_text(const RunResult& r) {
   if (r.events.empty()) return "";
+  // Kinds compared as interned strings (one pointer each) and counted in a short list per
+  // statement, printed in name order: the timeline has about 6 events per op, and a map
+  // keyed by a string made from each event's kind was most of this section's time.
   struct Line {
-    std::map<std::string, int> counts;
+    std::vector<std::pair<InternedString, int>> counts;  // kind, events
     int64_t alloc = 0, freed = 0, saved = 0, packed = 0;
     std::vector<std::string> notes;
+    bool has_pack = false;
+    int& count(InternedString kind) {
+      for (auto& c : counts)
+        if (c.first == kind) return c.second;
+      counts.emplace_back(kind, 0);
+      return counts.back().second;
+    }
   };
+  const InternedString alloc_kind("alloc"), free_kind("free"), save_kind("save"), pack_kind("pack");
+  const InternedString recompute_kind("recompute");
+  const InternedString checkpoint("checkpoint"), checkpoint_recompute("checkpoint_recompute");
   std::map<int, Line> lines;
+  Line* l = nullptr;
+  int l_statement = 0;
   for (const EventRecord& e : r.events) {
-    Line& l = lines[e.statement];
-    l.counts[e.kind]++;
-    if (e.kind == "alloc") l.alloc += e.bytes;
-    if (e.kind == "free") l.freed += e.bytes;
-    if (e.kind == "save" && e.hooks != "checkpoint" && e.hooks != "checkpoint_recompute") l.saved += e.bytes;
-    if (e.kind == "pack" && e.hooks != "checkpoint_recompute") l.packed += e.packed_bytes;
-    if (e.kind == "recompute" && e.what.rfind("begin", 0) == 0)
-      l.notes.push_back("recompute " + e.what.substr(7) + (e.op.empty() ? "" : " (at " + e.op + ")"));
+    if (!l || e.statement != l_statement) {
+      l = &lines[e.statement];
+      l_statement = e.statement;
+    }
+    ++l->count(e.kind);
+    if (e.kind == alloc_kind) l->alloc += e.bytes;
+    if (e.kind == free_kind) l->freed += e.bytes;
+    if (e.kind == save_kind && !(e.hooks == checkpoint) && !(e.hooks == checkpoint_recompute)) l->saved += e.bytes;
+    if (e.kind == pack_kind) l->has_pack = true;
+    if (e.kind == pack_kind && !(e.hooks == checkpoint_recompute)) l->packed += e.packed_bytes;
+    if (e.kind == recompute_kind && e.what.rfind("begin", 0) == 0)
+      l->notes.push_back("recompute " + e.what.substr(7) + (e.op.empty() ? "" : " (at " + e.op + ")"));
   }
+  for (auto& [stmt, line] : lines)
+    std::sort(line.counts.begin(), line.counts.end(),
+              [](const auto& a, const auto& b) { return a.first.str() < b.first.str(); });
   std::ostringstream o;
   o << "\nTimeline (events per statement: allocations, frees, saves, releases, version bumps)\n";
-  for (const auto& [stmt, l] : lines) {
+  for (const auto& [stmt, line] : lines) {
     o << "  " << (stmt == -1 ? std::string("setup") : stmt == -2 ? std::string("end") : "[" + std::to_string(stmt) + "]");
-    o << "  +" << human_bytes(l.alloc) << " -" << human_bytes(l.freed);
-    for (const auto& [k, n] : l.counts) o << "  " << k << " " << n;
-    if (l.saved) o << "  saved " << human_bytes(l.saved);
-    if (l.counts.count("pack")) o << "  hooks keep " << human_bytes(l.packed);
+    o << "  +" << human_bytes(line.alloc) << " -" << human_bytes(line.freed);
+    for (const auto& [k, n] : line.counts) o << "  " << k << " " << n;
+    if (line.saved) o << "  saved " << human_bytes(line.saved);
+    if (line.has_pack) o << "  hooks keep " << human_bytes(line.packed);
     o << "\n";
-    for (const std::string& n : l.notes) o << "      " << n << "\n";
+    for (const std::string& n : line.notes) o << "      " << n << "\n";
   }
   if (!r.checkpoints.empty()) {
     o << "\nCheckpoints\n";

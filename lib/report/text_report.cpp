@@ -5,9 +5,12 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <string_view>
+#include <unordered_map>
 
 #include "interp/value.hpp"
 #include "report/report.hpp"
+#include "report/text_lines.hpp"
 
 namespace agtrace {
 
@@ -27,8 +30,22 @@ std::string human_bytes(int64_t bytes) {
 
 namespace {
 
+using text_lines::integer;
+using text_lines::padded;
+using text_lines::right_aligned;
+using text_lines::right_aligned_integer;
+
 struct Style {
   bool on;
+  // `s` appended to `out`, wrapped in the style's escape codes when on (no temporary string:
+  // the report's per-node and per-row lines are built in one reused buffer).
+  void bold_to(std::string& out, std::string_view s) const { wrap_to(out, "\x1b[1m", s); }
+  void dim_to(std::string& out, std::string_view s) const { wrap_to(out, "\x1b[2m", s); }
+  void wrap_to(std::string& out, const char* code, std::string_view s) const {
+    if (on) out += code;
+    out += s;
+    if (on) out += "\x1b[0m";
+  }
   std::string bold(const std::string& s) const { return on ? "\x1b[1m" + s + "\x1b[0m" : s; }
   std::string red(const std::string& s) const { return on ? "\x1b[31m" + s + "\x1b[0m" : s; }
   std::string green(const std::string& s) const { return on ? "\x1b[32m" + s + "\x1b[0m" : s; }
@@ -38,8 +55,6 @@ struct Style {
 
 std::string pad(const std::string& s, size_t w) { return s.size() >= w ? s : s + std::string(w - s.size(), ' '); }
 std::string lpad(const std::string& s, size_t w) { return s.size() >= w ? s : std::string(w - s.size(), ' ') + s; }
-
-
 std::string dtype_short(DType d) {
   switch (d) {
     case DType::Float32: return "f32";
@@ -52,14 +67,32 @@ std::string dtype_short(DType d) {
   return "?";
 }
 
-std::string saved_line(const SavedSnapshot& s, const StorageNames& storage_name) {
-  std::string line = pad("_saved_" + s.attr, 24);
-  if (!s.is_tensor) return line + "= " + s.value;
-  if (!s.defined) return line + "None (not needed)";
-  std::string shape = dtype_short(s.dtype) + "[";
-  for (size_t i = 0; i < s.shape.size(); ++i) shape += (i ? ", " : "") + std::to_string(s.shape[i]);
-  shape += "]";
-  line += pad(shape, 14) + lpad(human_bytes(s.bytes), 9) + "  ";
+// A saved value's line in the walks, appended to `line`.
+void saved_line_to(std::string& line, const SavedSnapshot& s, const StorageNames& storage_name) {
+  const size_t start = line.size();
+  line += "_saved_";
+  line += s.attr.str();
+  if (line.size() - start < 24) line.append(24 - (line.size() - start), ' ');
+  if (!s.is_tensor) {
+    line += "= ";
+    line += s.value.str();
+    return;
+  }
+  if (!s.defined) {
+    line += "None (not needed)";
+    return;
+  }
+  const size_t shape_start = line.size();
+  line += dtype_short(s.dtype);
+  line += '[';
+  for (size_t i = 0; i < s.shape.size(); ++i) {
+    if (i) line += ", ";
+    integer(line, s.shape[i]);
+  }
+  line += ']';
+  if (line.size() - shape_start < 14) line.append(14 - (line.size() - shape_start), ' ');
+  right_aligned(line, human_bytes(s.bytes), 9);
+  line += "  ";
   if (!s.hooks.empty()) {
     // Saved under hooks (issue #4): what the hooks keep; unpack builds a new object.
     if (s.hooks == "checkpoint")
@@ -73,25 +106,45 @@ std::string saved_line(const SavedSnapshot& s, const StorageNames& storage_name)
     line += "a Python number as a 0-d tensor";
   } else if (!s.is_output) {
     // An input bound to no name is an intermediate (or a view) on some op's storage.
-    line += s.same_object_as.empty() ? "an unnamed tensor on " + storage_name(s.storage_id)
-                                     : "same object as " + s.same_object_as;
+    if (s.same_object_as.empty()) {
+      line += "an unnamed tensor on ";
+      line += storage_name(s.storage_id);
+    } else {
+      line += "same object as ";
+      line += s.same_object_as.str();
+    }
   } else {
     line += "new object";
     if (!s.shares_with.empty()) {
       line += ", shares storage with ";
-      for (size_t i = 0; i < s.shares_with.size(); ++i) line += (i ? ", " : "") + s.shares_with[i];
+      for (size_t i = 0; i < s.shares_with.size(); ++i) {
+        if (i) line += ", ";
+        line += static_cast<const std::string&>(s.shares_with[i]);
+      }
     } else {
-      line += " on " + storage_name(s.storage_id);
+      line += " on ";
+      line += storage_name(s.storage_id);
     }
   }
-  line += "; v" + std::to_string(s.saved_version) + ", saved at " + statement_ref(s.saved_at);
-  line += s.released ? ", released at " + statement_ref(s.released_at) : ", alive";
-  return line;
+  line += "; v";
+  integer(line, s.saved_version);
+  line += ", saved at ";
+  text_lines::statement_ref(line, s.saved_at);
+  if (s.released) {
+    line += ", released at ";
+    text_lines::statement_ref(line, s.released_at);
+  } else {
+    line += ", alive";
+  }
 }
 
 }  // namespace
 
-std::string statement_ref(int i) { return i == -2 ? "end" : i < 0 ? "setup" : "[" + std::to_string(i) + "]"; }
+std::string statement_ref(int i) {
+  std::string out;
+  text_lines::statement_ref(out, i);
+  return out;
+}
 
 std::string report_text(const RunResult& r, const TextOptions& opt) {
   std::ostringstream o;
@@ -100,15 +153,29 @@ std::string report_text(const RunResult& r, const TextOptions& opt) {
 }
 
 StorageNames::StorageNames(const RunResult& r) {
-  std::map<std::string, int> uses;
+  // Only counted, never iterated: the order of a hash map does not reach the report.
+  std::unordered_map<std::string, int> uses;
+  uses.reserve(r.storages.size());
+  std::string name;
   for (const StorageLifetime& s : r.storages) {
     if (s.id < 0) continue;
-    const std::string by = s.allocated_by.str();
-    std::string name = by.rfind("leaf ", 0) == 0 ? by.substr(5) : by + "@" + statement_ref(s.allocated_at);
+    const std::string& by = s.allocated_by.str();
+    name.clear();
+    if (by.compare(0, 5, "leaf ") == 0) {
+      name.append(by, 5, std::string::npos);
+    } else {
+      name += by;
+      name += '@';
+      text_lines::statement_ref(name, s.allocated_at);
+    }
     const int use = ++uses[name];
-    if (use > 1) name += " (" + std::to_string(use) + ")";
+    if (use > 1) {
+      name += " (";
+      integer(name, use);
+      name += ')';
+    }
     if (static_cast<size_t>(s.id) >= by_id_.size()) by_id_.resize(static_cast<size_t>(s.id) + 1);
-    by_id_[static_cast<size_t>(s.id)] = std::move(name);
+    by_id_[static_cast<size_t>(s.id)] = name;
   }
 }
 
@@ -227,6 +294,7 @@ void write_report_text(std::ostream& o, const RunResult& r, const TextOptions& o
   // a model's many named tensors share their subtrees, and printing each again made the
   // report grow with (names x depth).
   std::map<int64_t, const std::string*> shown_in;  // node id -> the walk that printed it
+  std::string line, text;  // a node's lines, and a piece of one, reused from node to node
   for (const auto& w : r.walks) {
     o << "\n" << st.bold("Walk of " + w.key) << st.dim("  (captured at " + statement_ref(w.statement) + ")") << "\n";
     struct Frame {
@@ -244,24 +312,42 @@ void write_report_text(std::ostream& o, const RunResult& r, const TextOptions& o
       // quadratic in the program's length): past kMaxWalkIndent levels the indentation
       // stays put and each node line names its depth instead.
       constexpr int kMaxWalkIndent = 40;
-      std::string indent(static_cast<size_t>(std::min(f.depth, kMaxWalkIndent)) * 2, ' ');
-      const std::string depth_mark = f.depth > kMaxWalkIndent ? "[depth " + std::to_string(f.depth) + "] " : "";
+      const size_t indent = static_cast<size_t>(std::min(f.depth, kMaxWalkIndent)) * 2;
+      line.assign(indent, ' ');
+      if (f.depth > kMaxWalkIndent) {
+        line += "[depth ";
+        integer(line, f.depth);
+        line += "] ";
+      }
       const auto seen = shown_in.emplace(n.id, &w.key);
       if (!seen.second) {
         const std::string where = seen.first->second == &w.key ? "above" : "see the walk of " + *seen.first->second;
         const std::string variable = n.variable.empty() ? "" : " (" + n.variable + ")";
-        o << indent << depth_mark << st.dim(n.name + " #" + std::to_string(n.id) + variable + " (" + where + ")") << "\n";
+        st.dim_to(line, n.name.str() + " #" + std::to_string(n.id) + variable + " (" + where + ")");
+        line += '\n';
+        o.write(line.data(), static_cast<std::streamsize>(line.size()));
         continue;
       }
-      o << indent << depth_mark << st.bold(n.name) << st.dim(" #" + std::to_string(n.id));
-      if (!n.variable.empty()) o << " (" << n.variable << ")";
-      if (!n.wraps.empty()) o << " (wraps " << n.wraps << ")";
-      if (n.saved_bytes > 0) o << "  keeps " << human_bytes(n.saved_bytes);
-      o << "\n";
-      for (const auto& s : n.saved) {
-        std::string line = saved_line(s, storage_name);
-        o << indent << "    " << (s.is_tensor && s.defined && s.released ? st.dim(line) : line) << "\n";
+      st.bold_to(line, n.name.str());
+      text.assign(" #");
+      integer(text, n.id);
+      st.dim_to(line, text);
+      if (!n.variable.empty()) line += " (" + n.variable + ")";
+      if (!n.wraps.empty()) line += " (wraps " + n.wraps + ")";
+      if (n.saved_bytes > 0) {
+        line += "  keeps ";
+        line += human_bytes(n.saved_bytes);
       }
+      line += '\n';
+      for (const auto& s : n.saved) {
+        line.append(indent + 4, ' ');
+        text.clear();
+        saved_line_to(text, s, storage_name);
+        if (s.is_tensor && s.defined && s.released) st.dim_to(line, text);
+        else line += text;
+        line += '\n';
+      }
+      o.write(line.data(), static_cast<std::streamsize>(line.size()));
       for (size_t i = n.next.size(); i-- > 0;)
         if (n.next[i].node >= 0) stack.push_back({n.next[i].node, f.depth + 1});
     }
@@ -286,32 +372,67 @@ void write_report_text(std::ostream& o, const RunResult& r, const TextOptions& o
   o << "\n" << st.bold("Memory by statement") << "  (bytes live after the statement, peak inside it)\n";
   o << "  " << pad("stmt", 7) << lpad("live", 10) << lpad("peak", 10) << lpad("temps", 10) << "  categories\n";
   for (const auto& m : r.memory_by_statement) {
-    o << "  " << pad(statement_ref(m.index), 7) << lpad(std::to_string(m.live_after), 10)
-      << lpad(std::to_string(m.peak_inside), 10) << lpad(std::to_string(m.temporary_bytes), 10) << "  ";
+    line.assign("  ");
+    text.clear();
+    text_lines::statement_ref(text, m.index);
+    padded(line, text, 7);
+    right_aligned_integer(line, m.live_after, 10);
+    right_aligned_integer(line, m.peak_inside, 10);
+    right_aligned_integer(line, m.temporary_bytes, 10);
+    line += "  ";
     bool first = true;
     for (const auto& [k, v] : m.categories) {
-      o << (first ? "" : ", ") << k << " " << v;
+      if (!first) line += ", ";
+      line += std::string_view(k);
+      line += ' ';
+      integer(line, v);
       first = false;
     }
-    o << "\n";
+    line += '\n';
+    o.write(line.data(), static_cast<std::streamsize>(line.size()));
   }
 
   // ---- lifetimes
   o << "\n" << st.bold("Storage lifetimes") << "\n";
   o << "  " << pad("storage", 24) << lpad("bytes", 8) << "  " << pad("freed", 8) << "held by\n";
   for (const auto& s : r.storages) {
-    std::string holders;
-    for (size_t i = 0; i < s.holders.size(); ++i) holders += (i ? "; " : "") + s.holders[i];
-    if (holders.empty()) holders = st.dim("temporary");
-    o << "  " << pad(storage_name(s.id), 24) << lpad(std::to_string(s.bytes), 8) << "  "
-      << pad(s.freed ? statement_ref(s.freed_at) : "alive", 8) << holders << "\n";
+    line.assign("  ");
+    padded(line, storage_name(s.id), 24);
+    right_aligned_integer(line, s.bytes, 8);
+    line += "  ";
+    text.clear();
+    if (s.freed) text_lines::statement_ref(text, s.freed_at);
+    else text += "alive";
+    padded(line, text, 8);
+    if (s.holders.empty()) st.dim_to(line, "temporary");
+    for (size_t i = 0; i < s.holders.size(); ++i) {
+      if (i) line += "; ";
+      line += s.holders[i].str();
+    }
+    line += '\n';
+    o.write(line.data(), static_cast<std::streamsize>(line.size()));
   }
   if (!r.saved.empty()) {
     o << "\n" << st.bold("Saved values") << "\n";
     for (const auto& s : r.saved) {
-      o << "  " << pad(s.what, 34) << lpad(std::to_string(s.bytes) + " B", 8) << "  on " << storage_name(s.storage_id)
-        << "  saved at " << statement_ref(s.saved_at) << ", "
-        << (s.released_at >= 0 ? "released at " + statement_ref(s.released_at) : std::string("alive")) << "\n";
+      line.assign("  ");
+      padded(line, s.what.str(), 34);
+      text.clear();
+      integer(text, s.bytes);
+      text += " B";
+      right_aligned(line, text, 8);
+      line += "  on ";
+      line += storage_name(s.storage_id);
+      line += "  saved at ";
+      text_lines::statement_ref(line, s.saved_at);
+      if (s.released_at >= 0) {
+        line += ", released at ";
+        text_lines::statement_ref(line, s.released_at);
+      } else {
+        line += ", alive";
+      }
+      line += '\n';
+      o.write(line.data(), static_cast<std::streamsize>(line.size()));
     }
   }
   o << report_account_text(r);  // issue #4: accounting, why saved, what-if, reconciliation
