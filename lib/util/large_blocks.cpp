@@ -90,7 +90,9 @@ void Arena::put_free(size_t offset, size_t length) {
 }
 
 Block Arena::allocate(size_t bytes) {
-  if (!base_) return Block{malloc_block(bytes), bytes};
+  // Beyond the range (or off): malloc's answer, bad_alloc for a size it cannot give (and
+  // no rounding up that could wrap round to a small block).
+  if (!base_ || bytes > reserved_) return Block{malloc_block(bytes), bytes};
   const size_t length = round_up(std::max<size_t>(bytes, 1), kGranule);
   size_t offset = 0;
   {

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <new>
 #include <vector>
 
 #include "tensor/tensor.hpp"
@@ -123,6 +124,11 @@ TEST_CASE("large blocks: what the range cannot hold, and a disabled arena, go to
   arena.release(outside.data);
   CHECK(arena.stats().in_use == 1536 * kKiB);
   arena.release(inside.data);
+
+  // A size no memory can hold is bad_alloc, never a small block (rounding it up to whole
+  // pages would wrap round).
+  CHECK_THROWS_AS(arena.allocate(SIZE_MAX - 10), std::bad_alloc);
+  CHECK(arena.stats().in_use == 0);
 
   lb::Arena off(2 * kMiB, false);
   CHECK_FALSE(off.enabled());
