@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -32,6 +33,9 @@ constexpr size_t kSmallPageBytes = kCommitStep;
 size_t round_up(size_t n, size_t step) { return (n + step - 1) / step * step; }
 
 void* malloc_block(size_t bytes) {
+  // No object may be larger than PTRDIFF_MAX bytes; glibc's malloc refuses such a size, and
+  // AddressSanitizer's aborts instead of returning null.
+  if (bytes > static_cast<size_t>(PTRDIFF_MAX)) throw std::bad_alloc();
   void* p = std::malloc(bytes == 0 ? 1 : bytes);
   if (!p) throw std::bad_alloc();
   return p;
