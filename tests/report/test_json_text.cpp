@@ -2,12 +2,15 @@
 // text, and must be the bytes nlohmann::ordered_json::dump(2) writes for the same values.
 #include <catch2/catch.hpp>
 
+#include <charconv>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "report/json_text.hpp"
 #include "report/report.hpp"
+#include "util/decimal.hpp"
 
 using agtrace::EventRecord;
 using agtrace::InternedString;
@@ -46,6 +49,52 @@ TEST_CASE("json_text strings are escaped as nlohmann escapes them", "[report][js
   // Invalid UTF-8 raises as the whole document's dump does.
   CHECK_THROWS_AS(written_string("bad \xff byte"), nlohmann::json::type_error);
   CHECK_THROWS_AS(ojson(std::string("bad \xff byte")).dump(), nlohmann::json::type_error);
+}
+
+TEST_CASE("json_text escapes a character wherever it falls in a long or short text", "[report][json_text]") {
+  // The writer scans 16 bytes at a time with a zero-padded tail: each escaped character, and
+  // a UTF-8 character, at every position of texts from 1 to 40 bytes, on both sides of each
+  // 16-byte boundary and in the tail.
+  const std::vector<std::string> specials = {"\"", "\\", "\n", "\t", std::string(1, '\0'), "\x1f", "\x7f", " ",
+                                             "\xc3\xa9"};
+  size_t checked = 0;
+  for (size_t length = 1; length <= 40; ++length)
+    for (size_t at = 0; at < length; ++at)
+      for (const std::string& special : specials) {
+        std::string text(length, 'a');
+        for (size_t i = 0; i < length; ++i) text[i] = static_cast<char>('a' + i % 26);
+        text.replace(at, 1, special);
+        INFO(ojson(text).dump());
+        CHECK(written_string(text) == ojson(text).dump());
+        ++checked;
+      }
+  CHECK(checked == 820 * specials.size());
+  // Text that ends right before a byte the scan must not count: a view into a longer string.
+  const std::string longer = "plain text\"quoted";
+  std::string out;
+  {
+    json_text::Writer w(out);
+    w.string(std::string_view(longer).substr(0, 10));
+  }
+  CHECK(out == "\"plain text\"");
+}
+
+TEST_CASE("write_decimal gives std::to_chars's digits", "[report][json_text]") {
+  std::vector<int64_t> values = {std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), -1, 0};
+  for (int64_t v = -20000; v <= 120000; ++v) values.push_back(v);
+  for (int64_t p = 1; p < int64_t{1} << 62; p *= 10) {
+    values.push_back(p - 1);
+    values.push_back(p);
+    values.push_back(-p);
+  }
+  size_t differ = 0;
+  for (const int64_t v : values) {
+    char mine[24], theirs[24];
+    const std::string_view a(mine, static_cast<size_t>(agtrace::write_decimal(mine, v) - mine));
+    const std::string_view b(theirs, static_cast<size_t>(std::to_chars(theirs, theirs + sizeof theirs, v).ptr - theirs));
+    if (a != b) ++differ;
+  }
+  CHECK(differ == 0);
 }
 
 TEST_CASE("json_text integers are nlohmann's", "[report][json_text]") {
