@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <string_view>
+#include <tuple>
 
 namespace agtrace {
 
@@ -10,21 +12,22 @@ bool is_new_category(const std::string& category) { return category == "graph_on
 
 namespace {
 
-std::string node_of(const std::string& what) {
-  auto dot = what.find("._saved_");
-  return dot == std::string::npos ? what : what.substr(0, dot);
+// "MmBackward0._saved_self" -> "MmBackward0" and "self" (views into the interned text).
+std::string_view node_of(std::string_view what) {
+  const auto dot = what.find("._saved_");
+  return dot == std::string_view::npos ? what : what.substr(0, dot);
 }
-std::string attr_of(const std::string& what) {
-  auto dot = what.find("._saved_");
-  return dot == std::string::npos ? "" : what.substr(dot + 8);
+std::string_view attr_of(std::string_view what) {
+  const auto dot = what.find("._saved_");
+  return dot == std::string_view::npos ? std::string_view() : what.substr(dot + 8);
 }
 
 // The snapshot of a saved tensor (shape, dtype) when its node was reached by a walk.
-const SavedSnapshot* snapshot_of(const RunResult& r, int64_t node_id, const std::string& attr) {
+const SavedSnapshot* snapshot_of(const RunResult& r, int64_t node_id, std::string_view attr) {
   auto n = r.nodes.find(node_id);
   if (n == r.nodes.end()) return nullptr;
   for (const auto& s : n->second.saved)
-    if (s.attr == attr && s.is_tensor && s.defined) return &s;
+    if (s.is_tensor && s.defined && std::string_view(s.attr.str()) == attr) return &s;
   return nullptr;
 }
 
@@ -38,7 +41,7 @@ void what_if_rows(const RunResult& r, MemoryAnalysis& a) {
   std::set<int64_t> freed_storages;
   for (const auto& s : a.saved) {
     saved_sum += s.bytes;
-    const SavedSnapshot* snap = snapshot_of(r, s.node_id, attr_of(s.what));
+    const SavedSnapshot* snap = snapshot_of(r, s.node_id, attr_of(s.what.str()));
     if (!snap || !wider_than_half(snap->dtype)) continue;
     // fp16 pack hook: x.to(torch.float16) is a new 2-byte-per-element tensor for float32 /
     // float64 values (one per saved value: packs are not shared; a float16 value is
@@ -123,22 +126,29 @@ MemoryAnalysis analyse_memory(const RunResult& r, bool explain) {
   // Values handed to a checkpoint block's hooks are not kept (recomputed in backward): they
   // cost their node nothing, as PyTorch's outer pack hooks see no bytes for them.
   std::set<int64_t> not_kept;
-  for (const auto& e : r.events)
-    if (e.kind == "save" && (e.hooks == "checkpoint" || e.hooks == "checkpoint_recompute")) not_kept.insert(e.saved_id);
+  if (r.events.has_hooks())
+    for (const auto& e : r.events)
+      if (e.kind == "save" && (e.hooks == "checkpoint" || e.hooks == "checkpoint_recompute")) not_kept.insert(e.saved_id);
   std::map<int64_t, NodeMemory> nodes;
   for (const auto& s : r.saved) {
     if (!explain) break;
     if (not_kept.count(s.id)) continue;
     NodeMemory& n = nodes[s.node_id];
     n.node_id = s.node_id;
-    n.name = node_of(s.what);
+    if (n.saved_count == 0) n.name = node_of(s.what.str());  // one node, one name
     if (n.saved_at < 0) n.saved_at = s.saved_at;
     ++n.saved_count;
     n.saved_bytes += s.bytes;
   }
+  // why_saved's answer depends on the value's node and attribute (its interned text), its
+  // bytes, the node's input count and the node's saved bytes: a program has few such
+  // combinations, so each answer is made once (made per value, the sentences were a third
+  // of this analysis on a 2,000-op chain under callgrind).
+  std::map<std::tuple<const std::string*, int64_t, size_t, int64_t>, std::shared_ptr<const WhySaved>> why_of;
+  a.saved.reserve(r.saved.size());
   for (const auto& s : r.saved) {
     if (not_kept.count(s.id)) continue;
-    SavedExplained e;
+    SavedExplained& e = a.saved.emplace_back();
     e.saved_id = s.id;
     e.node_id = s.node_id;
     e.what = s.what;
@@ -148,11 +158,20 @@ MemoryAnalysis analyse_memory(const RunResult& r, bool explain) {
     if (explain) {
       auto n = r.nodes.find(s.node_id);
       const size_t inputs = n != r.nodes.end() ? n->second.next.size() : 2;
-      e.why = why_saved(node_of(s.what), attr_of(s.what), s.bytes, inputs, nodes[s.node_id].saved_bytes);
-      if (e.is_new) nodes[s.node_id].new_bytes += s.bytes;
+      NodeMemory& node = nodes[s.node_id];
+      const auto key = std::make_tuple(&s.what.str(), s.bytes, inputs, node.saved_bytes);
+      auto why = why_of.find(key);
+      if (why == why_of.end()) {
+        const std::string_view what = s.what.str();
+        why = why_of.emplace(key, std::make_shared<const WhySaved>(why_saved(std::string(node_of(what)),
+                                                                           std::string(attr_of(what)), s.bytes,
+                                                                           inputs, node.saved_bytes)))
+                  .first;
+      }
+      e.why_answer = why->second;
+      if (e.is_new) node.new_bytes += s.bytes;
     }
     if (e.is_new) a.new_bytes += s.bytes;
-    a.saved.push_back(std::move(e));
   }
   for (auto& [id, n] : nodes) a.nodes.push_back(n);
   what_if_rows(r, a);

@@ -3,6 +3,7 @@
 // it, and a what-if table (offload, fp16 packing, checkpointing, dropping a name).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -23,11 +24,17 @@ struct NodeMemory {
 struct SavedExplained {
   int64_t saved_id = 0;
   int64_t node_id = 0;
-  std::string what;           // "MmBackward0._saved_self"
+  InternedString what;        // "MmBackward0._saved_self"
   int64_t bytes = 0;
   std::string category;       // of its storage, last seen while held ("" if never seen)
   bool is_new = false;        // graph_only / other: exists only because the graph keeps it
-  WhySaved why;
+  // One answer shared by every value with the same node, attribute, bytes and node inputs
+  // (why_saved's texts are the same for them); null when analysed without explanations.
+  std::shared_ptr<const WhySaved> why_answer;
+  const WhySaved& why() const {
+    static const WhySaved kNone;
+    return why_answer ? *why_answer : kNone;
+  }
 };
 
 struct WhatIfRow {

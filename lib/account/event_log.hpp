@@ -58,6 +58,7 @@ class EventLog {
       if (p.detail == kNoDetail) p.detail = add_detail(r.storage_id, r.saved_id, r.node_id, r.recompute_statement);
       Detail& d = details_[static_cast<size_t>(p.detail)];
       d.hooks = r.hooks;
+      if (!r.hooks.empty()) has_hooks_ = true;
       d.version = r.version;
       d.expected_version = r.expected_version;
       d.packed_bytes = r.packed_bytes;
@@ -92,6 +93,9 @@ class EventLog {
   size_t size() const { return packed_.size(); }
   bool empty() const { return packed_.empty(); }
   EventRecord operator[](size_t i) const;
+  // Whether any record names the hooks it ran under (a pack hook, a checkpoint): readers that
+  // look only for those records skip the log when none does, as most runs have none.
+  bool has_hooks() const { return has_hooks_; }
   // The op of the last record (the accountant's peak location), without unpacking it.
   InternedString last_op() const { return packed_.back().op; }
 
@@ -149,6 +153,7 @@ class EventLog {
   ChunkedVector<Packed> packed_;
   std::vector<Detail> details_;
   std::vector<InternedString> kinds_;  // distinct kinds, first-seen order (8 in a run)
+  bool has_hooks_ = false;
 };
 
 }  // namespace agtrace

@@ -1,8 +1,7 @@
 // The accountant's sections of the reports (issue #4): allocator model, where the peak is,
 // per-node saved and new bytes, why each value is saved, the what-if table and, when the
 // scenario asks for it, the Korthikanti reconciliation. json_report.cpp / text_report.cpp
-// call these two functions and nothing else of this file.
-#include <cstdio>
+// call the functions report.hpp declares for this file and nothing else of it.
 #include <sstream>
 
 #include "account/analysis.hpp"
@@ -16,8 +15,8 @@ using ojson = nlohmann::ordered_json;
 
 namespace {
 
-std::string pad_to(const std::string& s, size_t w) { return s.size() >= w ? s : s + std::string(w - s.size(), ' '); }
-std::string lpad_to(const std::string& s, size_t w) { return s.size() >= w ? s : std::string(w - s.size(), ' ') + s; }
+using text_lines::padded_text;
+using text_lines::right_aligned_text;
 std::string signed_bytes(int64_t b) { return b > 0 ? "+" + human_bytes(b) : b < 0 ? "-" + human_bytes(-b) : "0 B"; }
 
 ojson korthikanti_json(const KorthikantiReport& k) {
@@ -60,18 +59,18 @@ void write_account_node_json(json_text::Writer& out, const json_text::Layout& la
 ojson account_saved_json(const SavedExplained& s) {
   return {{"id", s.saved_id}, {"node", s.node_id}, {"what", s.what}, {"bytes", s.bytes},
           {"category", s.category.empty() ? ojson(nullptr) : ojson(s.category)}, {"new", s.is_new},
-          {"why", s.why.why}, {"needed_for", s.why.needed_for.empty() ? ojson(nullptr) : ojson(s.why.needed_for)},
-          {"if_not_required", s.why.if_not}, {"bytes_less", s.why.bytes_less}};
+          {"why", s.why().why}, {"needed_for", s.why().needed_for.empty() ? ojson(nullptr) : ojson(s.why().needed_for)},
+          {"if_not_required", s.why().if_not}, {"bytes_less", s.why().bytes_less}};
 }
 void write_account_saved_json(json_text::Writer& out, const json_text::Layout& layout, const SavedExplained& s) {
   json_text::Object o(out, layout);
-  o.field("id", s.saved_id).field("node", s.node_id).field("what", s.what).field("bytes", s.bytes);
+  o.field("id", s.saved_id).field("node", s.node_id).field("what", s.what.str()).field("bytes", s.bytes);
   if (s.category.empty()) o.null_field("category");
   else o.field("category", s.category);
-  o.field("new", s.is_new).field("why", s.why.why);
-  if (s.why.needed_for.empty()) o.null_field("needed_for");
-  else o.field("needed_for", s.why.needed_for);
-  o.field("if_not_required", s.why.if_not).field("bytes_less", s.why.bytes_less);
+  o.field("new", s.is_new).field("why", s.why().why);
+  if (s.why().needed_for.empty()) o.null_field("needed_for");
+  else o.field("needed_for", s.why().needed_for);
+  o.field("if_not_required", s.why().if_not).field("bytes_less", s.why().bytes_less);
   o.close();
 }
 
@@ -122,7 +121,7 @@ ojson report_account_json(const RunResult& r, bool placeholders) {
   return j;
 }
 
-std::string report_account_text(const RunResult& r) {
+void write_account_text(text_lines::Lines& out, const RunResult& r) {
   const MemoryAnalysis a = analyse_memory(r);
   const AccountExtras& x = r.account;
   std::ostringstream o;
@@ -140,40 +139,43 @@ std::string report_account_text(const RunResult& r) {
       << " B in 512-byte blocks; " << x.device.stats.requested_peak << " B requested, "
       << x.device.stats.reserved_peak << " B reserved), at the end " << human_bytes(x.device.stats.block_live)
       << ", " << x.device.stats.driver_calls << " driver calls  (" << x.device.device << ")\n";
+  out += o.str();
   if (!a.nodes.empty()) {
-    o << "\nSaved bytes by node  (new: not a leaf, a name or a gradient)\n";
-    o << "  " << pad_to("node", 32) << lpad_to("saved", 11) << lpad_to("new", 11) << "  at\n";
-    std::string line, name;  // reused from row to row (text_lines.hpp)
+    out += "\nSaved bytes by node  (new: not a leaf, a name or a gradient)\n  ";
+    text_lines::padded(out, "node", 32);
+    text_lines::right_aligned(out, "saved", 11);
+    text_lines::right_aligned(out, "new", 11);
+    out += "  at\n";
     for (const auto& n : a.nodes) {
-      name.assign(n.name);
-      name += " #";
-      text_lines::integer(name, n.node_id);
-      line.assign("  ");
-      text_lines::padded(line, name, 32);
-      text_lines::right_aligned(line, human_bytes(n.saved_bytes), 11);
-      text_lines::right_aligned(line, human_bytes(n.new_bytes), 11);
-      line += "  ";
-      text_lines::statement_ref(line, n.saved_at);
-      line += '\n';
-      o.write(line.data(), static_cast<std::streamsize>(line.size()));
+      out += "  ";
+      const size_t name_start = out.size();
+      out += n.name;
+      out += " #";
+      text_lines::integer(out, n.node_id);
+      text_lines::pad_from(out, name_start, 32);
+      text_lines::right_aligned(out, text_lines::HumanBytes(n.saved_bytes).view(), 11);
+      text_lines::right_aligned(out, text_lines::HumanBytes(n.new_bytes).view(), 11);
+      out += "  ";
+      text_lines::statement_ref(out, n.saved_at);
+      out.end_line();
     }
-    o << "\nWhy saved\n";
+    out += "\nWhy saved\n";
     for (const auto& s : a.saved) {
-      line.assign("  ");
-      text_lines::padded(line, s.what, 36);
-      text_lines::right_aligned(line, human_bytes(s.bytes), 10);
-      line += "  ";
-      line += s.why.why;
-      line += "; ";
-      line += s.why.if_not;
-      line += '\n';
-      o.write(line.data(), static_cast<std::streamsize>(line.size()));
+      out += "  ";
+      text_lines::padded(out, s.what.str(), 36);
+      text_lines::right_aligned(out, text_lines::HumanBytes(s.bytes).view(), 10);
+      out += "  ";
+      out += s.why().why;
+      out += "; ";
+      out += s.why().if_not;
+      out.end_line();
     }
   }
+  o.str("");  // again for the what-if and reconciliation tables (a few rows)
   if (!a.what_if.empty()) {
     o << "\nWhat if  (bytes on the device; computed from this run)\n";
     for (const auto& w : a.what_if) {
-      o << "  " << pad_to(w.change, 30) << lpad_to(signed_bytes(w.device_bytes), 12);
+      o << "  " << padded_text(w.change, 30) << right_aligned_text(signed_bytes(w.device_bytes), 12);
       if (w.host_bytes) o << "  host " << signed_bytes(w.host_bytes);
       o << "  " << w.detail << "\n";
     }
@@ -187,21 +189,22 @@ std::string report_account_text(const RunResult& r) {
       << k.parameter_bytes << " B";
     if (k.parameter_cast_bytes) o << " and their autocast copies " << k.parameter_cast_bytes << " B";
     o << ", not activations); explained " << k.explained_bytes << " B; unexplained " << k.unexplained_bytes << " B\n";
-    o << "  " << pad_to("role", 24) << lpad_to("formula", 14) << lpad_to("agtrace", 14) << lpad_to("diff", 14) << "\n";
+    o << "  " << padded_text("role", 24) << right_aligned_text("formula", 14) << right_aligned_text("agtrace", 14)
+      << right_aligned_text("diff", 14) << "\n";
     for (const auto& rr : k.roles) {
       if (!rr.formula_bytes && !rr.run_bytes) continue;
-      o << "  " << pad_to(rr.role, 24) << lpad_to(std::to_string(rr.formula_bytes), 14)
-        << lpad_to(std::to_string(rr.run_bytes), 14) << lpad_to(std::to_string(rr.run_bytes - rr.formula_bytes), 14)
-        << "\n";
+      o << "  " << padded_text(rr.role, 24) << right_aligned_text(std::to_string(rr.formula_bytes), 14)
+        << right_aligned_text(std::to_string(rr.run_bytes), 14)
+        << right_aligned_text(std::to_string(rr.run_bytes - rr.formula_bytes), 14) << "\n";
       for (const auto& t : rr.terms) o << "      term: " << t << "\n";
       for (const auto& v : rr.values)
-        o << "      saved " << statement_ref(v.statement) << " " << pad_to(v.what, 40) << lpad_to(std::to_string(v.bytes), 12)
-          << " B" << (v.dtype.empty() ? "" : "  " + v.dtype) << "\n";
+        o << "      saved " << statement_ref(v.statement) << " " << padded_text(v.what, 40)
+          << right_aligned_text(std::to_string(v.bytes), 12) << " B" << (v.dtype.empty() ? "" : "  " + v.dtype) << "\n";
       for (const auto& d : rr.explained) o << "      +" << d.bytes << " B: " << d.reason << "\n";
       if (rr.unexplained) o << "      UNEXPLAINED " << rr.unexplained << " B\n";
     }
   }
-  return o.str();
+  out += o.str();
 }
 
 }  // namespace agtrace

@@ -142,8 +142,8 @@ void add_events_json(ojson& j, const RunResult& r, bool events_placeholder) {
 
 // A compact timeline: one line per statement that had events, counting each kind, with the
 // bytes allocated and freed, and the recomputations and hook packs spelled out.
-std::string report_events_text(const RunResult& r) {
-  if (r.events.empty()) return "";
+void write_events_text(text_lines::Lines& out, const RunResult& r) {
+  if (r.events.empty()) return;
   // Kinds compared as interned strings (one pointer each) and counted in a short list per
   // statement, printed in name order: the timeline has about 6 events per op, and a map
   // keyed by a string made from each event's kind was most of this section's time.
@@ -151,7 +151,11 @@ std::string report_events_text(const RunResult& r) {
     std::vector<std::pair<InternedString, int>> counts;  // kind, events
     int64_t alloc = 0, freed = 0, saved = 0, packed = 0;
     std::vector<std::string> notes;
-    bool has_pack = false;
+    bool has(InternedString kind) const {
+      for (const auto& c : counts)
+        if (c.first == kind) return true;
+      return false;
+    }
     int& count(InternedString kind) {
       for (auto& c : counts)
         if (c.first == kind) return c.second;
@@ -174,7 +178,6 @@ std::string report_events_text(const RunResult& r) {
     if (e.kind == alloc_kind) l->alloc += e.bytes;
     if (e.kind == free_kind) l->freed += e.bytes;
     if (e.kind == save_kind && !(e.hooks == checkpoint) && !(e.hooks == checkpoint_recompute)) l->saved += e.bytes;
-    if (e.kind == pack_kind) l->has_pack = true;
     if (e.kind == pack_kind && !(e.hooks == checkpoint_recompute)) l->packed += e.packed_bytes;
     if (e.kind == recompute_kind && e.what.rfind("begin", 0) == 0)
       l->notes.push_back("recompute " + e.what.substr(7) + (e.op.empty() ? "" : " (at " + e.op + ")"));
@@ -182,17 +185,44 @@ std::string report_events_text(const RunResult& r) {
   for (auto& [stmt, line] : lines)
     std::sort(line.counts.begin(), line.counts.end(),
               [](const auto& a, const auto& b) { return a.first.str() < b.first.str(); });
-  std::ostringstream o;
-  o << "\nTimeline (events per statement: allocations, frees, saves, releases, version bumps)\n";
+  out += "\nTimeline (events per statement: allocations, frees, saves, releases, version bumps)\n";
   for (const auto& [stmt, line] : lines) {
-    o << "  " << (stmt == -1 ? std::string("setup") : stmt == -2 ? std::string("end") : "[" + std::to_string(stmt) + "]");
-    o << "  +" << human_bytes(line.alloc) << " -" << human_bytes(line.freed);
-    for (const auto& [k, n] : line.counts) o << "  " << k << " " << n;
-    if (line.saved) o << "  saved " << human_bytes(line.saved);
-    if (line.has_pack) o << "  hooks keep " << human_bytes(line.packed);
-    o << "\n";
-    for (const std::string& n : line.notes) o << "      " << n << "\n";
+    out += "  ";
+    if (stmt == -1) {
+      out += "setup";
+    } else if (stmt == -2) {
+      out += "end";
+    } else {
+      out += '[';
+      text_lines::integer(out, stmt);
+      out += ']';
+    }
+    out += "  +";
+    out += text_lines::HumanBytes(line.alloc).view();
+    out += " -";
+    out += text_lines::HumanBytes(line.freed).view();
+    for (const auto& [k, n] : line.counts) {
+      out += "  ";
+      out += k.str();
+      out += ' ';
+      text_lines::integer(out, n);
+    }
+    if (line.saved) {
+      out += "  saved ";
+      out += text_lines::HumanBytes(line.saved).view();
+    }
+    if (line.has(pack_kind)) {
+      out += "  hooks keep ";
+      out += text_lines::HumanBytes(line.packed).view();
+    }
+    out.end_line();
+    for (const std::string& n : line.notes) {
+      out += "      ";
+      out += n;
+      out.end_line();
+    }
   }
+  std::ostringstream o;
   if (!r.checkpoints.empty()) {
     o << "\nCheckpoints\n";
     for (const CheckpointRecord& c : r.checkpoints) {
@@ -223,7 +253,7 @@ std::string report_events_text(const RunResult& r) {
     o << "\nWarnings\n";
     for (const HookWarning& w : r.hook_warnings) o << "  [" << w.statement << "] " << w.message << "\n";
   }
-  return o.str();
+  out += o.str();
 }
 
 }  // namespace agtrace

@@ -11,6 +11,7 @@
 
 #include "interp/result.hpp"
 #include "report/json_text.hpp"
+#include "report/text_lines.hpp"
 #include "util/profile.hpp"
 
 namespace agtrace {
@@ -72,7 +73,7 @@ nlohmann::ordered_json account_node_json(const NodeMemory& n);
 nlohmann::ordered_json account_saved_json(const SavedExplained& s);
 void write_account_node_json(json_text::Writer& out, const json_text::Layout& layout, const NodeMemory& n);
 void write_account_saved_json(json_text::Writer& out, const json_text::Layout& layout, const SavedExplained& s);
-std::string report_account_text(const RunResult& r);
+void write_account_text(text_lines::Lines& out, const RunResult& r);
 
 // The event timeline, saved-tensor hooks and checkpoint sections (lib/report/events_report.cpp,
 // issue #4): adds "events", "hook_warnings", "checkpoints", "checkpoint_comparison" and
@@ -85,7 +86,7 @@ nlohmann::ordered_json event_json(const EventRecord& e);
 void write_event_json(json_text::Writer& out, const json_text::Layout& layout, const EventRecord& e);
 // The string report_json_skeleton puts where "events" goes.
 extern const char* const kEventsPlaceholder;
-std::string report_events_text(const RunResult& r);
+void write_events_text(text_lines::Lines& out, const RunResult& r);
 
 // Storages as people know them: a leaf's by its name, any other by the op or backward node
 // and the statement that allocated it (relu@[3], MmBackward0@[7]); a name given to several
@@ -93,11 +94,52 @@ std::string report_events_text(const RunResult& r);
 class StorageNames {
  public:
   explicit StorageNames(const RunResult& r);
-  const std::string& operator()(int64_t storage_id) const;
+  // The name, or "an unrecorded storage" for an id no storage has.
+  std::string operator()(int64_t storage_id) const {
+    std::string out;
+    append_to(out, storage_id);
+    return out;
+  }
+  // The same text appended to `out` (a std::string or the text report's Lines): names are
+  // made where they are printed, from two fields, not kept as a string per storage.
+  template <typename Out>
+  void append_to(Out& out, int64_t storage_id) const {
+    const Name* n = find(storage_id);
+    if (!n) {
+      out += std::string_view(kUnknown);
+      return;
+    }
+    const std::string& by = *n->allocated_by;
+    if (n->leaf) {
+      out += std::string_view(by).substr(5);
+    } else {
+      out += std::string_view(by);
+      out += '@';
+      text_lines::statement_ref(out, n->statement);
+    }
+    if (n->use > 1) {
+      out += " (";
+      text_lines::integer(out, n->use);
+      out += ')';
+    }
+  }
 
  private:
-  std::vector<std::string> by_id_;
-  std::string unknown_ = "an unrecorded storage";
+  static constexpr const char* kUnknown = "an unrecorded storage";
+  struct Name {
+    const std::string* allocated_by = nullptr;  // null: no storage has this id
+    int statement = 0;                          // allocated_at, as printed by statement_ref
+    int use = 0;                                // 2 and on: printed as " (use)"
+    bool leaf = false;                          // "leaf x": printed as "x"
+  };
+  const Name* find(int64_t storage_id) const {
+    if (storage_id < 0 || static_cast<size_t>(storage_id) >= by_id_.size()) return nullptr;
+    const Name& n = by_id_[static_cast<size_t>(storage_id)];
+    // "leaf " with no name, used once, is the empty text, which reads as unrecorded.
+    if (!n.allocated_by || (n.leaf && n.allocated_by->size() == 5 && n.use == 1)) return nullptr;
+    return &n;
+  }
+  std::vector<Name> by_id_;
 };
 
 // A statement as the reports print it: "[3]", "setup" (before the program), "end".

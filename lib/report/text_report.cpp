@@ -1,9 +1,9 @@
 // The report for people: a one-screen summary first, then the program, the walks with
 // each node's saved values, errors with their facts, lifetimes and byte accounting.
 #include <algorithm>
-#include <cstdio>
+#include <climits>
+#include <cstring>
 #include <map>
-#include <set>
 #include <sstream>
 #include <string_view>
 #include <unordered_map>
@@ -14,23 +14,13 @@
 
 namespace agtrace {
 
-std::string human_bytes(int64_t bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  if (bytes < 1024) return std::to_string(bytes) + " B";
-  double v = static_cast<double>(bytes);
-  int u = 0;
-  while (v >= 1024.0 && u < 4) {
-    v /= 1024.0;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f %s", v, units[u]);
-  return buf;
-}
+std::string human_bytes(int64_t bytes) { return std::string(text_lines::HumanBytes(bytes).view()); }
 
 namespace {
 
+using text_lines::HumanBytes;
 using text_lines::integer;
+using text_lines::Lines;
 using text_lines::padded;
 using text_lines::right_aligned;
 using text_lines::right_aligned_integer;
@@ -39,9 +29,12 @@ struct Style {
   bool on;
   // `s` appended to `out`, wrapped in the style's escape codes when on (no temporary string:
   // the report's per-node and per-row lines are built in one reused buffer).
-  void bold_to(std::string& out, std::string_view s) const { wrap_to(out, "\x1b[1m", s); }
-  void dim_to(std::string& out, std::string_view s) const { wrap_to(out, "\x1b[2m", s); }
-  void wrap_to(std::string& out, const char* code, std::string_view s) const {
+  template <typename Out>
+  void bold_to(Out& out, std::string_view s) const { wrap_to(out, "\x1b[1m", s); }
+  template <typename Out>
+  void dim_to(Out& out, std::string_view s) const { wrap_to(out, "\x1b[2m", s); }
+  template <typename Out>
+  void wrap_to(Out& out, const char* code, std::string_view s) const {
     if (on) out += code;
     out += s;
     if (on) out += "\x1b[0m";
@@ -53,9 +46,7 @@ struct Style {
   std::string yellow(const std::string& s) const { return on ? "\x1b[33m" + s + "\x1b[0m" : s; }
 };
 
-std::string pad(const std::string& s, size_t w) { return s.size() >= w ? s : s + std::string(w - s.size(), ' '); }
-std::string lpad(const std::string& s, size_t w) { return s.size() >= w ? s : std::string(w - s.size(), ' ') + s; }
-std::string dtype_short(DType d) {
+const char* dtype_short(DType d) {
   switch (d) {
     case DType::Float32: return "f32";
     case DType::Float64: return "f64";
@@ -68,11 +59,11 @@ std::string dtype_short(DType d) {
 }
 
 // A saved value's line in the walks, appended to `line`.
-void saved_line_to(std::string& line, const SavedSnapshot& s, const StorageNames& storage_name) {
+void saved_line_to(Lines& line, const SavedSnapshot& s, const StorageNames& storage_name) {
   const size_t start = line.size();
   line += "_saved_";
   line += s.attr.str();
-  if (line.size() - start < 24) line.append(24 - (line.size() - start), ' ');
+  text_lines::pad_from(line, start, 24);
   if (!s.is_tensor) {
     line += "= ";
     line += s.value.str();
@@ -90,17 +81,25 @@ void saved_line_to(std::string& line, const SavedSnapshot& s, const StorageNames
     integer(line, s.shape[i]);
   }
   line += ']';
-  if (line.size() - shape_start < 14) line.append(14 - (line.size() - shape_start), ' ');
-  right_aligned(line, human_bytes(s.bytes), 9);
+  text_lines::pad_from(line, shape_start, 14);
+  right_aligned(line, HumanBytes(s.bytes).view(), 9);
   line += "  ";
   if (!s.hooks.empty()) {
     // Saved under hooks (issue #4): what the hooks keep; unpack builds a new object.
-    if (s.hooks == "checkpoint")
+    if (s.hooks == "checkpoint") {
       line += "checkpoint: nothing kept, recomputed when needed";
-    else if (s.released)
-      line += "saved under " + s.hooks + " hooks";
-    else
-      line += s.hooks + " hooks keep " + human_bytes(s.packed_bytes) + " (" + storage_name(s.packed_storage_id) + ")";
+    } else if (s.released) {
+      line += "saved under ";
+      line += s.hooks.str();
+      line += " hooks";
+    } else {
+      line += s.hooks.str();
+      line += " hooks keep ";
+      line += HumanBytes(s.packed_bytes).view();
+      line += " (";
+      storage_name.append_to(line, s.packed_storage_id);
+      line += ')';
+    }
     line += ", unpacks as a new object";
   } else if (s.from_python_number) {
     line += "a Python number as a 0-d tensor";
@@ -108,7 +107,7 @@ void saved_line_to(std::string& line, const SavedSnapshot& s, const StorageNames
     // An input bound to no name is an intermediate (or a view) on some op's storage.
     if (s.same_object_as.empty()) {
       line += "an unnamed tensor on ";
-      line += storage_name(s.storage_id);
+      storage_name.append_to(line, s.storage_id);
     } else {
       line += "same object as ";
       line += s.same_object_as.str();
@@ -123,7 +122,7 @@ void saved_line_to(std::string& line, const SavedSnapshot& s, const StorageNames
       }
     } else {
       line += " on ";
-      line += storage_name(s.storage_id);
+      storage_name.append_to(line, s.storage_id);
     }
   }
   line += "; v";
@@ -153,41 +152,62 @@ std::string report_text(const RunResult& r, const TextOptions& opt) {
 }
 
 StorageNames::StorageNames(const RunResult& r) {
-  // Only counted, never iterated: the order of a hash map does not reach the report.
-  std::unordered_map<std::string, int> uses;
-  uses.reserve(r.storages.size());
-  std::string name;
+  // A name's uses are counted by what the name is made of, not by its text: an op's storage
+  // is named by (allocating op, statement) — statement_ref prints every negative statement
+  // but -2 as "setup" — and a leaf's by its declared name. A pair of pointer and number is
+  // the key, instead of a name built and hashed per storage (that was most of this
+  // constructor's time on a 10,000-op chain). The maps are only counted, never iterated:
+  // their order does not reach the report.
+  struct Key {
+    const std::string* allocated_by;
+    int statement;  // kLeaf for a leaf
+    bool operator==(const Key& o) const { return allocated_by == o.allocated_by && statement == o.statement; }
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const {
+      return std::hash<const void*>()(k.allocated_by) * 31 + std::hash<int>()(k.statement);
+    }
+  };
+  constexpr int kLeaf = INT_MIN;
+  const auto is_leaf = [](const std::string& by) { return by.size() >= 5 && std::memcmp(by.data(), "leaf ", 5) == 0; };
+  // A leaf whose name holds '@' could read like an op's name (relu@[3]): then uses are
+  // counted by the names' text.
+  bool by_text = false;
+  for (const StorageLifetime& s : r.storages) {
+    const std::string& by = s.allocated_by.str();
+    if (s.id >= 0 && is_leaf(by) && by.find('@', 5) != std::string::npos) by_text = true;
+  }
+  std::unordered_map<Key, int, KeyHash> uses;
+  std::unordered_map<std::string, int> uses_by_text;
+  if (!by_text) uses.reserve(r.storages.size());
   for (const StorageLifetime& s : r.storages) {
     if (s.id < 0) continue;
-    const std::string& by = s.allocated_by.str();
-    name.clear();
-    if (by.compare(0, 5, "leaf ") == 0) {
-      name.append(by, 5, std::string::npos);
+    Name n;
+    n.allocated_by = &s.allocated_by.str();
+    n.statement = s.allocated_at;
+    n.leaf = is_leaf(*n.allocated_by);
+    if (by_text) {
+      n.use = 1;
+      std::string name;
+      if (n.leaf) {
+        name.assign(*n.allocated_by, 5, std::string::npos);
+      } else {
+        name = *n.allocated_by;
+        name += '@';
+        text_lines::statement_ref(name, n.statement);
+      }
+      n.use = ++uses_by_text[name];
     } else {
-      name += by;
-      name += '@';
-      text_lines::statement_ref(name, s.allocated_at);
-    }
-    const int use = ++uses[name];
-    if (use > 1) {
-      name += " (";
-      integer(name, use);
-      name += ')';
+      const int statement = n.leaf ? kLeaf : s.allocated_at == -2 || s.allocated_at >= 0 ? s.allocated_at : -1;
+      n.use = ++uses[Key{n.allocated_by, statement}];
     }
     if (static_cast<size_t>(s.id) >= by_id_.size()) by_id_.resize(static_cast<size_t>(s.id) + 1);
-    by_id_[static_cast<size_t>(s.id)] = name;
+    by_id_[static_cast<size_t>(s.id)] = n;
   }
-}
-
-const std::string& StorageNames::operator()(int64_t storage_id) const {
-  if (storage_id < 0 || static_cast<size_t>(storage_id) >= by_id_.size() || by_id_[static_cast<size_t>(storage_id)].empty())
-    return unknown_;
-  return by_id_[static_cast<size_t>(storage_id)];
 }
 
 void write_report_text(std::ostream& o, const RunResult& r, const TextOptions& opt) {
   Style st{opt.color};
-  const StorageNames storage_name(r);
   o << st.bold("agtrace") << " — scenario " << st.bold(r.scenario) << " (" << r.device << ")\n";
   if (!r.description.empty()) o << r.description << "\n";
 
@@ -255,8 +275,10 @@ void write_report_text(std::ostream& o, const RunResult& r, const TextOptions& o
   // ---- program
   o << "\n" << st.bold("Program") << "\n";
   for (const auto& s : r.statements) {
-    std::string status = s.status == "ok" ? st.green(pad("ok", 8)) : s.status == "error" ? st.red(pad("error", 8)) : st.dim(pad("not run", 8));
-    o << "  " << lpad(statement_ref(s.index), 5) << " " << status << s.source;
+    std::string status = s.status == "ok" ? st.green(text_lines::padded_text("ok", 8))
+                         : s.status == "error" ? st.red(text_lines::padded_text("error", 8))
+                                               : st.dim(text_lines::padded_text("not run", 8));
+    o << "  " << text_lines::right_aligned_text(statement_ref(s.index), 5) << " " << status << s.source;
     if (!s.block.empty()) o << st.dim("   (" + s.block + ")");
     if (s.runs > 1) o << st.dim("   x" + std::to_string(s.runs));
     o << "\n";
@@ -293,10 +315,14 @@ void write_report_text(std::ostream& o, const RunResult& r, const TextOptions& o
   // A node already printed, here or in an earlier walk, is named, not expanded: the walks of
   // a model's many named tensors share their subtrees, and printing each again made the
   // report grow with (names x depth).
+  Lines out(o);
+  const StorageNames storage_name(r);  // after the summary: -q prints no storage
   std::map<int64_t, const std::string*> shown_in;  // node id -> the walk that printed it
-  std::string line, text;  // a node's lines, and a piece of one, reused from node to node
   for (const auto& w : r.walks) {
-    o << "\n" << st.bold("Walk of " + w.key) << st.dim("  (captured at " + statement_ref(w.statement) + ")") << "\n";
+    out += '\n';
+    st.bold_to(out, "Walk of " + w.key);
+    st.dim_to(out, "  (captured at " + statement_ref(w.statement) + ")");
+    out.end_line();
     struct Frame {
       int64_t id;
       int depth;
@@ -313,41 +339,46 @@ void write_report_text(std::ostream& o, const RunResult& r, const TextOptions& o
       // stays put and each node line names its depth instead.
       constexpr int kMaxWalkIndent = 40;
       const size_t indent = static_cast<size_t>(std::min(f.depth, kMaxWalkIndent)) * 2;
-      line.assign(indent, ' ');
+      out.append(indent, ' ');
       if (f.depth > kMaxWalkIndent) {
-        line += "[depth ";
-        integer(line, f.depth);
-        line += "] ";
+        out += "[depth ";
+        integer(out, f.depth);
+        out += "] ";
       }
       const auto seen = shown_in.emplace(n.id, &w.key);
       if (!seen.second) {
         const std::string where = seen.first->second == &w.key ? "above" : "see the walk of " + *seen.first->second;
         const std::string variable = n.variable.empty() ? "" : " (" + n.variable + ")";
-        st.dim_to(line, n.name.str() + " #" + std::to_string(n.id) + variable + " (" + where + ")");
-        line += '\n';
-        o.write(line.data(), static_cast<std::streamsize>(line.size()));
+        st.dim_to(out, n.name.str() + " #" + std::to_string(n.id) + variable + " (" + where + ")");
+        out.end_line();
         continue;
       }
-      st.bold_to(line, n.name.str());
-      text.assign(" #");
-      integer(text, n.id);
-      st.dim_to(line, text);
-      if (!n.variable.empty()) line += " (" + n.variable + ")";
-      if (!n.wraps.empty()) line += " (wraps " + n.wraps + ")";
+      st.bold_to(out, n.name.str());
+      char id_text[24] = " #";
+      st.dim_to(out, std::string_view(id_text, static_cast<size_t>(write_decimal(id_text + 2, n.id) - id_text)));
+      if (!n.variable.empty()) {
+        out += " (";
+        out += n.variable.str();
+        out += ')';
+      }
+      if (!n.wraps.empty()) {
+        out += " (wraps ";
+        out += n.wraps.str();
+        out += ')';
+      }
       if (n.saved_bytes > 0) {
-        line += "  keeps ";
-        line += human_bytes(n.saved_bytes);
+        out += "  keeps ";
+        out += HumanBytes(n.saved_bytes).view();
       }
-      line += '\n';
+      out.end_line();
       for (const auto& s : n.saved) {
-        line.append(indent + 4, ' ');
-        text.clear();
-        saved_line_to(text, s, storage_name);
-        if (s.is_tensor && s.defined && s.released) st.dim_to(line, text);
-        else line += text;
-        line += '\n';
+        out.append(indent + 4, ' ');
+        const bool dim = st.on && s.is_tensor && s.defined && s.released;
+        if (dim) out += "\x1b[2m";
+        saved_line_to(out, s, storage_name);
+        if (dim) out += "\x1b[0m";
+        out.end_line();
       }
-      o.write(line.data(), static_cast<std::streamsize>(line.size()));
       for (size_t i = n.next.size(); i-- > 0;)
         if (n.next[i].node >= 0) stack.push_back({n.next[i].node, f.depth + 1});
     }
@@ -355,88 +386,105 @@ void write_report_text(std::ostream& o, const RunResult& r, const TextOptions& o
 
   // ---- gradients
   if (!r.grads.empty()) {
-    o << "\n" << st.bold("Gradients") << "\n";
+    std::ostringstream g_text;
+    g_text << "\n" << st.bold("Gradients") << "\n";
     for (const auto& g : r.grads) {
-      o << "  " << pad(g.name, 10) << dtype_short(g.dtype) << nlohmann::json(g.shape).dump();
+      g_text << "  " << text_lines::padded_text(g.name, 10) << dtype_short(g.dtype) << nlohmann::json(g.shape).dump();
       if (opt.values && !g.values.empty()) {
-        o << "  [";
-        for (size_t i = 0; i < g.values.size(); ++i) o << (i ? ", " : "") << float_repr(g.values[i]);
-        o << "]";
+        g_text << "  [";
+        for (size_t i = 0; i < g.values.size(); ++i) g_text << (i ? ", " : "") << float_repr(g.values[i]);
+        g_text << "]";
       }
-      if (opt.values && g.values_elided > 0) o << "  (" << g.values_elided << " values, beyond --values-limit)";
-      o << "\n";
+      if (opt.values && g.values_elided > 0) g_text << "  (" << g.values_elided << " values, beyond --values-limit)";
+      g_text << "\n";
     }
+    out += g_text.str();
   }
 
   // ---- memory by statement
-  o << "\n" << st.bold("Memory by statement") << "  (bytes live after the statement, peak inside it)\n";
-  o << "  " << pad("stmt", 7) << lpad("live", 10) << lpad("peak", 10) << lpad("temps", 10) << "  categories\n";
+  out += '\n';
+  st.bold_to(out, "Memory by statement");
+  out += "  (bytes live after the statement, peak inside it)\n";
+  out += "  ";
+  padded(out, "stmt", 7);
+  right_aligned(out, "live", 10);
+  right_aligned(out, "peak", 10);
+  right_aligned(out, "temps", 10);
+  out += "  categories\n";
   for (const auto& m : r.memory_by_statement) {
-    line.assign("  ");
-    text.clear();
-    text_lines::statement_ref(text, m.index);
-    padded(line, text, 7);
-    right_aligned_integer(line, m.live_after, 10);
-    right_aligned_integer(line, m.peak_inside, 10);
-    right_aligned_integer(line, m.temporary_bytes, 10);
-    line += "  ";
+    out += "  ";
+    const size_t ref_start = out.size();
+    text_lines::statement_ref(out, m.index);
+    text_lines::pad_from(out, ref_start, 7);
+    right_aligned_integer(out, m.live_after, 10);
+    right_aligned_integer(out, m.peak_inside, 10);
+    right_aligned_integer(out, m.temporary_bytes, 10);
+    out += "  ";
     bool first = true;
     for (const auto& [k, v] : m.categories) {
-      if (!first) line += ", ";
-      line += std::string_view(k);
-      line += ' ';
-      integer(line, v);
+      if (!first) out += ", ";
+      out += std::string_view(k);
+      out += ' ';
+      integer(out, v);
       first = false;
     }
-    line += '\n';
-    o.write(line.data(), static_cast<std::streamsize>(line.size()));
+    out.end_line();
   }
 
   // ---- lifetimes
-  o << "\n" << st.bold("Storage lifetimes") << "\n";
-  o << "  " << pad("storage", 24) << lpad("bytes", 8) << "  " << pad("freed", 8) << "held by\n";
+  out += '\n';
+  st.bold_to(out, "Storage lifetimes");
+  out += "\n  ";
+  padded(out, "storage", 24);
+  right_aligned(out, "bytes", 8);
+  out += "  ";
+  padded(out, "freed", 8);
+  out += "held by\n";
   for (const auto& s : r.storages) {
-    line.assign("  ");
-    padded(line, storage_name(s.id), 24);
-    right_aligned_integer(line, s.bytes, 8);
-    line += "  ";
-    text.clear();
-    if (s.freed) text_lines::statement_ref(text, s.freed_at);
-    else text += "alive";
-    padded(line, text, 8);
-    if (s.holders.empty()) st.dim_to(line, "temporary");
+    out += "  ";
+    const size_t name_start = out.size();
+    storage_name.append_to(out, s.id);
+    text_lines::pad_from(out, name_start, 24);
+    right_aligned_integer(out, s.bytes, 8);
+    out += "  ";
+    const size_t freed_start = out.size();
+    if (s.freed) text_lines::statement_ref(out, s.freed_at);
+    else out += "alive";
+    text_lines::pad_from(out, freed_start, 8);
+    if (s.holders.empty()) st.dim_to(out, "temporary");
     for (size_t i = 0; i < s.holders.size(); ++i) {
-      if (i) line += "; ";
-      line += s.holders[i].str();
+      if (i) out += "; ";
+      out += s.holders[i].str();
     }
-    line += '\n';
-    o.write(line.data(), static_cast<std::streamsize>(line.size()));
+    out.end_line();
   }
   if (!r.saved.empty()) {
-    o << "\n" << st.bold("Saved values") << "\n";
+    out += '\n';
+    st.bold_to(out, "Saved values");
+    out += '\n';
     for (const auto& s : r.saved) {
-      line.assign("  ");
-      padded(line, s.what.str(), 34);
-      text.clear();
-      integer(text, s.bytes);
-      text += " B";
-      right_aligned(line, text, 8);
-      line += "  on ";
-      line += storage_name(s.storage_id);
-      line += "  saved at ";
-      text_lines::statement_ref(line, s.saved_at);
+      out += "  ";
+      padded(out, s.what.str(), 34);
+      char bytes_text[32];
+      char* end = std::to_chars(bytes_text, bytes_text + 24, s.bytes).ptr;
+      *end++ = ' ';
+      *end++ = 'B';
+      right_aligned(out, std::string_view(bytes_text, static_cast<size_t>(end - bytes_text)), 8);
+      out += "  on ";
+      storage_name.append_to(out, s.storage_id);
+      out += "  saved at ";
+      text_lines::statement_ref(out, s.saved_at);
       if (s.released_at >= 0) {
-        line += ", released at ";
-        text_lines::statement_ref(line, s.released_at);
+        out += ", released at ";
+        text_lines::statement_ref(out, s.released_at);
       } else {
-        line += ", alive";
+        out += ", alive";
       }
-      line += '\n';
-      o.write(line.data(), static_cast<std::streamsize>(line.size()));
+      out.end_line();
     }
   }
-  o << report_account_text(r);  // issue #4: accounting, why saved, what-if, reconciliation
-  o << report_events_text(r);   // issue #4: timeline, checkpoints, hooks warnings
+  write_account_text(out, r);  // issue #4: accounting, why saved, what-if, reconciliation
+  write_events_text(out, r);   // issue #4: timeline, checkpoints, hooks warnings
 }
 
 }  // namespace agtrace

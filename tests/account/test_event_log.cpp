@@ -86,6 +86,24 @@ TEST_CASE("an event log gives back every field of every record, in order", "[acc
   check_same(moved[7], want[7]);
 }
 
+TEST_CASE("an event log says whether any record names hooks", "[account][event_log]") {
+  EventLog log;
+  EventRecord plain;
+  plain.kind = InternedString("save");
+  plain.version = 3;  // a detail record without hooks
+  log.push_back(plain);
+  log.push_plain(log.kind_index(InternedString("alloc")), InternedString("mul"), InternedString(), 1, 64, -1, -1, 0, -1,
+                 false);
+  CHECK_FALSE(log.has_hooks());
+  EventRecord hooked = plain;
+  hooked.hooks = InternedString("checkpoint");
+  log.push_back(hooked);
+  CHECK(log.has_hooks());
+  log.push_back(plain);
+  CHECK(log.has_hooks());
+  CHECK(EventLog(log).has_hooks());  // copies keep it (RunResult takes the accountant's log)
+}
+
 TEST_CASE("an event log keeps any kind of record, not only the accountant's", "[account][event_log]") {
   EventLog log;
   for (int i = 0; i < 300; ++i) {  // more distinct kinds than one byte can index
