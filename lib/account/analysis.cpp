@@ -173,7 +173,8 @@ MemoryAnalysis analyse_memory(const RunResult& r, bool explain) {
     }
     if (e.is_new) a.new_bytes += s.bytes;
   }
-  for (auto& [id, n] : nodes) a.nodes.push_back(n);
+  a.nodes.reserve(nodes.size());
+  for (auto& [id, n] : nodes) a.nodes.push_back(std::move(n));
   what_if_rows(r, a);
   return a;
 }

@@ -173,10 +173,13 @@ StorageNames::StorageNames(const RunResult& r) {
   // A leaf whose name holds '@' could read like an op's name (relu@[3]): then uses are
   // counted by the names' text.
   bool by_text = false;
+  int64_t last_id = -1;
   for (const StorageLifetime& s : r.storages) {
     const std::string& by = s.allocated_by.str();
     if (s.id >= 0 && is_leaf(by) && by.find('@', 5) != std::string::npos) by_text = true;
+    last_id = std::max(last_id, s.id);
   }
+  by_id_.resize(static_cast<size_t>(last_id + 1));  // once: grown id by id, it touched twice the memory
   std::unordered_map<Key, int, KeyHash> uses;
   std::unordered_map<std::string, int> uses_by_text;
   if (!by_text) uses.reserve(r.storages.size());
@@ -201,7 +204,6 @@ StorageNames::StorageNames(const RunResult& r) {
       const int statement = n.leaf ? kLeaf : s.allocated_at == -2 || s.allocated_at >= 0 ? s.allocated_at : -1;
       n.use = ++uses[Key{n.allocated_by, statement}];
     }
-    if (static_cast<size_t>(s.id) >= by_id_.size()) by_id_.resize(static_cast<size_t>(s.id) + 1);
     by_id_[static_cast<size_t>(s.id)] = n;
   }
 }
