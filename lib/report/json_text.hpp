@@ -27,7 +27,7 @@ class Writer {
   // Inlined at each call: most pieces are literals or keys, whose length the compiler then
   // knows, so the copy is a few moves.
   [[gnu::always_inline]] void put(std::string_view s) {
-    if (s.size() > kSize - used_) [[unlikely]] {
+    if (s.size() > kSize - used_) {
       flush();
       if (s.size() > kSize) {
         out_.append(s);
@@ -40,7 +40,7 @@ class Writer {
   // Three pieces with one check of the room left (an object's field: separator, key, `": `).
   [[gnu::always_inline]] void put(std::string_view a, std::string_view b, std::string_view c) {
     const size_t n = a.size() + b.size() + c.size();
-    if (n > kSize - used_) [[unlikely]] {
+    if (n > kSize - used_) {
       put(a);
       put(b);
       put(c);

@@ -82,7 +82,7 @@ class Lines {
  private:
   static constexpr size_t kFlushAt = 64 * 1024;
   [[gnu::always_inline]] void reserve(size_t n) {
-    if (n > capacity_ - used_) [[unlikely]] grow(n);
+    if (n > capacity_ - used_) grow(n);
   }
   [[gnu::noinline]] void grow(size_t n) {
     size_t capacity = capacity_ == 0 ? kFlushAt + 4096 : capacity_;

@@ -12,7 +12,9 @@ namespace agtrace {
 // inlined into a call whose length it cannot pin down; each branch runs only for its lengths.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Warray-bounds"
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wstringop-overread"
+#endif
 [[gnu::always_inline]] inline void copy_bytes(char* d, const char* s, size_t n) {
   if (n >= 16 && n <= 32) {
     std::memcpy(d, s, 16);
