@@ -444,11 +444,22 @@ void sgemm_in_place(const MatRef<float>& a, const MatRef<float>& b, int64_t n, i
 // one thread nothing ever comes, and a 50 ms run of the 10,000-op chain took 82 ms of CPU
 // instead of 49 (measured, 2 cores). Shutting the server down ends the workers; OpenBLAS
 // starts it again by itself if a later call asks for more threads (exec_blas checks
-// blas_server_avail). Looked up at run time, so another BLAS without the function is fine.
+// blas_server_avail). With the shared library it is looked up at run time, so another BLAS
+// behind the alternative without the function is fine; linked from OpenBLAS's archive it is
+// called directly (an executable exports no symbol for dlsym to find: looked up, it was
+// missing, and the workers of a one-thread run spun).
+#ifdef AGTRACE_OPENBLAS_STATIC
+extern "C" int blas_thread_shutdown_(void);
+#endif
 void stop_idle_blas_workers() {
+  if (openblas_get_num_procs() <= 1) return;
+#ifdef AGTRACE_OPENBLAS_STATIC
+  blas_thread_shutdown_();
+#else
   using Shutdown = int (*)();
   static const auto shutdown = reinterpret_cast<Shutdown>(dlsym(RTLD_DEFAULT, "blas_thread_shutdown_"));
-  if (shutdown && openblas_get_num_procs() > 1) shutdown();
+  if (shutdown) shutdown();
+#endif
 }
 #endif
 
