@@ -109,14 +109,7 @@ class StorageNames {
       out += std::string_view(kUnknown);
       return;
     }
-    const std::string& by = *n->allocated_by;
-    if (n->leaf) {
-      out += std::string_view(by).substr(5);
-    } else {
-      out += std::string_view(by);
-      out += '@';
-      text_lines::statement_ref(out, n->statement);
-    }
+    append_base(out, *n);
     if (n->use > 1) {
       out += " (";
       text_lines::integer(out, n->use);
@@ -132,6 +125,18 @@ class StorageNames {
     int use = 0;                                // 2 and on: printed as " (use)"
     bool leaf = false;                          // "leaf x": printed as "x"
   };
+  // The name without its use count: "x" for "leaf x", else "op@statement".
+  template <typename Out>
+  static void append_base(Out& out, const Name& n) {
+    const std::string& by = *n.allocated_by;
+    if (n.leaf) {
+      out += std::string_view(by).substr(5);
+    } else {
+      out += std::string_view(by);
+      out += '@';
+      text_lines::statement_ref(out, n.statement);
+    }
+  }
   const Name* find(int64_t storage_id) const {
     if (storage_id < 0 || static_cast<size_t>(storage_id) >= by_id_.size()) return nullptr;
     const Name& n = by_id_[static_cast<size_t>(storage_id)];

@@ -10,7 +10,6 @@
 #include <ostream>
 #include <string>
 #include <string_view>
-#include <type_traits>
 
 #include "util/copy_bytes.hpp"
 #include "util/decimal.hpp"
@@ -50,24 +49,6 @@ class Lines {
   void integer(int64_t v) {
     reserve(24);
     used_ = static_cast<size_t>(write_decimal(data_.get() + used_, v) - data_.get());
-  }
-  // `v` in decimal after spaces up to `width` columns.
-  void right_aligned_integer(int64_t v, size_t width) {
-    char digits[24];
-    const size_t n = static_cast<size_t>(write_decimal(digits, v) - digits);
-    if (n < width) append(width - n, ' ');
-    reserve(n);
-    copy_bytes(data_.get() + used_, digits, n);
-    used_ += n;
-  }
-  // "[i]" written in place (statement_ref's common case).
-  void bracketed_integer(int64_t v) {
-    reserve(26);
-    char* p = data_.get() + used_;
-    *p++ = '[';
-    p = write_decimal(p, v);
-    *p++ = ']';
-    used_ = static_cast<size_t>(p - data_.get());
   }
   // '\n', and the buffer handed to the stream once it is large.
   void end_line() {
@@ -128,7 +109,6 @@ void right_aligned_integer(Out& out, int64_t v, size_t width) {
   const size_t n = static_cast<size_t>(write_decimal(buf, v) - buf);
   right_aligned(out, std::string_view(buf, n), width);
 }
-inline void right_aligned_integer(Lines& out, int64_t v, size_t width) { out.right_aligned_integer(v, width); }
 // statement_ref(i): "[i]", "setup" (before the program) or "end" (after it).
 template <typename Out>
 void statement_ref(Out& out, int i) {
@@ -136,8 +116,6 @@ void statement_ref(Out& out, int i) {
     out += "end";
   } else if (i < 0) {
     out += "setup";
-  } else if constexpr (std::is_same_v<Out, Lines>) {
-    out.bracketed_integer(i);
   } else {
     out += '[';
     integer(out, i);

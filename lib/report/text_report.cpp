@@ -190,15 +190,8 @@ StorageNames::StorageNames(const RunResult& r) {
     n.statement = s.allocated_at;
     n.leaf = is_leaf(*n.allocated_by);
     if (by_text) {
-      n.use = 1;
       std::string name;
-      if (n.leaf) {
-        name.assign(*n.allocated_by, 5, std::string::npos);
-      } else {
-        name = *n.allocated_by;
-        name += '@';
-        text_lines::statement_ref(name, n.statement);
-      }
+      append_base(name, n);
       n.use = ++uses_by_text[name];
     } else {
       const int statement = n.leaf ? kLeaf : s.allocated_at == -2 || s.allocated_at >= 0 ? s.allocated_at : -1;

@@ -15,21 +15,27 @@ namespace agtrace {
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wstringop-overread"
 #endif
-[[gnu::always_inline]] inline void copy_bytes(char* d, const char* s, size_t n) {
-  if (n >= 16 && n <= 32) {
-    std::memcpy(d, s, 16);
-    std::memcpy(d + n - 16, s + n - 16, 16);
-  } else if (n >= 8 && n < 16) {
+// n below 16: two overlapping moves of 8 or 4 bytes, or three single bytes.
+[[gnu::always_inline]] inline void copy_short(char* d, const char* s, size_t n) {
+  if (n >= 8) {
     std::memcpy(d, s, 8);
     std::memcpy(d + n - 8, s + n - 8, 8);
-  } else if (n >= 4 && n < 8) {
+  } else if (n >= 4) {
     std::memcpy(d, s, 4);
     std::memcpy(d + n - 4, s + n - 4, 4);
-  } else if (n > 0 && n < 4) {
+  } else if (n > 0) {
     d[0] = s[0];
     d[n / 2] = s[n / 2];
     d[n - 1] = s[n - 1];
-  } else if (n > 32) {
+  }
+}
+[[gnu::always_inline]] inline void copy_bytes(char* d, const char* s, size_t n) {
+  if (n < 16) {
+    copy_short(d, s, n);
+  } else if (n <= 32) {
+    std::memcpy(d, s, 16);
+    std::memcpy(d + n - 16, s + n - 16, 16);
+  } else {
     std::memcpy(d, s, n);
   }
 }
