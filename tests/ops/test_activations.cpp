@@ -11,6 +11,7 @@
 #include "support/node_checks.hpp"
 
 #include "support/gradcheck.hpp"
+#include "support/bf16_kernels.hpp"
 
 #include <cmath>
 #include <functional>
@@ -777,30 +778,56 @@ TEST_CASE("activations: no node under no_grad or without requires_grad", "[activ
   CHECK_FALSE(ops::norm_functional(x, kNone, std::nullopt, false)->requires_grad());
 }
 
-TEST_CASE("activations: bfloat16 gelu rounds every step as 1.13's Vectorized<BFloat16> kernel", "[activations][fidelity]") {
-  // x_i = ((37 i) mod 101 - 50) / 16, grad_i = ((7 i) mod 23 - 11) / 8 (64 elements, exact in
-  // bfloat16). References: F.gelu and its backward in 1.13. The exact gelu rounded once sums
-  // to 45.80841064453125, not 45.818603515625.
+namespace {
+// x_i = ((37 i) mod 101 - 50) / 16, grad_i = ((7 i) mod 23 - 11) / 8 (64 elements, exact in
+// bfloat16); `strided`: x as column 0 of a [64, 2] tensor. Returns the first
+// four outputs and their sum, then the same of the input's gradient.
+using FirstFourAndSum = std::pair<std::vector<double>, double>;
+std::pair<FirstFourAndSum, FirstFourAndSum> bf16_gelu_64(bool strided) {
   std::vector<double> xv, gv;
   for (int64_t i = 0; i < 64; ++i) {
-    xv.push_back(static_cast<double>((i * 37) % 101 - 50) / 16.0);
+    const double x = static_cast<double>((i * 37) % 101 - 50) / 16.0;
+    xv.push_back(x);
+    if (strided) xv.push_back(0.0);
     gv.push_back(static_cast<double>((i * 7) % 23 - 11) / 8.0);
   }
-  Tensor x = agtrace::tensor_from_values({64}, DType::BFloat16, xv);
-  x->requires_grad_flag = true;
+  Tensor x = strided ? ops::select(agtrace::tensor_from_values({64, 2}, DType::BFloat16, xv), 1, 0)
+                     : agtrace::tensor_from_values({64}, DType::BFloat16, xv);
+  Tensor leaf = x;
+  leaf->requires_grad_flag = !strided;
   Tensor y = ops::gelu(x, "none");
   auto first4_and_sum = [](const Tensor& t) {
     const std::vector<double> v = agtrace::to_values(t);
     double sum = 0.0;
     for (double e : v) sum += e;
-    return std::make_pair(std::vector<double>(v.begin(), v.begin() + 4), sum);
+    return FirstFourAndSum(std::vector<double>(v.begin(), v.begin() + 4), sum);
   };
-  CHECK(first4_and_sum(y) ==
-        std::make_pair(std::vector<double>{-0.0, -0.169921875, 1.3984375, -0.0146484375}, 45.818603515625));
+  if (strided) return {first4_and_sum(y), {}};
   agtrace::autograd::BackwardRequest req;
   req.roots = {y};
   req.grad_roots = {agtrace::tensor_from_values({64}, DType::BFloat16, gv)};
   agtrace::autograd::run_backward(req);
-  CHECK(first4_and_sum(x->grad) ==
-        std::make_pair(std::vector<double>{0.01300048828125, 0.01220703125, 0.421875, -0.04736328125}, 0.52777099609375));
+  return {first4_and_sum(y), first4_and_sum(leaf->grad)};
+}
+}  // namespace
+
+TEST_CASE("activations: bfloat16 gelu rounds every step as 1.13's Vectorized<BFloat16> kernel", "[activations][fidelity]") {
+  // References: F.gelu and its backward in 1.13 on an AMD EPYC with AVX2 only. The exact gelu
+  // rounded once sums to 45.80841064453125, not 45.818603515625.
+  const Bf16KernelsOf avx2_machine(agtrace::kernels::Bf16CpuKernels::Cpublas);
+  const auto [y, grad] = bf16_gelu_64(false);
+  CHECK(y == FirstFourAndSum({-0.0, -0.169921875, 1.3984375, -0.0146484375}, 45.818603515625));
+  CHECK(grad == FirstFourAndSum({0.01300048828125, 0.01220703125, 0.421875, -0.04736328125}, 0.52777099609375));
+}
+
+TEST_CASE("activations: bfloat16 gelu on a CPU with AVX-512 is oneDNN's, the float formula rounded once", "[activations][fidelity]") {
+  // References: the same inputs in 1.13 on an AMD EPYC with AVX-512 (gelu_out_cpu and
+  // gelu_backward_out_cpu take oneDNN's gelu_erf for a contiguous input of more than one
+  // element). A strided input keeps the every-step rounding there: its outputs are the AVX2
+  // machine's above.
+  const Bf16KernelsOf avx512_machine(agtrace::kernels::Bf16CpuKernels::OneDnn);
+  const auto [y, grad] = bf16_gelu_64(false);
+  CHECK(y == FirstFourAndSum({-0.002777099609375, -0.1689453125, 1.3984375, -0.0155029296875}, 45.80841064453125));
+  CHECK(grad == FirstFourAndSum({0.01177978515625, 0.01239013671875, 0.421875, -0.047119140625}, 0.526123046875));
+  CHECK(bf16_gelu_64(true).first == FirstFourAndSum({-0.0, -0.169921875, 1.3984375, -0.0146484375}, 45.818603515625));
 }
