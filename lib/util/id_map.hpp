@@ -28,7 +28,7 @@ class IdMap {
   using key_type = int64_t;
   using mapped_type = T;
   using value_type = std::pair<const int64_t, T>;
-  using Table = ChunkedVector<std::optional<value_type>, 64>;
+  using Table = ChunkedVector<std::optional<value_type>>;
 
   template <bool Const>
   class Iter {

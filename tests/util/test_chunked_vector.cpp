@@ -10,6 +10,7 @@
 
 #include "interp/result.hpp"
 #include "util/chunked_vector.hpp"
+#include "util/large_blocks.hpp"
 #include "util/interned_string.hpp"
 
 using namespace agtrace;
@@ -179,4 +180,29 @@ TEST_CASE("interned strings print as their text", "[chunked_vector]") {
   std::ostringstream out;
   out << InternedString("saved MulBackward0._saved_other") << '|' << InternedString();
   CHECK(out.str() == "saved MulBackward0._saved_other|");
+}
+
+// A default chunk is big enough for the large-block arena (its huge pages, not malloc's heap),
+// and the least power of two of elements that is.
+TEST_CASE("default chunks hold at least 64 KiB, the least power of two of elements that do", "[chunked_vector]") {
+  auto check = [](size_t elements, size_t element_bytes) {
+    CHECK((elements & (elements - 1)) == 0);
+    CHECK(elements * element_bytes >= large_blocks::kMinBytes);
+    if (elements > 1) CHECK(elements / 2 * element_bytes < large_blocks::kMinBytes);
+  };
+  struct Bytes24 {
+    char b[24];
+  };
+  struct Bytes280 {
+    char b[280];
+  };
+  struct Bytes100000 {
+    char b[100000];
+  };
+  check(default_chunk_elements<char>(), 1);
+  check(default_chunk_elements<Bytes24>(), 24);
+  check(default_chunk_elements<Bytes280>(), 280);
+  check(default_chunk_elements<Bytes100000>(), 100000);
+  CHECK(default_chunk_elements<Bytes280>() == 256);
+  CHECK(default_chunk_elements<Bytes100000>() == 1);
 }
