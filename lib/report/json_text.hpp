@@ -52,6 +52,20 @@ class Writer {
     copy_bytes(d + a.size() + b.size(), c.data(), c.size());
     used_ += n;
   }
+  // A text between two characters (a quoted string), with one check of the room left.
+  [[gnu::always_inline]] void put(char before, std::string_view s, char after) {
+    if (s.size() + 2 > kSize - used_) {
+      put(before);
+      put(s);
+      put(after);
+      return;
+    }
+    char* d = buf_ + used_;
+    d[0] = before;
+    copy_bytes(d + 1, s.data(), s.size());
+    d[s.size() + 1] = after;
+    used_ += s.size() + 2;
+  }
   [[gnu::always_inline]] void put(char c) {
     if (used_ == kSize) flush();
     buf_[used_++] = c;

@@ -5,6 +5,7 @@
 #include <charconv>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -82,6 +83,12 @@ TEST_CASE("json_text escapes a character wherever it falls in a long or short te
 TEST_CASE("write_decimal gives std::to_chars's digits", "[report][json_text]") {
   std::vector<int64_t> values = {std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), -1, 0};
   for (int64_t v = -20000; v <= 120000; ++v) values.push_back(v);
+  // Below 100,000,000 the number is written as two groups of four digits: the low group's
+  // leading zeros and each length of the high group, then random values on both sides.
+  for (int64_t high : {1, 9, 10, 99, 100, 999, 1000, 9999})
+    for (int64_t low : {0, 1, 9, 10, 99, 100, 999, 1000, 9999}) values.push_back(high * 10000 + low);
+  std::mt19937_64 random(20261207);
+  for (int i = 0; i < 200000; ++i) values.push_back(static_cast<int64_t>(random() % 200000000));
   for (int64_t p = 1; p < int64_t{1} << 62; p *= 10) {
     values.push_back(p - 1);
     values.push_back(p);
