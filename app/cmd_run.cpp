@@ -11,6 +11,7 @@
 
 #include "commands.hpp"
 #include "cuda/device.hpp"
+#include "account/analysis.hpp"
 #include "errors.hpp"
 #include "interp/interpreter.hpp"
 #include "report/report.hpp"
@@ -249,7 +250,8 @@ Runner add_run(CLI::App& root) {
       else std::cout.write(text.data(), static_cast<std::streamsize>(text.size()));
     };
     if (opts->format == "json") {
-      auto j = report_json_skeleton(r, opts->values);
+      const SharedAnalysis analysis = std::make_shared<const MemoryAnalysis>(analyse_memory(r));
+      auto j = report_json_skeleton(r, opts->values, analysis);
       // The timeline and the lifetimes are most of a long program's report (a 10,000-op
       // chain: 7.5 of 31 MB and 4.1 MB): behind --detail full.
       if (opts->detail != "full") {
@@ -264,7 +266,7 @@ Runner add_run(CLI::App& root) {
         compacted.clear();
         minifier.feed(text, compacted);
         emit(compacted);
-      });
+      }, analysis);
       emit("\n");
     } else {
       TextOptions to;

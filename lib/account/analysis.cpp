@@ -22,12 +22,29 @@ std::string_view attr_of(std::string_view what) {
   return dot == std::string_view::npos ? std::string_view() : what.substr(dot + 8);
 }
 
+// A saved value's attribute, interned as its snapshot's (`SavedSnapshot::attr`), so that it
+// compares by pointer: a program's values have few distinct `what` texts, and the last one
+// asked for is kept (the values of one node kind come in runs).
+class AttrOfWhat {
+ public:
+  InternedString operator()(const InternedString& what) {
+    if (!(what == last_what_)) {
+      last_what_ = what;
+      last_attr_ = InternedString(attr_of(what.str()));
+    }
+    return last_attr_;
+  }
+
+ private:
+  InternedString last_what_, last_attr_;
+};
+
 // The snapshot of a saved tensor (shape, dtype) when its node was reached by a walk.
-const SavedSnapshot* snapshot_of(const RunResult& r, int64_t node_id, std::string_view attr) {
+const SavedSnapshot* snapshot_of(const RunResult& r, int64_t node_id, const InternedString& attr) {
   auto n = r.nodes.find(node_id);
   if (n == r.nodes.end()) return nullptr;
   for (const auto& s : n->second.saved)
-    if (s.is_tensor && s.defined && std::string_view(s.attr.str()) == attr) return &s;
+    if (s.is_tensor && s.defined && s.attr == attr) return &s;
   return nullptr;
 }
 
@@ -38,17 +55,21 @@ void what_if_rows(const RunResult& r, MemoryAnalysis& a) {
   // host, so the device keeps none of the graph-only storages; the host holds one copy per
   // saved tensor (packs are not shared).
   int64_t saved_sum = 0, f16_packed = 0, f16_freed = 0;
-  std::set<int64_t> freed_storages;
+  std::vector<std::pair<int64_t, int64_t>> freed_storages;  // (storage id, its bytes), repeats included
+  AttrOfWhat attr_of_what;
   for (const auto& s : a.saved) {
     saved_sum += s.bytes;
-    const SavedSnapshot* snap = snapshot_of(r, s.node_id, attr_of(s.what.str()));
+    const SavedSnapshot* snap = snapshot_of(r, s.node_id, attr_of_what(s.what));
     if (!snap || !wider_than_half(snap->dtype)) continue;
     // fp16 pack hook: x.to(torch.float16) is a new 2-byte-per-element tensor for float32 /
     // float64 values (one per saved value: packs are not shared; a float16 value is
     // returned as itself, no copy, no saving). A graph-only storage is freed once.
     f16_packed += shape_numel(snap->shape) * 2;
-    if (s.is_new && freed_storages.insert(snap->storage_id).second) f16_freed += snap->storage_bytes;
+    if (s.is_new) freed_storages.emplace_back(snap->storage_id, snap->storage_bytes);
   }
+  std::sort(freed_storages.begin(), freed_storages.end());
+  for (size_t i = 0; i < freed_storages.size(); ++i)
+    if (i == 0 || freed_storages[i].first != freed_storages[i - 1].first) f16_freed += freed_storages[i].second;
   const int64_t graph_only = r.memory.graph_only_bytes;
   if (r.device == "cpu") {
     // pack_to_cpu keeps tensor.cpu(), which on a CPU tensor is the tensor itself (measured:
@@ -129,12 +150,30 @@ MemoryAnalysis analyse_memory(const RunResult& r, bool explain) {
   if (r.events.has_hooks())
     for (const auto& e : r.events)
       if (e.kind == "save" && (e.hooks == "checkpoint" || e.hooks == "checkpoint_recompute")) not_kept.insert(e.saved_id);
-  std::map<int64_t, NodeMemory> nodes;
+  // Per node, in node id order. Node ids are dense creation-order numbers, so a table by id
+  // finds a node's record (a std::map's walks and its nodes' cache misses were most of this
+  // analysis on a 10,000-op chain, `perf record`).
+  std::vector<NodeMemory> nodes;
+  std::vector<int32_t> node_at;  // by node id: its record's index in `nodes`, or -1
+  auto node_memory = [&](int64_t id) -> NodeMemory& {
+    if (id < 0) {  // a value saved outside any node's record (the accountant's -1): looked for
+      for (NodeMemory& n : nodes)
+        if (n.node_id == id) return n;
+      nodes.emplace_back().node_id = id;
+      return nodes.back();
+    }
+    const size_t at = static_cast<size_t>(id);
+    if (at >= node_at.size()) node_at.resize(std::max(at + 1, 2 * node_at.size()), -1);
+    if (node_at[at] < 0) {
+      node_at[at] = static_cast<int32_t>(nodes.size());
+      nodes.emplace_back().node_id = id;
+    }
+    return nodes[static_cast<size_t>(node_at[at])];
+  };
   for (const auto& s : r.saved) {
     if (!explain) break;
     if (not_kept.count(s.id)) continue;
-    NodeMemory& n = nodes[s.node_id];
-    n.node_id = s.node_id;
+    NodeMemory& n = node_memory(s.node_id);
     if (n.saved_count == 0) n.name = node_of(s.what.str());  // one node, one name
     if (n.saved_at < 0) n.saved_at = s.saved_at;
     ++n.saved_count;
@@ -158,7 +197,7 @@ MemoryAnalysis analyse_memory(const RunResult& r, bool explain) {
     if (explain) {
       auto n = r.nodes.find(s.node_id);
       const size_t inputs = n != r.nodes.end() ? n->second.next.size() : 2;
-      NodeMemory& node = nodes[s.node_id];
+      NodeMemory& node = node_memory(s.node_id);
       const auto key = std::make_tuple(&s.what.str(), s.bytes, inputs, node.saved_bytes);
       auto why = why_of.find(key);
       if (why == why_of.end()) {
@@ -173,8 +212,11 @@ MemoryAnalysis analyse_memory(const RunResult& r, bool explain) {
     }
     if (e.is_new) a.new_bytes += s.bytes;
   }
-  a.nodes.reserve(nodes.size());
-  for (auto& [id, n] : nodes) a.nodes.push_back(std::move(n));
+  // Values are saved in node creation order but for a few (a node saving again later), so
+  // the records are mostly in id order already.
+  const auto by_id = [](const NodeMemory& x, const NodeMemory& y) { return x.node_id < y.node_id; };
+  if (!std::is_sorted(nodes.begin(), nodes.end(), by_id)) std::sort(nodes.begin(), nodes.end(), by_id);
+  a.nodes = std::move(nodes);
   what_if_rows(r, a);
   return a;
 }

@@ -74,10 +74,12 @@ void write_account_saved_json(json_text::Writer& out, const json_text::Layout& l
   o.close();
 }
 
-ojson report_account_json(const RunResult& r, bool placeholders) {
-  // With placeholders, the per-node and per-value records are written later from their own
-  // analysis: here only the totals are needed.
-  const MemoryAnalysis a = analyse_memory(r, /*explain=*/!placeholders);
+ojson report_account_json(const RunResult& r, bool placeholders, const MemoryAnalysis* analysis) {
+  // With placeholders, the per-node and per-value records are written later: without the
+  // caller's analysis only the totals are needed here.
+  MemoryAnalysis own;
+  if (!analysis) own = analyse_memory(r, /*explain=*/!placeholders);
+  const MemoryAnalysis& a = analysis ? *analysis : own;
   const AccountExtras& x = r.account;
   ojson j;
   j["model"] = {{"label", "model: CUDA caching allocator blocks (each allocation rounded up to 512 B; segments not modelled)"},

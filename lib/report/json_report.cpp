@@ -69,7 +69,7 @@ ojson saved_json(const SavedSnapshot& s, bool) {
 }  // namespace
 
 namespace {
-ojson build_report(const RunResult& r, bool with_values, bool streamed);
+ojson build_report(const RunResult& r, bool with_values, bool streamed, const MemoryAnalysis* analysis);
 
 // The arrays dump_report_json writes element by element, each with its placeholder.
 const char* const kNodesPlaceholder = "\x01agtrace: nodes\x01";
@@ -254,10 +254,10 @@ auto writer_of(const Records& records, Write write_record) {
     return write_elements(out, layout, inner, records, write_record);
   };
 }
-std::vector<Streamed> streamed_arrays(const RunResult& r, bool with_values) {
-  // The accountant's per-node and per-saved-value records (computed again here: the
-  // skeleton's analysis is gone by now, and it is about 5 % of a long program's report).
-  auto analysis = std::make_shared<const MemoryAnalysis>(analyse_memory(r));
+std::vector<Streamed> streamed_arrays(const RunResult& r, bool with_values, SharedAnalysis analysis) {
+  // The accountant's per-node and per-saved-value records: from the caller's analysis, or
+  // made here.
+  if (!analysis) analysis = std::make_shared<const MemoryAnalysis>(analyse_memory(r));
   std::vector<Streamed> arrays = {
       {kByStatementPlaceholder, [&r](const auto& emit) { for (const auto& m : r.memory_by_statement) emit(statement_memory_json(m)); },
        writer_of(r.memory_by_statement, write_statement_memory_json)},
@@ -321,9 +321,11 @@ void fill_placeholders(ojson& j, const std::vector<Streamed>& arrays) {
 }
 }  // namespace
 
-nlohmann::ordered_json report_json(const RunResult& r, bool with_values) { return build_report(r, with_values, false); }
-nlohmann::ordered_json report_json_skeleton(const RunResult& r, bool with_values) {
-  return build_report(r, with_values, true);
+nlohmann::ordered_json report_json(const RunResult& r, bool with_values) {
+  return build_report(r, with_values, false, nullptr);
+}
+nlohmann::ordered_json report_json_skeleton(const RunResult& r, bool with_values, const SharedAnalysis& analysis) {
+  return build_report(r, with_values, true, analysis.get());
 }
 
 // The skeleton's text with each placeholder replaced by its array, each element written as
@@ -334,12 +336,12 @@ nlohmann::ordered_json report_json_skeleton(const RunResult& r, bool with_values
 namespace {
 // dump_report_json's text; with `sink`, handed to it piece by piece instead of returned.
 std::string dump_or_stream(const nlohmann::ordered_json& skeleton, const RunResult& r, bool with_values,
-                           const ReportSink* sink) {
+                           const ReportSink* sink, const SharedAnalysis& analysis) {
   struct Restore {
     ~Restore() { streaming_sink = nullptr; }
   } restore;
   streaming_sink = sink;
-  const std::vector<Streamed> arrays = streamed_arrays(r, with_values);
+  const std::vector<Streamed> arrays = streamed_arrays(r, with_values, analysis);
   const std::string text = skeleton.dump(2);
   struct Found {
     size_t at, length;
@@ -390,17 +392,18 @@ std::string dump_or_stream(const nlohmann::ordered_json& skeleton, const RunResu
 }
 }  // namespace
 
-std::string dump_report_json(const nlohmann::ordered_json& skeleton, const RunResult& r, bool with_values) {
-  return dump_or_stream(skeleton, r, with_values, nullptr);
+std::string dump_report_json(const nlohmann::ordered_json& skeleton, const RunResult& r, bool with_values,
+                             const SharedAnalysis& analysis) {
+  return dump_or_stream(skeleton, r, with_values, nullptr, analysis);
 }
 
 void write_report_json(const nlohmann::ordered_json& skeleton, const RunResult& r, bool with_values,
-                       const ReportSink& sink) {
-  dump_or_stream(skeleton, r, with_values, &sink);
+                       const ReportSink& sink, const SharedAnalysis& analysis) {
+  dump_or_stream(skeleton, r, with_values, &sink, analysis);
 }
 
 namespace {
-ojson build_report(const RunResult& r, bool with_values, bool streamed) {
+ojson build_report(const RunResult& r, bool with_values, bool streamed, const MemoryAnalysis* analysis) {
   ojson j;
   j["format"] = 1;
   j["agtrace_version"] = AGTRACE_VERSION;
@@ -502,7 +505,7 @@ ojson build_report(const RunResult& r, bool with_values, bool streamed) {
     j["lifetimes"] = {{"storages", storages}, {"saved", saved}};
   }
   add_events_json(j, r, streamed);  // issue #4: events timeline, hooks, checkpoints
-  j["accountant"] = report_account_json(r, streamed);  // issue #4: model, peak, per node, why, what-if
+  j["accountant"] = report_account_json(r, streamed, analysis);  // issue #4: model, peak, per node, why, what-if
 
   if (!r.expect.empty()) {
     ojson checks = ojson::array();

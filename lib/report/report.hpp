@@ -3,6 +3,7 @@
 #pragma once
 #include <functional>
 #include <iosfwd>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,14 +26,22 @@ nlohmann::ordered_json report_json(const RunResult& r, bool with_values);
 // program's JSON report took (issue #6). `skeleton` is report_json_skeleton's document, with
 // a placeholder string in each of those arrays' places (callers may add keys, e.g.
 // "profile"); dump_report_json writes each array element by element in its place.
-nlohmann::ordered_json report_json_skeleton(const RunResult& r, bool with_values);
-std::string dump_report_json(const nlohmann::ordered_json& skeleton, const RunResult& r, bool with_values);
+//
+// `analysis` is analyse_memory(r) where the caller has it: given to both calls, the skeleton's
+// accountant totals and the streamed per-node and per-value records come from one analysis
+// (made in each, it was 8 % of a 10,000-op chain's `agtrace run --format json` under
+// callgrind). Left out, each call makes its own.
+struct MemoryAnalysis;
+using SharedAnalysis = std::shared_ptr<const MemoryAnalysis>;
+nlohmann::ordered_json report_json_skeleton(const RunResult& r, bool with_values, const SharedAnalysis& analysis = nullptr);
+std::string dump_report_json(const nlohmann::ordered_json& skeleton, const RunResult& r, bool with_values,
+                             const SharedAnalysis& analysis = nullptr);
 // Where a streamed report's text goes, piece by piece (a file, stdout, a minifier).
 using ReportSink = std::function<void(std::string_view)>;
 // The same text as dump_report_json, handed to `sink` a megabyte or so at a time as it is
 // written, so the report is never whole in memory.
 void write_report_json(const nlohmann::ordered_json& skeleton, const RunResult& r, bool with_values,
-                       const ReportSink& sink);
+                       const ReportSink& sink, const SharedAnalysis& analysis = nullptr);
 
 struct TextOptions {
   bool color = false;
@@ -64,7 +73,9 @@ std::string report_profile_text(const RunResult& r, const std::vector<profile::R
 // With `placeholders`, its per-node and per-saved-value arrays are the strings below, for
 // dump_report_json to write as text in their places (account_node_json / account_saved_json
 // give one record as a tree, write_account_*_json the same record as text).
-nlohmann::ordered_json report_account_json(const RunResult& r, bool placeholders = false);
+// `analysis`: analyse_memory(r) where the caller has it.
+nlohmann::ordered_json report_account_json(const RunResult& r, bool placeholders = false,
+                                           const MemoryAnalysis* analysis = nullptr);
 extern const char* const kAccountNodesPlaceholder;
 extern const char* const kAccountSavedPlaceholder;
 struct NodeMemory;
