@@ -98,7 +98,7 @@ def replace_readme_block(marker, block):
 
 def ratio_text(r):
     """Two decimals, or three where two would print the 1.00 limit for a ratio on either side
-    of it (session 8's table showed transformer_block at 2 threads as "1.00 ... no": 1.004)."""
+    of it (a table once showed transformer_block at 2 threads as "1.00 ... no": 1.004)."""
     return f"{r:.3f}" if f"{r:.2f}" == "1.00" and r != 1.0 else f"{r:.2f}"
 
 

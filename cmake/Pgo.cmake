@@ -5,7 +5,7 @@
 # chain's run). GCC lays such code out and inlines it much better when it knows which
 # branches a real run takes: with a profile from the bundled scenarios the 10,000-op
 # tiny_chain (not one of them) ran 8 % fewer instructions in 0.85-0.90x the time
-# (bench/README.md, session 18).
+# (bench/README.md).
 #
 # The build then has two stages, both driven from this build tree:
 #   1. pgo/train-build: the same sources and options, compiled with -fprofile-generate

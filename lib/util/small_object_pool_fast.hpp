@@ -5,8 +5,8 @@
 //
 // Why inline: every tensor, storage, node and event record is one operator new and one
 // delete (about 277,000 of each for a warm-up and one run of the 10,000-op chain), and each
-// went operator new -> pool::allocate, two calls where one does; session 16 measured calls
-// and returns costing more time than their instruction count suggests.
+// went operator new -> pool::allocate, two calls where one does; measured, the calls and
+// returns cost more time than their instruction count suggests.
 //
 // Internal to the pool: nothing but small_object_pool.cpp and operator_new.cpp includes it.
 #pragma once
