@@ -49,6 +49,10 @@ def build(build_dir, skip):
     gen = [] if os.path.exists(os.path.join(build_dir, "build.ninja")) else ["-G", "Ninja"]
     sh(["cmake", "-S", ROOT, "-B", build_dir] + gen + ["-DCMAKE_BUILD_TYPE=Release", "-DAGTRACE_PGO=ON"],
        stdout=subprocess.DEVNULL)
+    # Checked before the long PGO build, so that a machine without libtorch's headers is told
+    # at once what to install.
+    if not any(os.path.exists(os.path.join(p, "torch", "torch.h")) for p in TORCH_INCLUDES):
+        sys.exit("bench: libtorch's headers are missing (torch/torch.h): apt-get install libtorch-dev")
     sh(["ninja", "-C", build_dir, "agtrace", "agtrace_bench"], stdout=subprocess.DEVNULL)
     src = os.path.join(BENCH, "libtorch_bench.cpp")
     exe = os.path.join(build_dir, "libtorch_bench")
