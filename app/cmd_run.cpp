@@ -300,6 +300,10 @@ Runner add_run(CLI::App& root) {
           }
         } buffer(*file);
         std::ostream out(&buffer);
+        // The file's write error (a full disk, a size limit) is thrown from the buffer; a
+        // stream only sets badbit for it unless asked to rethrow, and the error then surfaced
+        // at commit as "cannot sync" on the descriptor the failed write had closed.
+        out.exceptions(std::ios::badbit);
         write_report_text(out, r, to);
         if (opts->profile) out << report_profile_text(r, profile_rows, profile_total);
         out.flush();

@@ -480,6 +480,7 @@ void write_report_text(std::ostream& o, const RunResult& r, const TextOptions& o
   }
   write_account_text(out, r);  // issue #4: accounting, why saved, what-if, reconciliation
   write_events_text(out, r);   // issue #4: timeline, checkpoints, hooks warnings
+  out.flush();  // here, where a write error can be thrown (Lines' destructor drops it)
 }
 
 }  // namespace agtrace

@@ -61,6 +61,19 @@ TEST_CASE("a stdout write error is exit 2 with a message", "[cli][robust]") {
     CHECK(r.status == 2);
     CHECK(r.err.find("cannot write to standard output: File too large") != std::string::npos);
   }
+  SECTION("a report file past its size limit: the write error, and no file") {
+    for (const std::string format : {"text", "json"}) {
+      auto r = run_shell("(ulimit -f 1; trap '' XFSZ; " + bin() + " run " + dir + "/big.json --values --format " +
+                         format + " -o " + dir + "/report." + format + ")");
+      CHECK(r.status == 2);
+      CHECK(r.err.find("cannot write: File too large") != std::string::npos);
+      CHECK_FALSE(fs::exists(dir + "/report." + format));
+    }
+    bool temporary_left = false;
+    for (const auto& entry : fs::directory_iterator(dir))
+      if (entry.path().filename().string().find("report.") != std::string::npos) temporary_left = true;  // .report.text.tmp.PID
+    CHECK_FALSE(temporary_left);
+  }
   SECTION("check's summary lines are checked too") {
     auto r = run_shell("(" + bin() + " check " + dir + "/s.json >&-)");
     CHECK(r.status == 2);
