@@ -301,19 +301,20 @@ bool gelu_bf16_onednn(const Tensor& self) {
   return kernels::bf16_cpu_kernels() == kernels::Bf16CpuKernels::OneDnn && self->is_contiguous() && self->numel() > 1;
 }
 
+// PyTorch's float formula (ops/gelu_f32.hpp) on one element held as a double: float32's
+// general path, and bfloat16's oneDNN path (its result then rounded to bfloat16).
+double gelu_float(double x) { return static_cast<double>(gelu_f32::forward(static_cast<float>(x))); }
+double gelu_float_backward(double dy, double x) {
+  return static_cast<double>(gelu_f32::backward(static_cast<float>(dy), static_cast<float>(x)));
+}
+
 // gelu_backward(grad, self, approximate)
 std::vector<Tensor> gelu_backward(Node& n, const std::vector<Tensor>& g) {
   const DType dt = n.input_meta[0].dtype;
   if (dt == DType::BFloat16 && attr_of(n, "approximate").s != "tanh") {
     Tensor self = n.unpack("self");
     if (!kernels::device::any_on_device({&g[0], &self}) && !self->is_meta() && g[0]->dtype() == DType::BFloat16) {
-      if (gelu_bf16_onednn(self))
-        return {kernels::binary_split(
-            g[0], self, dt,
-            [](double dy, double x) {
-              return static_cast<double>(gelu_f32::backward(static_cast<float>(dy), static_cast<float>(x)));
-            },
-            "backward")};
+      if (gelu_bf16_onednn(self)) return {kernels::binary_split(g[0], self, dt, gelu_float_backward, "backward")};
       return {kernels::binary_split(g[0], self, dt, [](double dy, double x) { return GeluNoneBf16::backward(dy, x); },
                                     "backward")};
     }
@@ -332,12 +333,7 @@ std::vector<Tensor> gelu_backward(Node& n, const std::vector<Tensor>& g) {
       return {kernels::device::binary(cuda::pw::BinaryOp::GeluBackward, g[0], self, dt, "backward")};
     if (g[0]->dtype() == DType::Float32)
       if (Tensor r = kernels::binary_exact_f32(g[0], self, gelu_f32::backward_block)) return {r};
-    return {kernels::binary(g[0], self, dt,
-                            [](double gv, double sv) {
-                              return static_cast<double>(
-                                  gelu_f32::backward(static_cast<float>(gv), static_cast<float>(sv)));
-                            },
-                            "backward")};
+    return {kernels::binary(g[0], self, dt, gelu_float_backward, "backward")};
   }
   return grad_times(n, g, "self", cuda::pw::BinaryOp::GeluBackward, gelu_none_grad, dt == DType::Float64);
 }
@@ -1413,8 +1409,7 @@ namespace {
 // threads for large contiguous inputs.
 Tensor gelu_f32_forward(const Tensor& a) {
   if (Tensor r = kernels::unary_exact_f32(a, gelu_f32::forward_block)) return r;
-  return kernels::unary(a, DType::Float32,
-                        [](double x) { return static_cast<double>(gelu_f32::forward(static_cast<float>(x))); });
+  return kernels::unary(a, DType::Float32, gelu_float);
 }
 }  // namespace
 
@@ -1431,8 +1426,7 @@ Tensor gelu(const Tensor& a, const std::string& approximate) {
              : approximate == "tanh" ? kernels::unary_split(a, a->dtype(), [gt](double x) { return gt.forward(x); })
              : a->dtype() == DType::Float32 ? gelu_f32_forward(a)
              : a->dtype() == DType::BFloat16 && gelu_bf16_onednn(a)
-                 ? kernels::unary_split(a, a->dtype(),
-                                        [](double x) { return static_cast<double>(gelu_f32::forward(static_cast<float>(x))); })
+                 ? kernels::unary_split(a, a->dtype(), gelu_float)
              : a->dtype() == DType::BFloat16
                  ? kernels::unary_split(a, a->dtype(), [](double x) { return GeluNoneBf16::forward(x); })
                  : kernels::unary_split(a, a->dtype(), [](double x) { return gelu_none(x); });

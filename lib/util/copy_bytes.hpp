@@ -15,9 +15,13 @@ namespace agtrace {
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wstringop-overread"
 #endif
-// n below 16: two overlapping moves of 8 or 4 bytes, or three single bytes.
-[[gnu::always_inline]] inline void copy_short(char* d, const char* s, size_t n) {
-  if (n >= 8) {
+[[gnu::always_inline]] inline void copy_bytes(char* d, const char* s, size_t n) {
+  if (n > 32) {
+    std::memcpy(d, s, n);
+  } else if (n >= 16) {
+    std::memcpy(d, s, 16);
+    std::memcpy(d + n - 16, s + n - 16, 16);
+  } else if (n >= 8) {
     std::memcpy(d, s, 8);
     std::memcpy(d + n - 8, s + n - 8, 8);
   } else if (n >= 4) {
@@ -27,16 +31,6 @@ namespace agtrace {
     d[0] = s[0];
     d[n / 2] = s[n / 2];
     d[n - 1] = s[n - 1];
-  }
-}
-[[gnu::always_inline]] inline void copy_bytes(char* d, const char* s, size_t n) {
-  if (n < 16) {
-    copy_short(d, s, n);
-  } else if (n <= 32) {
-    std::memcpy(d, s, 16);
-    std::memcpy(d + n - 16, s + n - 16, 16);
-  } else {
-    std::memcpy(d, s, n);
   }
 }
 #pragma GCC diagnostic pop
