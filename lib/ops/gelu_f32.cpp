@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "util/cpu_features.hpp"
 #include "util/gcc_pragma.hpp"
 
 // No contraction of a * b + c into an fma beyond the ones written: PyTorch's Vectorized
@@ -27,23 +28,18 @@ namespace avx2 {
 #include "ops/gelu_f32_body.inc"
 }  // namespace avx2
 AGTRACE_GCC_PRAGMA(GCC pop_options)
-
-bool has_avx2_fma() {
-  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return yes;
-}
 }  // namespace
 
 float forward(float x) { return baseline::forward_inline(x); }
 float backward(float dy, float x) { return baseline::backward_inline(dy, x); }
 
 void forward_block(const float* x, float* o, int64_t n) {
-  if (has_avx2_fma()) avx2::forward_loop(x, o, n);
+  if (cpu_has_avx2_fma()) avx2::forward_loop(x, o, n);
   else baseline::forward_loop(x, o, n);
 }
 
 void backward_block(const float* dy, const float* x, float* o, int64_t n) {
-  if (has_avx2_fma()) avx2::backward_loop(dy, x, o, n);
+  if (cpu_has_avx2_fma()) avx2::backward_loop(dy, x, o, n);
   else baseline::backward_loop(dy, x, o, n);
 }
 

@@ -31,6 +31,7 @@
 
 #include "interp/value.hpp"
 #include "ops/activations.hpp"
+#include "ops/layer_norm_cpu.hpp"
 #include "ops/common.hpp"
 #include "ops/ops.hpp"
 #include "ops/shapes.hpp"
@@ -152,106 +153,86 @@ RowSplit split_rows(const Shape& sizes, size_t normalized_ndim) {
   return s;
 }
 
-// Fast paths for contiguous float32 layer_norm (issue #6): the general paths' double
-// arithmetic, term for term and in the same order, read from and written to the float
-// storages directly (no gather to double vectors and scatter back). Rows are split
-// between threads for the per-row results; the weight and bias gradients (sums over rows)
-// are split by columns, each column still summed over the rows in order, so no result
-// depends on the thread count. They return false where they do not apply.
-bool layer_norm_forward_f32(const RowSplit& s, const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
-                            const Tensor& out, const Tensor& mean, const Tensor& rstd) {
-  const float* xf = kernels::contiguous_f32(x);
-  const float* wf = weight ? kernels::contiguous_f32(weight) : nullptr;
-  const float* bf = bias ? kernels::contiguous_f32(bias) : nullptr;
-  if (!xf || (weight && !wf) || (bias && !bf) || out->dtype() != DType::Float32 || mean->dtype() != DType::Float32)
-    return false;
-  float* of = out->storage->f32();
-  float* mf = mean->storage->f32();
-  float* rf = rstd->storage->f32();
-  const int64_t cols = s.cols;
-  kernels::parallel_for(s.rows, std::max<int64_t>(1, kernels::kGrain / std::max<int64_t>(cols, 1)), [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const float* xr = xf + r * cols;
-      double sum = 0.0;
-      for (int64_t c = 0; c < cols; ++c) sum += static_cast<double>(xr[c]);
-      const double m = cols > 0 ? sum / static_cast<double>(cols) : 0.0;
-      double sq = 0.0;
-      for (int64_t c = 0; c < cols; ++c) {
-        const double d = static_cast<double>(xr[c]) - m;
-        sq += d * d;
-      }
-      const double var = cols > 0 ? sq / static_cast<double>(cols) : 0.0;
-      const float mr = static_cast<float>(m), kr = static_cast<float>(1.0 / std::sqrt(var + eps));
-      mf[r] = mr;
-      rf[r] = kr;
-      const double md = mr, kd = kr;
-      float* o = of + r * cols;
-      for (int64_t c = 0; c < cols; ++c)
-        o[c] = static_cast<float>((static_cast<double>(xr[c]) - md) * kd * (wf ? static_cast<double>(wf[c]) : 1.0) +
-                                  (bf ? static_cast<double>(bf[c]) : 0.0));
+// A tensor's elements as a contiguous array of T (float for float32, double for float64):
+// the storage itself when the tensor is contiguous, else a row-major copy (converted where
+// the tensor's dtype is another; the kernels read their inputs through expect_contiguous).
+template <typename T>
+struct ContiguousElements {
+  std::vector<T> copy;
+  const T* ptr = nullptr;
+  explicit ContiguousElements(const Tensor& t) {
+    if (!t) return;
+    constexpr DType kDtype = std::is_same_v<T, float> ? DType::Float32 : DType::Float64;
+    if (t->dtype() == kDtype && t->is_contiguous()) {
+      if constexpr (std::is_same_v<T, float>)
+        ptr = t->storage->f32() + t->offset;
+      else
+        ptr = t->storage->f64() + t->offset;
+      return;
     }
-  });
-  return true;
+    const std::vector<double> v = to_values(t);
+    copy.assign(v.begin(), v.end());
+    ptr = copy.data();
+  }
+};
+
+template <typename T>
+T* elements_of(const Tensor& t) {
+  if (!t) return nullptr;
+  if constexpr (std::is_same_v<T, float>)
+    return t->storage->f32() + t->offset;
+  else
+    return t->storage->f64() + t->offset;
 }
 
-bool layer_norm_backward_f32(const RowSplit& s, const Tensor& x, const Tensor& g, const Tensor& mean,
-                             const Tensor& rstd, const Tensor& w, const Tensor& gx, const Tensor& gw,
-                             const Tensor& gb) {
-  const float* xf = kernels::contiguous_f32(x);
-  const float* gf = kernels::contiguous_f32(g);
-  const float* mf = kernels::contiguous_f32(mean);
-  const float* kf = kernels::contiguous_f32(rstd);
-  const float* wf = w ? kernels::contiguous_f32(w) : nullptr;
-  if (!xf || !gf || !mf || !kf || (w && !wf) || g->sizes != x->sizes) return false;
-  for (const Tensor* t : {&gx, &gw, &gb})
-    if (*t && (*t)->dtype() != DType::Float32) return false;
+// layer_norm's CPU kernel for float32 and float64: 1.13's arithmetic in the tensor's dtype
+// (ops/layer_norm_cpu.hpp). Rows are split between threads for the per-row results; the
+// weight and bias gradients are summed per range of rows as PyTorch's threads sum them.
+template <typename T>
+void layer_norm_forward_cpu(const RowSplit& s, const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                            const Tensor& out, const Tensor& mean, const Tensor& rstd) {
+  const ContiguousElements<T> xe(x), we(weight), be(bias);
+  const T *xp = xe.ptr, *wp = we.ptr, *bp = be.ptr;
+  T* op = elements_of<T>(out);
+  T* mp = elements_of<T>(mean);
+  T* rp = elements_of<T>(rstd);
   const int64_t cols = s.cols;
-  const double inv_cols = cols > 0 ? 1.0 / static_cast<double>(cols) : 0.0;
-  if (gx) {
-    float* dx = gx->storage->f32();
-    kernels::parallel_for(s.rows, std::max<int64_t>(1, kernels::kGrain / std::max<int64_t>(cols, 1)), [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) {
-        const double m = mf[r], k = kf[r];
-        const float* xr = xf + r * cols;
-        const float* gr = gf + r * cols;
-        double sum_gw = 0.0, sum_gw_xhat = 0.0;
-        for (int64_t c = 0; c < cols; ++c) {
-          const double xhat = (static_cast<double>(xr[c]) - m) * k;
-          const double gwi = static_cast<double>(gr[c]) * (wf ? static_cast<double>(wf[c]) : 1.0);
-          sum_gw += gwi;
-          sum_gw_xhat += gwi * xhat;
-        }
-        float* o = dx + r * cols;
-        for (int64_t c = 0; c < cols; ++c) {
-          const double xhat = (static_cast<double>(xr[c]) - m) * k;
-          const double gwi = static_cast<double>(gr[c]) * (wf ? static_cast<double>(wf[c]) : 1.0);
-          o[c] = static_cast<float>(k * (gwi - sum_gw * inv_cols - xhat * sum_gw_xhat * inv_cols));
-        }
-      }
-    });
-  }
-  if (gw || gb) {
-    float* dw = gw ? gw->storage->f32() : nullptr;
-    float* db = gb ? gb->storage->f32() : nullptr;
-    kernels::parallel_for(cols, std::max<int64_t>(1, kernels::kGrain / std::max<int64_t>(s.rows, 1)), [&](int64_t c0, int64_t c1) {
-      std::vector<double> aw(static_cast<size_t>(c1 - c0), 0.0), ab(aw.size(), 0.0);
-      for (int64_t r = 0; r < s.rows; ++r) {
-        const double m = mf[r], k = kf[r];
-        const float* xr = xf + r * cols;
-        const float* gr = gf + r * cols;
-        for (int64_t c = c0; c < c1; ++c) {
-          const double gv = gr[c];
-          aw[static_cast<size_t>(c - c0)] += gv * ((static_cast<double>(xr[c]) - m) * k);
-          ab[static_cast<size_t>(c - c0)] += gv;
-        }
-      }
-      for (int64_t c = c0; c < c1; ++c) {
-        if (dw) dw[c] = static_cast<float>(aw[static_cast<size_t>(c - c0)]);
-        if (db) db[c] = static_cast<float>(ab[static_cast<size_t>(c - c0)]);
-      }
-    });
-  }
-  return true;
+  kernels::parallel_for(s.rows, std::max<int64_t>(1, kernels::kGrain / std::max<int64_t>(cols, 1)), [&](int64_t r0, int64_t r1) {
+    layer_norm_cpu::forward_rows(xp + r0 * cols, wp, bp, r1 - r0, cols, static_cast<T>(eps), op + r0 * cols, mp + r0,
+                                 rp + r0);
+  });
+}
+
+template <typename T>
+void layer_norm_backward_cpu(const RowSplit& s, const Tensor& x, const Tensor& g, const Tensor& mean,
+                             const Tensor& rstd, const Tensor& w, const Tensor& gx, const Tensor& gw, const Tensor& gb) {
+  const ContiguousElements<T> xe(x), ge(g), me(mean), re(rstd), we(w);
+  const T *xp = xe.ptr, *gp = ge.ptr, *mp = me.ptr, *rp = re.ptr, *wp = we.ptr;
+  T* dx = gx ? elements_of<T>(gx) : nullptr;
+  const int64_t cols = s.cols;
+  const auto ranges = layer_norm_cpu::thread_row_ranges(s.rows, kernels::threads());
+  const size_t parts = ranges.size(), width = static_cast<size_t>(cols);
+  // One running sum per range for each wanted parameter gradient (the kernel's buffer).
+  std::vector<T> dgamma_sums(gw ? parts * width : 0, T(0)), dbeta_sums(gb ? parts * width : 0, T(0));
+  kernels::parallel_for(static_cast<int64_t>(parts), 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const auto [r0, r1] = ranges[static_cast<size_t>(t)];
+      layer_norm_cpu::backward_rows(gp + r0 * cols, xp + r0 * cols, wp, mp + r0, rp + r0, r1 - r0, cols,
+                                    dx ? dx + r0 * cols : nullptr, gw ? dgamma_sums.data() + t * cols : nullptr,
+                                    gb ? dbeta_sums.data() + t * cols : nullptr);
+    }
+  });
+  // The second pass: each column's sums added onto 0 in range order.
+  auto add_up = [&](const std::vector<T>& sums, const Tensor& grad) {
+    T* o = elements_of<T>(grad);
+    for (size_t j = 0; j < width; ++j) {
+      T v = 0;
+      for (size_t t = 0; t < parts; ++t) v = v + sums[t * width + j];
+      o[j] = v;
+    }
+  };
+  if (gw) add_up(dgamma_sums, gw);
+  if (gb) add_up(dbeta_sums, gb);
 }
 
 // ---- layer_norm in bfloat16 on the CPU
@@ -475,33 +456,11 @@ std::vector<Tensor> layer_norm_backward(Node& n, const std::vector<Tensor>& g) {
     layer_norm_backward_bf16(s, x, g[0], mean, rstd, w, gx, gw, gb);
     return {gx, gw, gb};
   }
-  if (layer_norm_backward_f32(s, x, g[0], mean, rstd, w, gx, gw, gb)) return {gx, gw, gb};
-  const std::vector<double> xv = to_values(x), gv = to_values(g[0]), mv = to_values(mean), rv = to_values(rstd);
-  const std::vector<double> wv = w ? to_values(w) : std::vector<double>{};
-  std::vector<double> dx(xv.size()), dw(static_cast<size_t>(s.cols), 0.0), db(static_cast<size_t>(s.cols), 0.0);
-  const double inv_cols = s.cols > 0 ? 1.0 / static_cast<double>(s.cols) : 0.0;
-  for (int64_t r = 0; r < s.rows; ++r) {
-    const double m = mv[r], k = rv[r];
-    double sum_gw = 0.0, sum_gw_xhat = 0.0;
-    for (int64_t c = 0; c < s.cols; ++c) {
-      const size_t i = static_cast<size_t>(r * s.cols + c);
-      const double xhat = (xv[i] - m) * k;
-      const double gwi = gv[i] * (w ? wv[c] : 1.0);
-      sum_gw += gwi;
-      sum_gw_xhat += gwi * xhat;
-      dw[c] += gv[i] * xhat;
-      db[c] += gv[i];
-    }
-    for (int64_t c = 0; c < s.cols; ++c) {
-      const size_t i = static_cast<size_t>(r * s.cols + c);
-      const double xhat = (xv[i] - m) * k;
-      const double gwi = gv[i] * (w ? wv[c] : 1.0);
-      dx[i] = k * (gwi - sum_gw * inv_cols - xhat * sum_gw_xhat * inv_cols);
-    }
+  if (x->dtype() == DType::Float32) {
+    layer_norm_backward_cpu<float>(s, x, g[0], mean, rstd, w, gx, gw, gb);
+  } else {
+    layer_norm_backward_cpu<double>(s, x, g[0], mean, rstd, w, gx, gw, gb);
   }
-  if (gx) store(gx, dx);
-  if (gw) store(gw, dw);
-  if (gb) store(gb, db);
   return {gx, gw, gb};
 }
 
@@ -1039,36 +998,6 @@ kernels::ConvShape kernel_shape(const ConvGeometry& c) {
   k.stride_h = c.stride[0], k.stride_w = c.stride[1], k.pad_h = c.padding[0], k.pad_w = c.padding[1];
   k.dilation_h = c.dilation[0], k.dilation_w = c.dilation[1];
   return k;
-}
-
-// A tensor's elements as a contiguous array of T (float for float32, double for float64):
-// the storage itself when the tensor is contiguous, else a row-major copy (exact).
-template <typename T>
-struct ContiguousElements {
-  std::vector<T> copy;
-  const T* ptr = nullptr;
-  explicit ContiguousElements(const Tensor& t) {
-    if (!t) return;
-    if (t->is_contiguous()) {
-      if constexpr (std::is_same_v<T, float>)
-        ptr = t->storage->f32() + t->offset;
-      else
-        ptr = t->storage->f64() + t->offset;
-      return;
-    }
-    const std::vector<double> v = to_values(t);
-    copy.assign(v.begin(), v.end());
-    ptr = copy.data();
-  }
-};
-
-template <typename T>
-T* elements_of(const Tensor& t) {
-  if (!t) return nullptr;
-  if constexpr (std::is_same_v<T, float>)
-    return t->storage->f32() + t->offset;
-  else
-    return t->storage->f64() + t->offset;
 }
 
 // The geometry for cuda/conv.cuh.
@@ -1705,32 +1634,12 @@ Tensor layer_norm(const Tensor& x, const std::vector<int64_t>& normalized_shape,
   }
   if (bf16_cpu) {
     layer_norm_forward_bf16(s, xc, weight, bias, eps, out, mean, rstd);
-  } else if (!meta && !kernels::device::on_device(xc) && !layer_norm_forward_f32(s, xc, weight, bias, eps, out, mean, rstd)) {
-    const std::vector<double> xv = to_values(xc);
-    const std::vector<double> wv = weight ? to_values(weight) : std::vector<double>{};
-    const std::vector<double> bv = bias ? to_values(bias) : std::vector<double>{};
-    std::vector<double> ov(xv.size()), mv(static_cast<size_t>(s.rows)), rv(static_cast<size_t>(s.rows));
-    for (int64_t r = 0; r < s.rows; ++r) {
-      double sum = 0.0;
-      for (int64_t c = 0; c < s.cols; ++c) sum += xv[static_cast<size_t>(r * s.cols + c)];
-      const double m = s.cols > 0 ? sum / static_cast<double>(s.cols) : 0.0;
-      double sq = 0.0;
-      for (int64_t c = 0; c < s.cols; ++c) {
-        const double d = xv[static_cast<size_t>(r * s.cols + c)] - m;
-        sq += d * d;
-      }
-      const double var = s.cols > 0 ? sq / static_cast<double>(s.cols) : 0.0;  // biased
-      // The kernel normalises with the mean and rstd it stores (in the tensor's dtype).
-      mv[r] = round_to_dtype(m, dt);
-      rv[r] = round_to_dtype(1.0 / std::sqrt(var + eps), dt);
-      for (int64_t c = 0; c < s.cols; ++c) {
-        const size_t i = static_cast<size_t>(r * s.cols + c);
-        ov[i] = (xv[i] - mv[r]) * rv[r] * (weight ? wv[c] : 1.0) + (bias ? bv[c] : 0.0);
-      }
+  } else if (!meta && !kernels::device::on_device(xc)) {
+    if (dt == DType::Float32) {
+      layer_norm_forward_cpu<float>(s, xc, weight, bias, eps, out, mean, rstd);
+    } else {
+      layer_norm_forward_cpu<double>(s, xc, weight, bias, eps, out, mean, rstd);
     }
-    store(out, ov);
-    store(mean, mv);
-    store(rstd, rv);
   }
   if (needs_grad({&x, &weight, &bias})) {
     auto node = make_node("NativeLayerNormBackward0", layer_norm_backward, {x, weight, bias});

@@ -10,6 +10,7 @@
 
 #include "scenario/normal_math.hpp"
 #include "scenario/random.hpp"
+#include "util/cpu_features.hpp"
 
 namespace agtrace::normal_math {
 namespace {
@@ -70,8 +71,7 @@ __attribute__((target("avx2,fma"))) void block_avx2(uint64_t state0, double mean
 }  // namespace
 
 void fill_normal_f32_block(uint64_t state0, double mean, double stddev, float* dst, int64_t begin, int64_t end) {
-  static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  if (avx2) block_avx2(state0, mean, stddev, dst, begin, end);
+  if (cpu_has_avx2_fma()) block_avx2(state0, mean, stddev, dst, begin, end);
   else block_baseline(state0, mean, stddev, dst, begin, end);
 }
 
