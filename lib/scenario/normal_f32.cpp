@@ -66,13 +66,49 @@ __attribute__((target("avx2,fma"))) void block_avx2(uint64_t state0, double mean
                                                      int64_t begin, int64_t end) {
   AGTRACE_NORMAL_F32_LOOP
 }
+// AVX-512DQ multiplies 64-bit lanes (SplitMix64's two multiplies per draw, which AVX2 builds
+// from three 32-bit multiplies each) and holds 8 doubles per vector.
+__attribute__((target("avx512f,avx512dq,avx512vl,fma,prefer-vector-width=512"))) void block_avx512(
+    uint64_t state0, double mean, double stddev, float* dst, int64_t begin, int64_t end) {
+  AGTRACE_NORMAL_F32_LOOP
+}
 #undef AGTRACE_NORMAL_F32_LOOP
 
 }  // namespace
 
+bool normal_build_available(NormalBuild build) {
+  switch (build) {
+    case NormalBuild::Baseline:
+      return true;
+    case NormalBuild::Avx2:
+      return cpu_has_avx2_fma();
+    case NormalBuild::Avx512:
+      return cpu_has_avx2_fma() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+             __builtin_cpu_supports("avx512vl");
+  }
+  return false;
+}
+
+void fill_normal_f32_block_with(NormalBuild build, uint64_t state0, double mean, double stddev, float* dst,
+                                int64_t begin, int64_t end) {
+  switch (build) {
+    case NormalBuild::Avx512:
+      block_avx512(state0, mean, stddev, dst, begin, end);
+      return;
+    case NormalBuild::Avx2:
+      block_avx2(state0, mean, stddev, dst, begin, end);
+      return;
+    case NormalBuild::Baseline:
+      block_baseline(state0, mean, stddev, dst, begin, end);
+      return;
+  }
+}
+
 void fill_normal_f32_block(uint64_t state0, double mean, double stddev, float* dst, int64_t begin, int64_t end) {
-  if (cpu_has_avx2_fma()) block_avx2(state0, mean, stddev, dst, begin, end);
-  else block_baseline(state0, mean, stddev, dst, begin, end);
+  static const NormalBuild best = normal_build_available(NormalBuild::Avx512) ? NormalBuild::Avx512
+                                  : normal_build_available(NormalBuild::Avx2) ? NormalBuild::Avx2
+                                                                              : NormalBuild::Baseline;
+  fill_normal_f32_block_with(best, state0, mean, stddev, dst, begin, end);
 }
 
 }  // namespace agtrace::normal_math

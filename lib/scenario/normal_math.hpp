@@ -16,8 +16,15 @@ constexpr double kFastNormalBound = 1e-13;
 // lib/scenario/init.cpp), for the values the fast path cannot decide.
 float normal_element_by_definition(uint64_t state0, int64_t index, double mean, double stddev);
 
-// Elements [begin, end) of a float32 normal leaf into dst, with the definition's bits.
+// Elements [begin, end) of a float32 normal leaf into dst, with the definition's bits, by
+// the fastest build of the loop this CPU runs.
 void fill_normal_f32_block(uint64_t state0, double mean, double stddev, float* dst, int64_t begin, int64_t end);
+
+// The loop's builds, each giving the definition's bits (tests run every one the host has).
+enum class NormalBuild { Baseline, Avx2, Avx512 };
+bool normal_build_available(NormalBuild build);
+void fill_normal_f32_block_with(NormalBuild build, uint64_t state0, double mean, double stddev, float* dst,
+                                int64_t begin, int64_t end);
 
 
 // ln(u) for u in [2^-53, 1]: u = 2^e * m with m in [sqrt(1/2), sqrt(2)),

@@ -877,6 +877,33 @@ TEST_CASE("float32 normal leaves take the definition's bits at any size, seed an
   agtrace::kernels::set_threads(threads_before);
 }
 
+TEST_CASE("every build of the fast normal loop this CPU runs gives the definition's bits", "[init]") {
+  // fill_normal_f32_block takes the fastest build; each one must give the same floats, so the
+  // ones a faster CPU skips are run here directly (an AVX-512 host checks all three).
+  using agtrace::normal_math::NormalBuild;
+  const uint64_t state0 = 0x243f6a8885a308d3ULL;
+  const int64_t n = 300000;
+  int builds = 0;
+  for (NormalBuild build : {NormalBuild::Baseline, NormalBuild::Avx2, NormalBuild::Avx512}) {
+    if (!agtrace::normal_math::normal_build_available(build)) continue;
+    ++builds;
+    for (const auto& [mean, stddev] : std::vector<std::pair<double, double>>{{0.0, 0.02}, {1.0 + 0x1.0p-24, 1e-14}}) {
+      INFO("build " << static_cast<int>(build) << " mean " << mean << " std " << stddev);
+      std::vector<float> got(static_cast<size_t>(n), -999.0f);
+      // An odd start and end: the loop's blocks of 256 and its vector tails.
+      agtrace::normal_math::fill_normal_f32_block_with(build, state0, mean, stddev, got.data() - 3, 3, n - 1);
+      size_t same = 0;
+      for (int64_t i = 3; i < n - 1; ++i)
+        same += got[static_cast<size_t>(i - 3)] ==
+                        agtrace::normal_math::normal_element_by_definition(state0, i, mean, stddev)
+                    ? 1
+                    : 0;
+      CHECK(same == static_cast<size_t>(n - 4));
+    }
+  }
+  CHECK(builds >= 1);
+}
+
 TEST_CASE("float32 leaves generated into their storage get initial_values's values", "[init]") {
   // The interpreter fills float32 leaves with fill_initial_values_f32 (no vector of doubles);
   // every kind must give the floats of initial_values, element for element.
