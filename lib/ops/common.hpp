@@ -2,6 +2,7 @@
 // backward formulas.
 #pragma once
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "autograd/grad_mode.hpp"
@@ -136,5 +137,17 @@ struct PointwiseOp {
   cuda::pw::BinaryOp device_backward;
 };
 const PointwiseOp* find_pointwise(const std::string& name);
+
+// A host tensor's first element as T: float for a float32 storage, double for the others
+// (which hold their elements as doubles); null for a null tensor.
+template <typename T>
+T* elements_of(const Tensor& t) {
+  if (!t) return nullptr;
+  if constexpr (std::is_same_v<T, float>) {
+    return t->storage->f32() + t->offset;
+  } else {
+    return t->storage->f64() + t->offset;
+  }
+}
 
 }  // namespace agtrace::ops::detail

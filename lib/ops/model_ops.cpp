@@ -974,18 +974,10 @@ Tensor group_norm(const Tensor& input, int64_t num_groups, const Tensor& weight,
     out = uninitialized_tensor(x->sizes, dt, false);
     auto groups_loop = [&](auto zero) {
       using T = decltype(zero);
-      auto elements = [](const Tensor& t) -> T* {
-        if (!t) return nullptr;
-        if constexpr (std::is_same_v<T, float>) {
-          return t->storage->f32() + t->offset;
-        } else {
-          return t->storage->f64() + t->offset;
-        }
-      };
-      const T* xp = elements(x);
-      const T* wp = elements(w);
-      const T* bp = elements(b);
-      T* op = elements(out);
+      const T* xp = detail::elements_of<T>(x);
+      const T* wp = detail::elements_of<T>(w);
+      const T* bp = detail::elements_of<T>(b);
+      T* op = detail::elements_of<T>(out);
       for (int64_t gi = 0; gi < n * num_groups; ++gi) {
         const int64_t base = gi * per_group;
         T m, var;

@@ -31,8 +31,8 @@
 
 #include "interp/value.hpp"
 #include "ops/activations.hpp"
-#include "ops/layer_norm_cpu.hpp"
 #include "ops/common.hpp"
+#include "ops/layer_norm_cpu.hpp"
 #include "ops/ops.hpp"
 #include "ops/shapes.hpp"
 #include "tensor/device_backend.hpp"
@@ -164,10 +164,7 @@ struct ContiguousElements {
     if (!t) return;
     constexpr DType kDtype = std::is_same_v<T, float> ? DType::Float32 : DType::Float64;
     if (t->dtype() == kDtype && t->is_contiguous()) {
-      if constexpr (std::is_same_v<T, float>)
-        ptr = t->storage->f32() + t->offset;
-      else
-        ptr = t->storage->f64() + t->offset;
+      ptr = elements_of<T>(t);
       return;
     }
     const std::vector<double> v = to_values(t);
@@ -175,15 +172,6 @@ struct ContiguousElements {
     ptr = copy.data();
   }
 };
-
-template <typename T>
-T* elements_of(const Tensor& t) {
-  if (!t) return nullptr;
-  if constexpr (std::is_same_v<T, float>)
-    return t->storage->f32() + t->offset;
-  else
-    return t->storage->f64() + t->offset;
-}
 
 // layer_norm's CPU kernel for float32 and float64: 1.13's arithmetic in the tensor's dtype
 // (ops/layer_norm_cpu.hpp). Rows are split between threads for the per-row results; the
