@@ -2,11 +2,13 @@
 // slow_conv2d's: for one sample and one group, the column matrix has a row per
 // (input channel, kernel row, kernel column) and a column per output position, so the
 // forward is W_g (C_out/g, K) @ col (K, out_h*out_w), written straight into the output.
+// Several samples' column matrices are put side by side, (K, samples*out_h*out_w), and
+// multiplied at once (see kChunkColumnElements).
 #include "tensor/kernels_conv.hpp"
 
 #include <algorithm>
+#include <memory>
 #include <type_traits>
-#include <vector>
 
 #ifdef AGTRACE_HAVE_OPENBLAS
 #include <cblas.h>
@@ -49,10 +51,11 @@ void valid_columns(int64_t offset, int64_t stride, int64_t width, int64_t out_w,
 }
 
 // Visits every row of the column matrix of one (sample, group) plane stack: f(col_row,
-// input_row, valid range) for each output row, input_row null where the tap reads padding.
+// input_row, valid range) for each output row, input_row -1 where the tap reads padding.
+// Row r of the column matrix starts at r * ld (ld = out_h * out_w for one sample alone, a
+// multiple of it when several samples' columns sit side by side).
 template <typename F>
-void for_each_col_row(const ConvShape& s, F&& f) {
-  const int64_t ohw = s.out_h * s.out_w;
+void for_each_col_row(const ConvShape& s, int64_t ld, F&& f) {
   for (int64_t c = 0; c < s.group_in; ++c)
     for (int64_t kh = 0; kh < s.kernel_h; ++kh)
       for (int64_t kw = 0; kw < s.kernel_w; ++kw) {
@@ -62,7 +65,7 @@ void for_each_col_row(const ConvShape& s, F&& f) {
         valid_columns(w_off, s.stride_w, s.width, s.out_w, begin, end);
         for (int64_t oh = 0; oh < s.out_h; ++oh) {
           const int64_t ih = oh * s.stride_h - s.pad_h + kh * s.dilation_h;
-          const int64_t col_at = row * ohw + oh * s.out_w;
+          const int64_t col_at = row * ld + oh * s.out_w;
           const bool inside = ih >= 0 && ih < s.height;
           f(col_at, inside ? (c * s.height + ih) * s.width : int64_t{-1}, w_off, begin, end);
         }
@@ -70,8 +73,8 @@ void for_each_col_row(const ConvShape& s, F&& f) {
 }
 
 template <typename T>
-void im2col(const ConvShape& s, const T* x, T* col) {
-  for_each_col_row(s, [&](int64_t col_at, int64_t in_at, int64_t w_off, int64_t begin, int64_t end) {
+void im2col(const ConvShape& s, const T* x, T* col, int64_t ld) {
+  for_each_col_row(s, ld, [&](int64_t col_at, int64_t in_at, int64_t w_off, int64_t begin, int64_t end) {
     T* dst = col + col_at;
     if (in_at < 0) {
       std::fill(dst, dst + s.out_w, T(0));
@@ -91,8 +94,8 @@ void im2col(const ConvShape& s, const T* x, T* col) {
 
 // The adjoint of im2col: every column entry added back onto the input element it came from.
 template <typename T>
-void col2im_add(const ConvShape& s, const T* col, T* x) {
-  for_each_col_row(s, [&](int64_t col_at, int64_t in_at, int64_t w_off, int64_t begin, int64_t end) {
+void col2im_add(const ConvShape& s, const T* col, int64_t ld, T* x) {
+  for_each_col_row(s, ld, [&](int64_t col_at, int64_t in_at, int64_t w_off, int64_t begin, int64_t end) {
     if (in_at < 0) return;
     const T* src = col + col_at;
     const int64_t first = in_at + w_off + begin * s.stride_w;
@@ -106,26 +109,85 @@ bool columns_are_input(const ConvShape& s) {
   return s.kernel_h == 1 && s.kernel_w == 1 && s.stride_h == 1 && s.stride_w == 1 && s.pad_h == 0 && s.pad_w == 0;
 }
 
+// Scratch whose every element is written before it is read: left uninitialised, since
+// zero-filling it first would be a pass over memory the kernel clears on first touch anyway.
+template <typename T>
+class Scratch {
+ public:
+  explicit Scratch(int64_t n) : data_(n > 0 ? new T[static_cast<size_t>(n)] : nullptr), size_(n > 0 ? n : 0) {}
+  T* data() { return data_.get(); }
+  bool empty() const { return size_ == 0; }
+
+ private:
+  std::unique_ptr<T[]> data_;
+  int64_t size_;
+};
+
+// Samples are taken in chunks whose columns sit side by side, so that each product is one
+// matrix of about kTargetColumns columns instead of one narrow matrix per sample: resnet18's
+// later stages at 64x64 inputs have 8x8 to 2x2 outputs, and a product per sample there packs
+// and reads all its weights (512 x 4608 in the last stage) for every 64 to 4 columns. On
+// bench/scenarios/resnet18_b8.json OpenBLAS's samples went from 3,269 to 1,602 (perf record
+// at 5 kHz, 3 runs each) and the whole run from 292-336 to 194-223 ms of CPU time (perf
+// stat -r 8 to 10, alternated series).
+// Wider chunks gained nothing more there and cost fresh pages: the whole batch side by side
+// took conv_block's peak from 22 to 30 MiB, and its run from 20-25 to 23-26 ms. PyTorch
+// 1.13 gives batched float32 convolutions to oneDNN, whose sums are ordered by neither
+// layout, so the chunk changes no fidelity; a batch of one keeps slow_conv2d's
+// single-sample product. A chunk's column matrices also stay under kChunkColumnElements
+// (8 MiB in float32).
+constexpr int64_t kTargetColumns = 512;
+constexpr int64_t kChunkColumnElements = int64_t{1} << 21;
+int64_t chunk_column_elements = kChunkColumnElements;
+
+int64_t samples_per_chunk(const ConvShape& s, int64_t k, int64_t ohw) {
+  const int64_t wanted = (kTargetColumns + ohw - 1) / std::max<int64_t>(1, ohw);
+  const int64_t fit = chunk_column_elements / std::max<int64_t>(1, k * ohw);
+  return std::clamp<int64_t>(std::min(wanted, fit), 1, std::max<int64_t>(1, s.batch));
+}
+
 }  // namespace
+
+void set_conv_chunk_column_elements(int64_t elements) {
+  chunk_column_elements = elements > 0 ? elements : kChunkColumnElements;
+}
 
 template <typename T>
 void conv_forward(const ConvShape& s, const T* x, const T* w, const T* bias, T* out) {
   const int64_t k = s.group_in * s.kernel_h * s.kernel_w, ohw = s.out_h * s.out_w;
   const int64_t per_group = s.out_channels / s.groups, plane = s.height * s.width;
   const bool direct = columns_are_input(s);
-  std::vector<T> col(direct ? 0 : static_cast<size_t>(k * ohw));
-  for (int64_t n = 0; n < s.batch; ++n)
+  const int64_t chunk = samples_per_chunk(s, k, ohw);
+  // One sample: its columns (or its input planes) times the weights, straight into the
+  // output. Several: their columns side by side (K, nb * ohw), the product into `wide`
+  // (C_out/g, nb * ohw), whose rows are then the samples' output rows.
+  Scratch<T> col(direct && chunk == 1 ? 0 : k * ohw * chunk);
+  Scratch<T> wide(chunk == 1 ? 0 : per_group * ohw * chunk);
+  for (int64_t n0 = 0; n0 < s.batch; n0 += chunk) {
+    const int64_t nb = std::min(chunk, s.batch - n0), ld = nb * ohw;
     for (int64_t g = 0; g < s.groups; ++g) {
-      const T* xg = x + (n * s.in_channels + g * s.group_in) * plane;
-      T* og = out + (n * s.out_channels + g * per_group) * ohw;
-      if (!direct) im2col(s, xg, col.data());
+      for (int64_t j = 0; j < nb; ++j) {
+        const T* xg = x + ((n0 + j) * s.in_channels + g * s.group_in) * plane;
+        if (!direct)
+          im2col(s, xg, col.data() + j * ohw, ld);
+        else if (nb > 1)
+          for (int64_t c = 0; c < s.group_in; ++c) std::copy(xg + c * plane, xg + (c + 1) * plane, col.data() + c * ld + j * ohw);
+      }
+      const T* b_matrix = direct && nb == 1 ? x + (n0 * s.in_channels + g * s.group_in) * plane : col.data();
+      T* c_matrix = nb == 1 ? out + (n0 * s.out_channels + g * per_group) * ohw : wide.data();
       // The bias fills the output first and the product is added to it (beta 1), as
       // slow_conv2d's addmm_ does.
       if (bias)
-        for (int64_t oc = 0; oc < per_group; ++oc) std::fill(og + oc * ohw, og + (oc + 1) * ohw, bias[g * per_group + oc]);
-      gemm_rm<T>(false, false, per_group, ohw, k, w + g * per_group * k, k, direct ? xg : col.data(), ohw,
-                 bias ? T(1) : T(0), og, ohw);
+        for (int64_t oc = 0; oc < per_group; ++oc) std::fill(c_matrix + oc * ld, c_matrix + (oc + 1) * ld, bias[g * per_group + oc]);
+      gemm_rm<T>(false, false, per_group, ld, k, w + g * per_group * k, k, b_matrix, ld, bias ? T(1) : T(0), c_matrix, ld);
+      if (nb > 1)
+        for (int64_t j = 0; j < nb; ++j)
+          for (int64_t oc = 0; oc < per_group; ++oc) {
+            const T* src = wide.data() + oc * ld + j * ohw;
+            std::copy(src, src + ohw, out + ((n0 + j) * s.out_channels + g * per_group + oc) * ohw);
+          }
     }
+  }
 }
 
 template <typename T>
@@ -134,27 +196,56 @@ void conv_backward(const ConvShape& s, const T* grad, const T* x, const T* w, T*
   const int64_t k = s.group_in * s.kernel_h * s.kernel_w, ohw = s.out_h * s.out_w;
   const int64_t per_group = s.out_channels / s.groups, plane = s.height * s.width;
   const bool direct = columns_are_input(s);
+  const int64_t chunk = samples_per_chunk(s, k, ohw);
   if (grad_weight) std::fill(grad_weight, grad_weight + s.out_channels * k, T(0));
   if (grad_input && !direct) std::fill(grad_input, grad_input + s.batch * s.in_channels * plane, T(0));
-  std::vector<T> col(!direct && grad_weight ? static_cast<size_t>(k * ohw) : 0);
-  std::vector<T> dcol(!direct && grad_input ? static_cast<size_t>(k * ohw) : 0);
-  for (int64_t n = 0; n < s.batch; ++n)
+  // As in the forward: one sample reads its gradient rows and input planes in place; several
+  // have theirs gathered side by side (`wide_grad`, C_out/g x nb * ohw; `col`, K x nb * ohw).
+  Scratch<T> col(grad_weight && (!direct || chunk > 1) ? k * ohw * chunk : 0);
+  Scratch<T> dcol(grad_input && (!direct || chunk > 1) ? k * ohw * chunk : 0);
+  Scratch<T> wide_grad(chunk == 1 ? 0 : per_group * ohw * chunk);
+  for (int64_t n0 = 0; n0 < s.batch; n0 += chunk) {
+    const int64_t nb = std::min(chunk, s.batch - n0), ld = nb * ohw;
     for (int64_t g = 0; g < s.groups; ++g) {
-      const T* gg = grad + (n * s.out_channels + g * per_group) * ohw;
-      const int64_t in_at = (n * s.in_channels + g * s.group_in) * plane;
+      const T* gg = grad + (n0 * s.out_channels + g * per_group) * ohw;
+      if (nb > 1) {
+        for (int64_t j = 0; j < nb; ++j)
+          for (int64_t oc = 0; oc < per_group; ++oc) {
+            const T* src = grad + ((n0 + j) * s.out_channels + g * per_group + oc) * ohw;
+            std::copy(src, src + ohw, wide_grad.data() + oc * ld + j * ohw);
+          }
+        gg = wide_grad.data();
+      }
       const T* wg = w + g * per_group * k;
       if (grad_weight) {
-        // grad_weight_g += grad_g (C_out/g, ohw) @ col^T (ohw, K), summed over the batch.
-        if (!direct) im2col(s, x + in_at, col.data());
-        gemm_rm<T>(false, true, per_group, k, ohw, gg, ohw, direct ? x + in_at : col.data(), ohw, T(1),
-                   grad_weight + g * per_group * k, k);
+        // grad_weight_g += grad_g (C_out/g, nb * ohw) @ col^T (nb * ohw, K), summed over the batch.
+        for (int64_t j = 0; j < nb && !col.empty(); ++j) {
+          const T* xg = x + ((n0 + j) * s.in_channels + g * s.group_in) * plane;
+          if (!direct)
+            im2col(s, xg, col.data() + j * ohw, ld);
+          else
+            for (int64_t c = 0; c < s.group_in; ++c) std::copy(xg + c * plane, xg + (c + 1) * plane, col.data() + c * ld + j * ohw);
+        }
+        const T* cols = col.empty() ? x + (n0 * s.in_channels + g * s.group_in) * plane : col.data();
+        gemm_rm<T>(false, true, per_group, k, ld, gg, ld, cols, ld, T(1), grad_weight + g * per_group * k, k);
       }
       if (grad_input) {
-        // d col (K, ohw) = W_g^T (K, C_out/g) @ grad_g, then folded back onto the input.
-        gemm_rm<T>(true, false, k, ohw, per_group, wg, k, gg, ohw, T(0), direct ? grad_input + in_at : dcol.data(), ohw);
-        if (!direct) col2im_add(s, dcol.data(), grad_input + in_at);
+        // d col (K, nb * ohw) = W_g^T (K, C_out/g) @ grad_g, then folded back onto the inputs.
+        T* in_g = grad_input + (n0 * s.in_channels + g * s.group_in) * plane;
+        gemm_rm<T>(true, false, k, ld, per_group, wg, k, gg, ld, T(0), dcol.empty() ? in_g : dcol.data(), ld);
+        for (int64_t j = 0; j < nb && !dcol.empty(); ++j) {
+          T* in_j = grad_input + ((n0 + j) * s.in_channels + g * s.group_in) * plane;
+          if (!direct)
+            col2im_add(s, dcol.data() + j * ohw, ld, in_j);
+          else
+            for (int64_t c = 0; c < s.group_in; ++c) {
+              const T* src = dcol.data() + c * ld + j * ohw;
+              std::copy(src, src + plane, in_j + c * plane);
+            }
+        }
       }
     }
+  }
   if (grad_bias)
     for (int64_t oc = 0; oc < s.out_channels; ++oc) {
       // A row sum per channel; accumulated in double and rounded once (PyTorch's sum

@@ -30,4 +30,9 @@ template <typename T>
 void conv_backward(const ConvShape& s, const T* grad, const T* x, const T* w, T* grad_input, T* grad_weight,
                    T* grad_bias);
 
+// Tests: the most elements the side-by-side column matrices of one chunk of samples may hold
+// (at least one sample is always taken, at most as many as make 512 columns); 0 restores the
+// default (2^21).
+void set_conv_chunk_column_elements(int64_t elements);
+
 }  // namespace agtrace::kernels

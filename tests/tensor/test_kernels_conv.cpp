@@ -61,8 +61,20 @@ void check_close(const std::vector<double>& got, const std::vector<double>& want
 
 }  // namespace
 
+// Restores the default chunk of samples when a test ends, failed or not.
+struct ChunkBudget {
+  explicit ChunkBudget(int64_t elements) { agtrace::kernels::set_conv_chunk_column_elements(elements); }
+  ~ChunkBudget() { agtrace::kernels::set_conv_chunk_column_elements(0); }
+};
+
 TEST_CASE("conv kernels: im2col + gemm equals the direct sum, forward and backward", "[kernels][conv]") {
+  // Each geometry runs with the samples' columns side by side in one product (the default
+  // budget holds these small batches whole), one sample per product (a budget of one
+  // element), and two samples per product, which leaves batches of 3 a last chunk of one.
+  const int64_t budget_kind = GENERATE(0, 1, 2);
   const std::vector<ConvShape> shapes = {
+      shape(3, 3, 6, 5, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1),  // three samples
+      shape(3, 4, 5, 5, 6, 1, 1, 2, 1, 1, 0, 0, 1, 1),  // 1x1 with groups, three samples
       shape(2, 3, 6, 5, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1),  // padding on both sides
       shape(1, 4, 7, 9, 6, 2, 3, 2, 2, 3, 1, 2, 2, 1),  // groups, strides, dilation
       shape(2, 2, 5, 5, 3, 1, 1, 1, 1, 1, 0, 0, 1, 1),  // 1x1: no im2col
@@ -71,7 +83,9 @@ TEST_CASE("conv kernels: im2col + gemm equals the direct sum, forward and backwa
       shape(1, 1, 3, 3, 1, 3, 3, 1, 4, 4, 2, 2, 1, 1),  // stride wider than the input
   };
   for (const ConvShape& s : shapes) {
-    INFO("out " << s.out_h << "x" << s.out_w);
+    INFO("out " << s.out_h << "x" << s.out_w << ", batch " << s.batch << ", budget kind " << budget_kind);
+    const int64_t per_sample = s.group_in * s.kernel_h * s.kernel_w * s.out_h * s.out_w;
+    const ChunkBudget budget(budget_kind == 0 ? 0 : budget_kind == 1 ? 1 : 2 * per_sample);
     const int64_t nx = s.batch * s.in_channels * s.height * s.width;
     const int64_t nw = s.out_channels * s.group_in * s.kernel_h * s.kernel_w;
     const int64_t no = s.batch * s.out_channels * s.out_h * s.out_w;
