@@ -804,8 +804,10 @@ std::vector<Tensor> masked_fill_backward(Node& n, const std::vector<Tensor>& g) 
     return {ga};
   }
   if (n.next[0].fn) {
-    Tensor w = kernels::binary(g[0], mask, g[0]->dtype(), [](double v, double m) { return m != 0 ? 0.0 : v; },
-                               "masked_fill");
+    // A selection: the float32 loop gives the general path's bits (attention's causal mask).
+    Tensor w = kernels::masked_fill_exact_f32(g[0], mask, 0.0);
+    if (!w)
+      w = kernels::binary(g[0], mask, g[0]->dtype(), [](double v, double m) { return m != 0 ? 0.0 : v; }, "masked_fill");
     ga = grad_for_meta(w, n.input_meta[0], n.input_meta[0].sizes, n.input_meta[0].dtype);
   }
   if (n.next.size() > 1 && n.next[1].fn) {

@@ -9,6 +9,7 @@
 #include "ops/double_backward.hpp"
 #include "ops/inplace_util.hpp"
 #include "ops/ops.hpp"
+#include "tensor/fast_paths.hpp"
 
 namespace agtrace::ops {
 
@@ -175,10 +176,16 @@ void unary_inplace(const Tensor& self, const UnaryRecipe& op) {
   // backward is the same (measured: ThresholdBackwardBackward0 under relu_'s gradient).
   if (node) node->differentiable_backward = op.dbackward;
   if (node && original) node->save_input("self", original);
-  if (kernels::device::on_device(self))
+  const float* x = op.exact_f32 ? kernels::contiguous_f32(self) : nullptr;
+  if (kernels::device::on_device(self)) {
     kernels::device::unary_inplace(op.device_op, self);
-  else
+  } else if (x) {
+    // torchvision's ReLU(inplace=True) on a conv net's activations: in float, in place.
+    float* o = self->storage->f32() + self->offset;
+    kernels::parallel_for(self->numel(), kernels::kGrain, [&](int64_t b, int64_t e) { op.exact_f32(x + b, o + b, e - b); });
+  } else {
     kernels::unary_inplace(self, op.f);
+  }
   bump(self);
   if (!node) return;
   record_history(self, node);

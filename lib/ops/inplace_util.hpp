@@ -45,6 +45,9 @@ struct UnaryRecipe {
   Saves saves;
   bool float_only;  // an integer self cannot hold the result (x.sin_() on int64 raises)
   cuda::pw::UnaryOp device_op;
+  // The formula as a float32 block loop, o[0..n) from x[0..n), where its float result is
+  // always the general path's bits (tensor/fast_paths.hpp; relu); null where there is none.
+  void (*exact_f32)(const float* x, float* o, int64_t n) = nullptr;
 };
 void unary_inplace(const Tensor& self, const UnaryRecipe& recipe);
 // The recipes, from the files of the out-of-place ops.

@@ -198,7 +198,7 @@ std::optional<UnaryRecipe> pointwise_recipe(const std::string& name) {
   if (!p) return std::nullopt;
   return UnaryRecipe{p->op, p->node, p->f, p->backward, differentiable_for(*p),
                      p->saves_result ? UnaryRecipe::Saves::Result : UnaryRecipe::Saves::Self, p->float_only,
-                     p->device_op};
+                     p->device_op, p == &kRelu ? kernels::relu_f32 : nullptr};
 }
 }  // namespace detail
 

@@ -34,4 +34,16 @@ void relu_backward_f32(const float* g, const float* r, float* o, int64_t n) {
   for (; i < n; ++i) o[i] = g[i] * (r[i] <= 0.0f ? 0.0f : 1.0f);
 }
 
+void select_fill_f32(const float* x, const uint32_t* take_fill, float fill, float* o, int64_t n) {
+  int64_t i = 0;
+#ifdef __SSE2__
+  const __m128 f = _mm_set1_ps(fill);
+  for (; i + 4 <= n; i += 4) {
+    const __m128 take = _mm_castsi128_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(take_fill + i)));
+    _mm_storeu_ps(o + i, _mm_or_ps(_mm_and_ps(take, f), _mm_andnot_ps(take, _mm_loadu_ps(x + i))));
+  }
+#endif
+  for (; i < n; ++i) o[i] = take_fill[i] != 0 ? fill : x[i];
+}
+
 }  // namespace agtrace::kernels

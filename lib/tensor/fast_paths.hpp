@@ -12,7 +12,9 @@
 // meta operand, fast paths switched off by a test): the caller then takes the general path.
 #pragma once
 #include <algorithm>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "tensor/kernels.hpp"
 
@@ -104,6 +106,10 @@ void relu_f32(const float* x, float* o, int64_t n);
 // (grad * 0 keeps grad's sign and turns inf and NaN into NaN, as the double product does).
 void relu_backward_f32(const float* g, const float* r, float* o, int64_t n);
 
+// o[i] = take_fill[i] ? fill : x[i] for i < n, take_fill's elements all ones or zero: a
+// selection, exact in float (SSE2 blend; GCC keeps a branch per element here otherwise).
+void select_fill_f32(const float* x, const uint32_t* take_fill, float fill, float* o, int64_t n);
+
 // masked_fill of a contiguous float32 `a` with a contiguous bool mask of a's shape, or a block
 // repeated along a's leading dims (attention's causal mask, [1, 1, T, T] on [B, H, T, T]): a
 // selection, exact in float (fill rounded once, as the general loop stores it).
@@ -116,11 +122,15 @@ inline Tensor masked_fill_exact_f32(const Tensor& a, const Tensor& mask, double 
   if (block == 0 || n % block != 0 || (mask->sizes != a->sizes && !detail::is_trailing_shape(mask->sizes, a->sizes)))
     return nullptr;
   const double* m = mask->storage->f64() + mask->offset;  // bool elements are held as doubles
+  // The mask as 32-bit lanes, all ones where the fill goes, for select_fill_f32's blend
+  // (the loop reading the double elements kept a branch per element: 5 ns per element on
+  // nanoGPT's [8, 4, 64, 64] attention scores).
+  std::vector<uint32_t> take_fill(static_cast<size_t>(block));
+  for (int64_t j = 0; j < block; ++j) take_fill[static_cast<size_t>(j)] = m[j] != 0 ? ~0u : 0u;
   Tensor r = uninitialized_tensor(a->sizes, DType::Float32, false);
   float* o = r->storage->f32();
   const float f = static_cast<float>(fill);
-  for (int64_t start = 0; start < n; start += block)
-    for (int64_t j = 0; j < block; ++j) o[start + j] = m[j] != 0 ? f : x[start + j];
+  for (int64_t start = 0; start < n; start += block) select_fill_f32(x + start, take_fill.data(), f, o + start, block);
   return r;
 }
 

@@ -353,16 +353,36 @@ double item(const Tensor& t) {
 }
 
 namespace {
+// for_each_offset over the rows of the innermost dim of a tensor with at least one dim:
+// f(row-major index of the row's first element, its offset).
+template <typename F>
+void for_each_row_offset(const Shape& sizes, const Shape& strides, int64_t offset, F&& f) {
+  const int64_t len = sizes.back();
+  const Shape outer(sizes.begin(), sizes.end() - 1), outer_strides(strides.begin(), strides.end() - 1);
+  for_each_offset(outer, outer_strides, offset, [&](int64_t row, int64_t off) { f(row * len, off); });
+}
+
 template <typename T>
 void copy_elements(const TensorImpl& dst, T* d, const TensorImpl& src, const T* s) {
   const bool one_storage = dst.storage == src.storage;  // dst may overlap src
+  // A strided side whose innermost dim has stride 1 (a slice of cat's output, a narrowed
+  // split gradient) is copied a row at a time.
+  const auto rows_unit = [](const TensorImpl& t) { return t.dim() > 1 && t.strides.back() == 1; };
   if (!one_storage && src.is_contiguous()) {
     const T* from = s + src.offset;
     if (dst.is_contiguous()) std::copy(from, from + src.numel(), d + dst.offset);
-    else for_each_offset(dst.sizes, dst.strides, dst.offset, [&](int64_t i, int64_t off) { d[off] = from[i]; });
+    else if (rows_unit(dst)) {
+      const int64_t len = dst.sizes.back();
+      for_each_row_offset(dst.sizes, dst.strides, dst.offset,
+                          [&](int64_t i, int64_t off) { std::copy(from + i, from + i + len, d + off); });
+    } else for_each_offset(dst.sizes, dst.strides, dst.offset, [&](int64_t i, int64_t off) { d[off] = from[i]; });
   } else if (!one_storage && dst.is_contiguous()) {
     T* to = d + dst.offset;
-    for_each_offset(src.sizes, src.strides, src.offset, [&](int64_t i, int64_t off) { to[i] = s[off]; });
+    if (rows_unit(src)) {
+      const int64_t len = src.sizes.back();
+      for_each_row_offset(src.sizes, src.strides, src.offset,
+                          [&](int64_t i, int64_t off) { std::copy(s + off, s + off + len, to + i); });
+    } else for_each_offset(src.sizes, src.strides, src.offset, [&](int64_t i, int64_t off) { to[i] = s[off]; });
   } else {
     // Through a row-major copy of src, as to_values takes it.
     std::vector<T> row_major(static_cast<size_t>(src.numel()));

@@ -56,10 +56,16 @@ TEST_CASE("copy_values: the typed copy gives write_values(dst, to_values(src))'s
   const DType dtypes[] = {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16, DType::Int64, DType::Bool};
   for (DType dst_dtype : dtypes)
     for (DType src_dtype : {dst_dtype, DType::Float32}) {
-      for (int layout = 0; layout < 4; ++layout) {  // bit 0: src transposed, bit 1: dst transposed
+      // bit 0: src transposed, bit 1: dst transposed, bit 2: src a window of a bigger
+      // storage (rows of stride 1 that are not contiguous, copied a row at a time).
+      for (int layout = 0; layout < 8; ++layout) {
         INFO(agtrace::dtype_name(dst_dtype) << " <- " << agtrace::dtype_name(src_dtype) << ", layout " << layout);
-        const bool src_t = (layout & 1) != 0, dst_t = (layout & 2) != 0;
+        const bool src_t = (layout & 1) != 0, dst_t = (layout & 2) != 0, src_window = (layout & 4) != 0;
         Tensor src_base = agtrace::tensor_from_values(src_t ? Shape{5, 7} : Shape{7, 5}, src_dtype, mixed_values(35, 3));
+        if (src_window) {
+          Tensor bigger = agtrace::tensor_from_values(src_t ? Shape{6, 9} : Shape{8, 6}, src_dtype, mixed_values(54, 4));
+          src_base = src_t ? agtrace::make_alias(bigger, {5, 7}, {9, 1}, 11) : agtrace::make_alias(bigger, {7, 5}, {6, 1}, 7);
+        }
         Tensor src = src_t ? transposed(src_base) : src_base;
         // The destination is a window in a bigger storage: [1:6, 1:8] of [7, 9] (or its
         // transpose), so the elements around it must stay.

@@ -148,6 +148,18 @@ TEST_CASE("fast paths: relu forward and backward give the general path's bits", 
   }
   same_both_ways([&] { return std::vector<Tensor>{strided_leaf(5, 9, 3)}; },
                  [](const std::vector<Tensor>& x) { return ops::relu(x[0]); }, 7);
+  // relu_ in place on a non-leaf (torchvision's ReLU(inplace=True)), contiguous and strided.
+  auto in_place = [](const std::vector<Tensor>& x) {
+    Tensor y = ops::clone(x[0]);  // the strided leaf's clone keeps its strides
+    ops::relu_(y);
+    return y;
+  };
+  for (const Shape& s : kShapes) {
+    INFO("relu_, shape " << agtrace::shape_str(s));
+    same_both_ways([&] { return std::vector<Tensor>{leaf(s, seed)}; }, in_place, seed + 100);
+    ++seed;
+  }
+  same_both_ways([&] { return std::vector<Tensor>{strided_leaf(5, 9, 3)}; }, in_place, 8);
 }
 
 TEST_CASE("fast paths: softmax and log_softmax forward and backward give the general path's bits", "[fast_paths]") {
