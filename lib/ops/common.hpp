@@ -135,6 +135,10 @@ struct PointwiseOp {
   // The forward and the backward (grad, saved value) as lib/cuda's op codes, for cuda.
   cuda::pw::UnaryOp device_op;
   cuda::pw::BinaryOp device_backward;
+  // The formula as a float32 block loop, o[0..n) from x[0..n), for an op whose float result
+  // is always the general path's bits (tensor/fast_paths.hpp: relu); null where there is none.
+  // The out-of-place op and its in-place form (x.relu_()) both run it.
+  void (*exact_f32)(const float* x, float* o, int64_t n) = nullptr;
 };
 const PointwiseOp* find_pointwise(const std::string& name);
 

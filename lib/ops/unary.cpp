@@ -137,23 +137,20 @@ const PointwiseOp kTanh{"tanh", "TanhBackward0", tanh_f, tanh_backward, true, tr
                         BinaryOp::TanhBackward};
 const PointwiseOp kSigmoid{"sigmoid", "SigmoidBackward0", sigmoid_f, sigmoid_backward, true, true, UnaryOp::Sigmoid,
                            BinaryOp::SigmoidBackward};
+// relu in float is a selection: exact.
 const PointwiseOp kRelu{"relu", "ReluBackward0", relu_f, relu_backward, true, false, UnaryOp::Relu,
-                        BinaryOp::ReluBackward};
+                        BinaryOp::ReluBackward, kernels::relu_f32};
 
 // f: op.f, passed as a functor so the loop inlines it.
-// exact_float: the same formula as a float32 block loop (o[0..n) from x[0..n)), for an op
-// whose float result is always the general path's bits (tensor/fast_paths.hpp); nullptr
-// when there is none.
-template <typename F, typename FF = std::nullptr_t>
-Tensor pointwise(const Tensor& a, const PointwiseOp& op, F f, FF exact_float = nullptr) {
+template <typename F>
+Tensor pointwise(const Tensor& a, const PointwiseOp& op, F f) {
   OpScope scope(op.op);
   DType out = a->dtype();
   if (op.float_only && !is_floating(out)) out = DType::Float32;
   if (!op.float_only && out == DType::Bool) require_floating(a, op.op);
   Tensor r;
   if (kernels::device::on_device(a)) r = kernels::device::unary(op.device_op, a, out);
-  if constexpr (!std::is_same_v<FF, std::nullptr_t>)
-    if (!r && out == DType::Float32) r = kernels::unary_exact_f32(a, exact_float);
+  if (!r && out == DType::Float32 && op.exact_f32) r = kernels::unary_exact_f32(a, op.exact_f32);
   if (!r) r = kernels::unary(a, out, f);
   if (needs_grad({&a})) {
     auto node = make_node(op.node, op.backward, {a});
@@ -180,10 +177,7 @@ Tensor log(const Tensor& a) { return pointwise(a, kLog, [](double x) { return lo
 Tensor sqrt(const Tensor& a) { return pointwise(a, kSqrt, [](double x) { return sqrt_f(x); }); }
 Tensor tanh(const Tensor& a) { return pointwise(a, kTanh, [](double x) { return tanh_f(x); }); }
 Tensor sigmoid(const Tensor& a) { return pointwise(a, kSigmoid, [](double x) { return sigmoid_f(x); }); }
-// relu in float is a selection: exact.
-Tensor relu(const Tensor& a) {
-  return pointwise(a, kRelu, [](double x) { return relu_f(x); }, kernels::relu_f32);
-}
+Tensor relu(const Tensor& a) { return pointwise(a, kRelu, [](double x) { return relu_f(x); }); }
 
 namespace detail {
 const PointwiseOp* find_pointwise(const std::string& name) {
@@ -198,7 +192,7 @@ std::optional<UnaryRecipe> pointwise_recipe(const std::string& name) {
   if (!p) return std::nullopt;
   return UnaryRecipe{p->op, p->node, p->f, p->backward, differentiable_for(*p),
                      p->saves_result ? UnaryRecipe::Saves::Result : UnaryRecipe::Saves::Self, p->float_only,
-                     p->device_op, p == &kRelu ? kernels::relu_f32 : nullptr};
+                     p->device_op, p->exact_f32};
 }
 }  // namespace detail
 

@@ -3,7 +3,7 @@
 // (input channel, kernel row, kernel column) and a column per output position, so the
 // forward is W_g (C_out/g, K) @ col (K, out_h*out_w), written straight into the output.
 // Several samples' column matrices are put side by side, (K, samples*out_h*out_w), and
-// multiplied at once (see kChunkColumnElements).
+// multiplied at once (see samples_per_chunk).
 #include "tensor/kernels_conv.hpp"
 
 #include <algorithm>
@@ -109,6 +109,20 @@ bool columns_are_input(const ConvShape& s) {
   return s.kernel_h == 1 && s.kernel_w == 1 && s.stride_h == 1 && s.stride_w == 1 && s.pad_h == 0 && s.pad_w == 0;
 }
 
+// `rows` rows of `len` elements from src (rows src_stride apart) to dst (dst_stride apart):
+// a sample's planes or output rows moved between its own layout and a chunk's side-by-side one.
+template <typename T>
+void copy_rows(const T* src, int64_t src_stride, T* dst, int64_t dst_stride, int64_t rows, int64_t len) {
+  for (int64_t r = 0; r < rows; ++r) std::copy(src + r * src_stride, src + r * src_stride + len, dst + r * dst_stride);
+}
+
+// One sample's column matrix (its group's planes xg) into col, whose rows are ld apart.
+template <typename T>
+void sample_columns(const ConvShape& s, const T* xg, T* col, int64_t ld) {
+  if (columns_are_input(s)) copy_rows(xg, s.height * s.width, col, ld, s.group_in, s.height * s.width);
+  else im2col(s, xg, col, ld);
+}
+
 // Scratch whose every element is written before it is read: left uninitialised, since
 // zero-filling it first would be a pass over memory the kernel clears on first touch anyway.
 template <typename T>
@@ -166,13 +180,9 @@ void conv_forward(const ConvShape& s, const T* x, const T* w, const T* bias, T* 
   for (int64_t n0 = 0; n0 < s.batch; n0 += chunk) {
     const int64_t nb = std::min(chunk, s.batch - n0), ld = nb * ohw;
     for (int64_t g = 0; g < s.groups; ++g) {
-      for (int64_t j = 0; j < nb; ++j) {
-        const T* xg = x + ((n0 + j) * s.in_channels + g * s.group_in) * plane;
-        if (!direct)
-          im2col(s, xg, col.data() + j * ohw, ld);
-        else if (nb > 1)
-          for (int64_t c = 0; c < s.group_in; ++c) std::copy(xg + c * plane, xg + (c + 1) * plane, col.data() + c * ld + j * ohw);
-      }
+      if (!direct || nb > 1)
+        for (int64_t j = 0; j < nb; ++j)
+          sample_columns(s, x + ((n0 + j) * s.in_channels + g * s.group_in) * plane, col.data() + j * ohw, ld);
       const T* b_matrix = direct && nb == 1 ? x + (n0 * s.in_channels + g * s.group_in) * plane : col.data();
       T* c_matrix = nb == 1 ? out + (n0 * s.out_channels + g * per_group) * ohw : wide.data();
       // The bias fills the output first and the product is added to it (beta 1), as
@@ -182,10 +192,8 @@ void conv_forward(const ConvShape& s, const T* x, const T* w, const T* bias, T* 
       gemm_rm<T>(false, false, per_group, ld, k, w + g * per_group * k, k, b_matrix, ld, bias ? T(1) : T(0), c_matrix, ld);
       if (nb > 1)
         for (int64_t j = 0; j < nb; ++j)
-          for (int64_t oc = 0; oc < per_group; ++oc) {
-            const T* src = wide.data() + oc * ld + j * ohw;
-            std::copy(src, src + ohw, out + ((n0 + j) * s.out_channels + g * per_group + oc) * ohw);
-          }
+          copy_rows(wide.data() + j * ohw, ld, out + ((n0 + j) * s.out_channels + g * per_group) * ohw, ohw, per_group,
+                    ohw);
     }
   }
 }
@@ -210,22 +218,15 @@ void conv_backward(const ConvShape& s, const T* grad, const T* x, const T* w, T*
       const T* gg = grad + (n0 * s.out_channels + g * per_group) * ohw;
       if (nb > 1) {
         for (int64_t j = 0; j < nb; ++j)
-          for (int64_t oc = 0; oc < per_group; ++oc) {
-            const T* src = grad + ((n0 + j) * s.out_channels + g * per_group + oc) * ohw;
-            std::copy(src, src + ohw, wide_grad.data() + oc * ld + j * ohw);
-          }
+          copy_rows(grad + ((n0 + j) * s.out_channels + g * per_group) * ohw, ohw, wide_grad.data() + j * ohw, ld,
+                    per_group, ohw);
         gg = wide_grad.data();
       }
       const T* wg = w + g * per_group * k;
       if (grad_weight) {
         // grad_weight_g += grad_g (C_out/g, nb * ohw) @ col^T (nb * ohw, K), summed over the batch.
-        for (int64_t j = 0; j < nb && !col.empty(); ++j) {
-          const T* xg = x + ((n0 + j) * s.in_channels + g * s.group_in) * plane;
-          if (!direct)
-            im2col(s, xg, col.data() + j * ohw, ld);
-          else
-            for (int64_t c = 0; c < s.group_in; ++c) std::copy(xg + c * plane, xg + (c + 1) * plane, col.data() + c * ld + j * ohw);
-        }
+        for (int64_t j = 0; j < nb && !col.empty(); ++j)
+          sample_columns(s, x + ((n0 + j) * s.in_channels + g * s.group_in) * plane, col.data() + j * ohw, ld);
         const T* cols = col.empty() ? x + (n0 * s.in_channels + g * s.group_in) * plane : col.data();
         gemm_rm<T>(false, true, per_group, k, ld, gg, ld, cols, ld, T(1), grad_weight + g * per_group * k, k);
       }
@@ -235,13 +236,8 @@ void conv_backward(const ConvShape& s, const T* grad, const T* x, const T* w, T*
         gemm_rm<T>(true, false, k, ld, per_group, wg, k, gg, ld, T(0), dcol.empty() ? in_g : dcol.data(), ld);
         for (int64_t j = 0; j < nb && !dcol.empty(); ++j) {
           T* in_j = grad_input + ((n0 + j) * s.in_channels + g * s.group_in) * plane;
-          if (!direct)
-            col2im_add(s, dcol.data() + j * ohw, ld, in_j);
-          else
-            for (int64_t c = 0; c < s.group_in; ++c) {
-              const T* src = dcol.data() + c * ld + j * ohw;
-              std::copy(src, src + plane, in_j + c * plane);
-            }
+          if (direct) copy_rows(dcol.data() + j * ohw, ld, in_j, plane, s.group_in, plane);
+          else col2im_add(s, dcol.data() + j * ohw, ld, in_j);
         }
       }
     }
