@@ -31,6 +31,7 @@
 
 #include "interp/value.hpp"
 #include "ops/activations.hpp"
+#include "ops/batch_norm_cpu.hpp"
 #include "ops/common.hpp"
 #include "ops/layer_norm_cpu.hpp"
 #include "ops/ops.hpp"
@@ -1826,7 +1827,46 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
           }
       }
     };
-    if (x_f32) {
+    // A contiguous float32 input with more than one element per plane: torch's float32
+    // arithmetic (batch_norm_cpu.hpp). The general path (fast paths off) runs the same
+    // arithmetic on a float copy of the elements.
+    const bool torch_f32_rule =
+        dt == DType::Float32 && stat_dtype == DType::Float32 && x->is_contiguous() && inner > 1;
+    if (torch_f32_rule) {
+      std::vector<float> x_copy, out_copy;
+      const float* xp = x_f32;
+      if (!xp) {
+        x_copy.assign(xv.begin(), xv.end());
+        xp = x_copy.data();
+      }
+      float* op = x_f32 ? out->storage->f32() : nullptr;
+      if (!op) {
+        out_copy.resize(xv.size());
+        op = out_copy.data();
+      }
+      for (int64_t c = 0; c < channels; ++c) {
+        float mean, invstd;
+        if (training) {
+          const batch_norm_cpu::ChannelStats st = batch_norm_cpu::channel_moments(xp, batch, channels, inner, c);
+          mean = st.mean;
+          invstd = batch_norm_cpu::training_invstd(st, count, eps);
+          float rm = running_mean ? static_cast<float>(rmv[c]) : 0.0f;
+          float rv = running_var ? static_cast<float>(rvv[c]) : 0.0f;
+          batch_norm_cpu::update_running(st, count, momentum, running_mean ? &rm : nullptr, running_var ? &rv : nullptr);
+          if (running_mean) rmv[c] = rm;
+          if (running_var) rvv[c] = rv;
+          smv.push_back(mean);
+          siv.push_back(invstd);
+        } else {
+          mean = static_cast<float>(rmv[c]);
+          invstd = batch_norm_cpu::eval_invstd(static_cast<float>(rvv[c]), eps);
+        }
+        batch_norm_cpu::normalize_channel(xp, op, batch, channels, inner, c, mean, invstd,
+                                          weight ? static_cast<float>(wv[c]) : 1.0f,
+                                          bias ? static_cast<float>(bv[c]) : 0.0f);
+      }
+      if (!x_f32) store(out, std::vector<double>(out_copy.begin(), out_copy.end()));
+    } else if (x_f32) {
       channels_loop(x_f32, out->storage->f32());
     } else {
       channels_loop(xv.data(), ov.data());

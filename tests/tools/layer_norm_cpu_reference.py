@@ -9,13 +9,8 @@ their order shows. Prints the C++ case table.
 """
 import torch
 
-FNV_OFFSET, FNV_PRIME = 0xCBF29CE484222325, 0x100000001B3
+from fnv_hash import fnv
 
-def fnv(t):
-    h = FNV_OFFSET
-    for byte in t.contiguous().numpy().tobytes():
-        h = ((h ^ byte) * FNV_PRIME) & 0xFFFFFFFFFFFFFFFF
-    return h
 
 def inputs(rows, cols, offset, dtype):
     i = torch.arange(rows * cols, dtype=torch.int64)

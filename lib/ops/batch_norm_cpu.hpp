@@ -1,0 +1,40 @@
+// batch_norm's arithmetic on the CPU for a contiguous float32 input with more than one element
+// per channel and sample (NCHW, as after a convolution), as torch 1.13's Debian build computes
+// it (measured bit for bit: tests/ops/test_batch_norm_cpu.cpp, references from
+// tests/tools/batch_norm_cpu_reference.py):
+// - batch_norm_cpu_collect_stats_contiguous_impl: the sum and the sum of squared differences
+//   accumulated in double in storage order, the mean rounded to float before the differences,
+//   which are taken and squared in float;
+// - batch_norm_cpu_update_stats_template: the variance the float sum over the count as a float,
+//   invstd 1 / sqrt(var + eps) in double; the momentum as a float (param_t), the running mean's
+//   step in float, the running variance's in double from the unbiased float quotient;
+// - batch_norm_cpu_contiguous_impl: alpha = invstd * weight, beta = bias - mean * alpha and
+//   out = x * alpha + beta, each a*b+c fused (GCC contracts them in the AVX2 build; the
+//   unfused forms differ in 30 % of the outputs of a 32x16x32x32 input).
+// Another layout (channels last, one element per plane) or dtype takes nn.cpp's general rule.
+#pragma once
+#include <cstdint>
+
+namespace agtrace::ops::batch_norm_cpu {
+
+struct ChannelStats {
+  float mean = 0.0f;
+  float var_sum = 0.0f;
+};
+
+// Channel c's mean and sum of squared differences over the batch and the plane.
+ChannelStats channel_moments(const float* x, int64_t batch, int64_t channels, int64_t inner, int64_t c);
+
+// Training: invstd from the sum of squares; the running buffers (null: not kept) take their
+// momentum step in place.
+float training_invstd(const ChannelStats& s, int64_t count, double eps);
+void update_running(const ChannelStats& s, int64_t count, double momentum, float* running_mean, float* running_var);
+// Evaluation: invstd from the running variance, all in float.
+float eval_invstd(float running_var, double eps);
+
+// out = x * alpha + beta over channel c of every sample, with alpha and beta from the mean,
+// invstd, weight and bias (1 and 0 when absent).
+void normalize_channel(const float* x, float* out, int64_t batch, int64_t channels, int64_t inner, int64_t c,
+                       float mean, float invstd, float weight, float bias);
+
+}  // namespace agtrace::ops::batch_norm_cpu

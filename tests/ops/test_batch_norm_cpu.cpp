@@ -1,0 +1,107 @@
+// batch_norm on the CPU for contiguous float32 inputs with more than one element per channel
+// and sample (NCHW after a convolution): every result bit for bit as torch 1.13 computes it,
+// the output, the saved statistics and the running buffers. The references are hashes of
+// torch's results made by tests/tools/batch_norm_cpu_reference.py, whose inputs (integers
+// over odd divisors in double, rounded to float32) this test rebuilds exactly.
+#include <catch2/catch.hpp>
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "support/node_checks.hpp"
+
+#include "interp/value.hpp"
+#include "ops/nn.hpp"
+#include "tensor/kernels.hpp"
+#include "tensor/tensor.hpp"
+
+using agtrace::DType;
+using agtrace::Shape;
+using agtrace::Tensor;
+namespace ops = agtrace::ops;
+namespace kernels = agtrace::kernels;
+using agtrace::test::fn;
+
+namespace {
+
+enum class Params { Affine, None };
+
+struct Case {
+  int64_t batch, channels;
+  std::vector<int64_t> spatial;
+  bool training;
+  Params params;
+  int offset;
+  // output, saved mean, saved invstd (0 in evaluation), running mean and variance after
+  std::array<uint64_t, 5> hashes;
+};
+
+// FNV-1a over the tensor's float32 elements' bytes, row-major.
+uint64_t fnv(const Tensor& t) {
+  uint64_t h = 0xCBF29CE484222325ull;
+  for (double v : agtrace::to_values(t)) {
+    const float f = static_cast<float>(v);
+    const unsigned char* b = reinterpret_cast<const unsigned char*>(&f);
+    for (size_t i = 0; i < sizeof f; ++i) h = (h ^ b[i]) * 0x100000001B3ull;
+  }
+  return h;
+}
+
+Tensor floats(const Shape& shape, const std::vector<double>& v, bool requires_grad = false) {
+  Tensor t = agtrace::tensor_from_values(shape, DType::Float32, v);
+  t->requires_grad_flag = requires_grad;
+  return t;
+}
+
+struct FastPaths {
+  bool before = kernels::fast_paths();
+  explicit FastPaths(bool on) { kernels::set_fast_paths(on); }
+  ~FastPaths() { kernels::set_fast_paths(before); }
+};
+
+}  // namespace
+
+TEST_CASE("batch_norm: contiguous float32 results are torch 1.13's bits", "[nn][fidelity][batch_norm]") {
+  // Printed by tests/tools/batch_norm_cpu_reference.py (torch 1.13 on the CPU, one thread).
+  const std::vector<Case> cases = {
+      {4, 3, {3, 3}, true, Params::Affine, 0, {0x73d7d036c4690d7eull, 0xde1673c84ca64c16ull, 0x7607f6840c397e7bull, 0x5f5ca5efae3047e3ull, 0x227beb9abbeddd3bull}},
+      {6, 4, {7}, true, Params::None, 2, {0xa8de3101efa1d1e0ull, 0x212c1e0eb98d9822ull, 0x9d3aa0c89ebd0f4full, 0x41e554814f0f7e76ull, 0x44e77e7c3e2068b5ull}},
+      {8, 16, {16, 16}, true, Params::Affine, 0, {0x683c1924c22452e6ull, 0x4b58a94f75d3eaf7ull, 0x70be901391859ee7ull, 0x6021aa6655fc9a07ull, 0x68d11960b1a3b23dull}},
+      {2, 5, {33, 31}, true, Params::Affine, 40, {0xda49c659de08c7e9ull, 0xfcaf357a3ee9110dull, 0x5f03fc15229cbe7full, 0xd88e5159052d61adull, 0xe513d6ca7940d23dull}},
+      {4, 3, {3, 3}, false, Params::Affine, 0, {0xde99db93475dceabull, 0x0000000000000000ull, 0x0000000000000000ull, 0xca5428bf6d21b381ull, 0x794bb7b1111f7adeull}},
+      {3, 6, {5, 4}, false, Params::None, 1, {0xa093749133eddd04ull, 0x0000000000000000ull, 0x0000000000000000ull, 0x16c6acac20c62b73ull, 0x163b604605615c80ull}},
+  };
+  // The float32 kernels and the general path (fast paths off) give the same bits.
+  const bool fast = GENERATE(true, false);
+  FastPaths paths(fast);
+  for (const Case& c : cases) {
+    int64_t inner = 1;
+    for (int64_t s : c.spatial) inner *= s;
+    INFO("batch " << c.batch << ", channels " << c.channels << ", inner " << inner << ", training " << c.training
+                  << ", params " << static_cast<int>(c.params) << ", fast paths " << fast);
+    const int64_t n = c.batch * c.channels * inner;
+    std::vector<double> xv, wv, bv, rmv, rvv;
+    for (int64_t i = 0; i < n; ++i) xv.push_back(static_cast<double>((37 * i + 11) % 1009 - 504) / 63 + c.offset);
+    for (int64_t j = 0; j < c.channels; ++j) {
+      wv.push_back(1 + static_cast<double>((7 * j) % 13 - 6) / 31);
+      bv.push_back(static_cast<double>((5 * j) % 11 - 5) / 61);
+      rmv.push_back(static_cast<double>((3 * j) % 7 - 3) / 29);
+      rvv.push_back(1 + static_cast<double>((5 * j) % 9) / 17);
+    }
+    Shape shape{c.batch, c.channels};
+    shape.insert(shape.end(), c.spatial.begin(), c.spatial.end());
+    Tensor x = floats(shape, xv, true);
+    Tensor w = c.params == Params::Affine ? floats({c.channels}, wv) : nullptr;
+    Tensor b = c.params == Params::Affine ? floats({c.channels}, bv) : nullptr;
+    Tensor rm = floats({c.channels}, rmv), rv = floats({c.channels}, rvv);
+    Tensor y = ops::batch_norm(x, rm, rv, w, b, c.training, 0.1, 1e-5);
+    CHECK(fnv(y) == c.hashes[0]);
+    if (c.training) {
+      CHECK(fnv(fn(y).unpack("result1")) == c.hashes[1]);
+      CHECK(fnv(fn(y).unpack("result2")) == c.hashes[2]);
+    }
+    CHECK(fnv(rm) == c.hashes[3]);
+    CHECK(fnv(rv) == c.hashes[4]);
+  }
+}

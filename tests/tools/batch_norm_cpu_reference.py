@@ -1,0 +1,50 @@
+#!/usr/bin/python3
+"""References for tests/ops/test_batch_norm_cpu.cpp: torch 1.13's native_batch_norm on the CPU
+for contiguous float32 inputs with more than one element per channel and sample, as FNV-1a
+hashes of each result's bytes (row-major, float32): the output, the saved mean and inverse
+standard deviation (training), and the running mean and variance after the call. The inputs
+are integers divided by odd numbers in double, then rounded to float32, which C++ reproduces
+exactly; odd divisors, so that sums round and their order shows. Prints the C++ case table.
+
+    /usr/bin/python3 tests/tools/batch_norm_cpu_reference.py
+"""
+import torch
+
+from fnv_hash import fnv
+
+
+def inputs(batch, channels, inner, offset):
+    i = torch.arange(batch * channels * inner, dtype=torch.int64)
+    x = (((37 * i + 11) % 1009 - 504).to(torch.float64) / 63 + offset).reshape(batch, channels, inner)
+    c = torch.arange(channels, dtype=torch.int64)
+    w = 1 + ((7 * c) % 13 - 6).to(torch.float64) / 31
+    b = ((5 * c) % 11 - 5).to(torch.float64) / 61
+    rm = ((3 * c) % 7 - 3).to(torch.float64) / 29
+    rv = 1 + ((5 * c) % 9).to(torch.float64) / 17
+    return [t.to(torch.float32) for t in (x, w, b, rm, rv)]
+
+
+# batch, channels, spatial sizes, training, parameters ("affine", "none"), offset
+CASES = [
+    (4, 3, (3, 3), True, "affine", 0),     # 9 elements per plane: a vector and a tail
+    (6, 4, (7,), True, "none", 2),         # a 3-d input, the tail alone
+    (8, 16, (16, 16), True, "affine", 0),  # whole vectors
+    (2, 5, (33, 31), True, "affine", 40),  # an offset mean: the variance's float differences
+    (4, 3, (3, 3), False, "affine", 0),    # evaluation: the running statistics
+    (3, 6, (5, 4), False, "none", 1),
+]
+
+torch.set_num_threads(1)
+for batch, channels, spatial, training, params, offset in CASES:
+    inner = 1
+    for s in spatial:
+        inner *= s
+    x, w, b, rm, rv = inputs(batch, channels, inner, offset)
+    x = x.reshape(batch, channels, *spatial)
+    weight = w if params == "affine" else None
+    bias = b if params == "affine" else None
+    out, mean, invstd = torch.native_batch_norm(x, weight, bias, rm, rv, training, 0.1, 1e-5)
+    hashes = [fnv(out), fnv(mean) if training else 0, fnv(invstd) if training else 0, fnv(rm), fnv(rv)]
+    print("      {%d, %d, {%s}, %s, Params::%s, %d, {%s}}," % (
+        batch, channels, ", ".join(str(s) for s in spatial), "true" if training else "false",
+        params.capitalize(), offset, ", ".join("0x%016xull" % h for h in hashes)))
