@@ -1,5 +1,7 @@
 #include "ops/batch_norm_cpu.hpp"
 
+#include <immintrin.h>
+
 #include <cmath>
 
 #include "util/cpu_features.hpp"
@@ -24,7 +26,122 @@ void affine_avx2(const float* x, float* out, int64_t n, float alpha, float beta)
 }
 AGTRACE_GCC_PRAGMA(GCC pop_options)
 
+// at::vec's AVX2 horizontal fold (VecReduceAllSIMD<float>): halves, then pairs, then
+// neighbours.
+float fold8(const float* v) {
+  float a[8], b[8];
+  for (int i = 0; i < 8; ++i) a[i] = v[i] + v[i ^ 4];
+  for (int i = 0; i < 8; ++i) b[i] = a[i] + a[i ^ 2];
+  return b[0] + b[1];
+}
+
+// reduce_all(+) over one plane of dy and map2_reduce_all((x - mean) * dy, +) over the same.
+template <int kLanes>
+void plane_sums(const float* x, const float* dy, int64_t n, float mean, float& sum, float& dot) {
+  if (n < kLanes) {
+    // Fewer elements than lanes: lane 0 takes the others in order.
+    sum = dy[0];
+    dot = (x[0] - mean) * dy[0];
+    for (int64_t i = 1; i < n; ++i) {
+      sum = sum + dy[i];
+      dot = dot + (x[i] - mean) * dy[i];
+    }
+    return;
+  }
+  float s[kLanes], d[kLanes];
+  for (int l = 0; l < kLanes; ++l) {
+    s[l] = dy[l];
+    d[l] = (x[l] - mean) * dy[l];
+  }
+  int64_t at = kLanes;
+  const int64_t full = n - n % kLanes;
+  for (; at < full; at += kLanes)
+    for (int l = 0; l < kLanes; ++l) {
+      s[l] = s[l] + dy[at + l];
+      d[l] = std::fma(x[at + l] - mean, dy[at + l], d[l]);
+    }
+  for (int l = 0; at + l < n; ++l) {
+    s[l] = s[l] + dy[at + l];
+    d[l] = std::fma(x[at + l] - mean, dy[at + l], d[l]);
+  }
+  sum = fold8(s);
+  dot = fold8(d);
+}
+
+void input_grad_training(const float* x, const float* dy, float* dx, int64_t n, float mean, float k, float grad_mean,
+                         float invstd, float weight) {
+  for (int64_t i = 0; i < n; ++i) dx[i] = std::fma(-(x[i] - mean), k, dy[i] - grad_mean) * invstd * weight;
+}
+void input_grad_eval(const float* dy, float* dx, int64_t n, float invstd, float weight) {
+  for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * invstd * weight;
+}
+
+AGTRACE_GCC_PRAGMA(GCC push_options)
+AGTRACE_GCC_PRAGMA(GCC target("avx2,fma"))
+// plane_sums<8> in AVX2 registers (the template, instantiated outside this target, calls
+// libm's fmaf per element).
+void plane_sums_avx2(const float* x, const float* dy, int64_t n, float mean, float& sum, float& dot) {
+  if (n < 8) return plane_sums<8>(x, dy, n, mean, sum, dot);
+  const __m256 m = _mm256_set1_ps(mean);
+  __m256 s = _mm256_loadu_ps(dy);
+  __m256 d = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x), m), s);
+  int64_t at = 8;
+  const int64_t full = n - n % 8;
+  for (; at < full; at += 8) {
+    const __m256 g = _mm256_loadu_ps(dy + at);
+    s = _mm256_add_ps(s, g);
+    d = _mm256_fmadd_ps(_mm256_sub_ps(_mm256_loadu_ps(x + at), m), g, d);
+  }
+  float sl[8], dl[8];
+  _mm256_storeu_ps(sl, s);
+  _mm256_storeu_ps(dl, d);
+  for (int l = 0; at + l < n; ++l) {
+    sl[l] = sl[l] + dy[at + l];
+    dl[l] = std::fma(x[at + l] - mean, dy[at + l], dl[l]);
+  }
+  sum = fold8(sl);
+  dot = fold8(dl);
+}
+void input_grad_training_avx2(const float* x, const float* dy, float* dx, int64_t n, float mean, float k,
+                              float grad_mean, float invstd, float weight) {
+  for (int64_t i = 0; i < n; ++i) dx[i] = std::fma(-(x[i] - mean), k, dy[i] - grad_mean) * invstd * weight;
+}
+AGTRACE_GCC_PRAGMA(GCC pop_options)
+
 }  // namespace
+
+ChannelGrads backward_channel(const float* x, const float* dy, float* dx, int64_t batch, int64_t channels,
+                              int64_t inner, int64_t c, float mean, float invstd, float weight, bool training) {
+  const bool avx2 = cpu_has_avx2_fma();
+  double sum = 0.0, dot = 0.0;
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t at = (b * channels + c) * inner;
+    float plane_sum, plane_dot;
+    if (avx2) plane_sums_avx2(x + at, dy + at, inner, mean, plane_sum, plane_dot);
+    else plane_sums<8>(x + at, dy + at, inner, mean, plane_sum, plane_dot);
+    sum += plane_sum;
+    dot += plane_dot;
+  }
+  if (dx) {
+    const int64_t count = batch * inner;
+    const float k = static_cast<float>(dot) * invstd * invstd / static_cast<float>(count);
+    const float grad_mean = static_cast<float>(sum / static_cast<double>(count));
+    for (int64_t b = 0; b < batch; ++b) {
+      const int64_t at = (b * channels + c) * inner;
+      if (!training) input_grad_eval(dy + at, dx + at, inner, invstd, weight);
+      else if (avx2) input_grad_training_avx2(x + at, dy + at, dx + at, inner, mean, k, grad_mean, invstd, weight);
+      else input_grad_training(x + at, dy + at, dx + at, inner, mean, k, grad_mean, invstd, weight);
+    }
+  }
+  ChannelGrads g;
+  g.weight = static_cast<float>(dot * static_cast<double>(invstd));
+  g.bias = static_cast<float>(sum);
+  return g;
+}
+
+float eval_backward_invstd(float running_var, double eps) {
+  return static_cast<float>(1.0 / std::sqrt(static_cast<double>(running_var) + eps));
+}
 
 ChannelStats channel_moments(const float* x, int64_t batch, int64_t channels, int64_t inner, int64_t c) {
   double sum = 0.0;

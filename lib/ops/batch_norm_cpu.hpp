@@ -37,4 +37,20 @@ float eval_invstd(float running_var, double eps);
 void normalize_channel(const float* x, float* out, int64_t batch, int64_t channels, int64_t inner, int64_t c,
                        float mean, float invstd, float weight, float bias);
 
+// The backward of channel c (batch_norm_cpu_backward_contiguous_impl): per sample, the
+// plane's sum of dy and sum of (x - mean) * dy as at::vec's AVX2 reduce_all and
+// map2_reduce_all take them (eight float lanes, the products accumulated with FMA, the lanes
+// folded 4-2-1; a plane of fewer than eight elements summed in order), added up in double;
+// then, in training, k = dot * invstd * invstd / count and
+// dx = fma(-(x - mean), k, dy - sum / count) * invstd * weight in float, in evaluation
+// dx = dy * invstd * weight. dx may be null (no input gradient wanted).
+struct ChannelGrads {
+  float weight = 0.0f;  // dot * invstd
+  float bias = 0.0f;    // the sum of dy
+};
+ChannelGrads backward_channel(const float* x, const float* dy, float* dx, int64_t batch, int64_t channels,
+                              int64_t inner, int64_t c, float mean, float invstd, float weight, bool training);
+// Evaluation's invstd in the backward: 1 / sqrt(running_var + eps) in double, as a float.
+float eval_backward_invstd(float running_var, double eps);
+
 }  // namespace agtrace::ops::batch_norm_cpu

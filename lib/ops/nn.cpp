@@ -628,6 +628,49 @@ std::vector<Tensor> batch_norm_backward(Node& n, const std::vector<Tensor>& g) {
 
   const int64_t batch = x->sizes[0], channels = x->sizes[1];
   const int64_t inner = x->numel() / std::max<int64_t>(batch * channels, 1);
+  // Contiguous float32 input and gradient with more than one element per plane: torch's
+  // float32 arithmetic (batch_norm_cpu.hpp), on float copies when the fast paths are off.
+  const Tensor& mean_t = training ? save_mean : rm;
+  const Tensor& stat_t = training ? save_invstd : rv;
+  if (x->dtype() == DType::Float32 && g[0]->dtype() == DType::Float32 && x->is_contiguous() &&
+      g[0]->is_contiguous() && inner > 1 && mean_t && stat_t && mean_t->dtype() == DType::Float32 &&
+      stat_t->dtype() == DType::Float32 && (!w || w->dtype() == DType::Float32)) {
+    std::vector<float> x_copy, g_copy, dx_copy;
+    const float* xp = g_f32 ? x_f32 : nullptr;
+    const float* gp = g_f32;
+    if (!gp) {
+      const std::vector<double> xd = to_values(x), gd = to_values(g[0]);
+      x_copy.assign(xd.begin(), xd.end());
+      g_copy.assign(gd.begin(), gd.end());
+      xp = x_copy.data();
+      gp = g_copy.data();
+    }
+    float* dxp = nullptr;
+    if (gx) {
+      if (g_f32) {
+        dxp = gx->storage->f32();
+      } else {
+        dx_copy.resize(static_cast<size_t>(x->numel()));
+        dxp = dx_copy.data();
+      }
+    }
+    const std::vector<double> mean_v = to_values(mean_t), stat_v = to_values(stat_t);
+    const std::vector<double> wv = w ? to_values(w) : std::vector<double>{};
+    std::vector<double> dw(static_cast<size_t>(channels)), db(static_cast<size_t>(channels));
+    for (int64_t c = 0; c < channels; ++c) {
+      const float invstd = training ? static_cast<float>(stat_v[c])
+                                    : batch_norm_cpu::eval_backward_invstd(static_cast<float>(stat_v[c]), eps);
+      const batch_norm_cpu::ChannelGrads cg =
+          batch_norm_cpu::backward_channel(xp, gp, dxp, batch, channels, inner, c, static_cast<float>(mean_v[c]),
+                                           invstd, w ? static_cast<float>(wv[c]) : 1.0f, training);
+      dw[c] = cg.weight;
+      db[c] = cg.bias;
+    }
+    if (gx && !g_f32) store(gx, std::vector<double>(dx_copy.begin(), dx_copy.end()));
+    if (gw) store(gw, dw);
+    if (gb) store(gb, db);
+    return {gx, gw, gb};
+  }
   const double count = static_cast<double>(batch * inner);
   // xp, gp: the input's and the gradient's elements (float32 storages or doubles); dxp: the
   // input gradient's (null when not wanted).

@@ -1,6 +1,6 @@
 // batch_norm on the CPU for contiguous float32 inputs with more than one element per channel
 // and sample (NCHW after a convolution): every result bit for bit as torch 1.13 computes it,
-// the output, the saved statistics and the running buffers. The references are hashes of
+// the output, the saved statistics, the running buffers and the gradients. The references are hashes of
 // torch's results made by tests/tools/batch_norm_cpu_reference.py, whose inputs (integers
 // over odd divisors in double, rounded to float32) this test rebuilds exactly.
 #include <catch2/catch.hpp>
@@ -11,7 +11,9 @@
 
 #include "support/node_checks.hpp"
 
+#include "autograd/engine.hpp"
 #include "interp/value.hpp"
+#include "ops/ops.hpp"
 #include "ops/nn.hpp"
 #include "tensor/kernels.hpp"
 #include "tensor/tensor.hpp"
@@ -33,8 +35,9 @@ struct Case {
   bool training;
   Params params;
   int offset;
-  // output, saved mean, saved invstd (0 in evaluation), running mean and variance after
-  std::array<uint64_t, 5> hashes;
+  // output, saved mean, saved invstd (0 in evaluation), running mean and variance after,
+  // input, weight and bias gradients (0: no such gradient)
+  std::array<uint64_t, 8> hashes;
 };
 
 // FNV-1a over the tensor's float32 elements' bytes, row-major.
@@ -65,12 +68,12 @@ struct FastPaths {
 TEST_CASE("batch_norm: contiguous float32 results are torch 1.13's bits", "[nn][fidelity][batch_norm]") {
   // Printed by tests/tools/batch_norm_cpu_reference.py (torch 1.13 on the CPU, one thread).
   const std::vector<Case> cases = {
-      {4, 3, {3, 3}, true, Params::Affine, 0, {0x73d7d036c4690d7eull, 0xde1673c84ca64c16ull, 0x7607f6840c397e7bull, 0x5f5ca5efae3047e3ull, 0x227beb9abbeddd3bull}},
-      {6, 4, {7}, true, Params::None, 2, {0xa8de3101efa1d1e0ull, 0x212c1e0eb98d9822ull, 0x9d3aa0c89ebd0f4full, 0x41e554814f0f7e76ull, 0x44e77e7c3e2068b5ull}},
-      {8, 16, {16, 16}, true, Params::Affine, 0, {0x683c1924c22452e6ull, 0x4b58a94f75d3eaf7ull, 0x70be901391859ee7ull, 0x6021aa6655fc9a07ull, 0x68d11960b1a3b23dull}},
-      {2, 5, {33, 31}, true, Params::Affine, 40, {0xda49c659de08c7e9ull, 0xfcaf357a3ee9110dull, 0x5f03fc15229cbe7full, 0xd88e5159052d61adull, 0xe513d6ca7940d23dull}},
-      {4, 3, {3, 3}, false, Params::Affine, 0, {0xde99db93475dceabull, 0x0000000000000000ull, 0x0000000000000000ull, 0xca5428bf6d21b381ull, 0x794bb7b1111f7adeull}},
-      {3, 6, {5, 4}, false, Params::None, 1, {0xa093749133eddd04ull, 0x0000000000000000ull, 0x0000000000000000ull, 0x16c6acac20c62b73ull, 0x163b604605615c80ull}},
+      {4, 3, {3, 3}, true, Params::Affine, 0, {0x73d7d036c4690d7eull, 0xde1673c84ca64c16ull, 0x7607f6840c397e7bull, 0x5f5ca5efae3047e3ull, 0x227beb9abbeddd3bull, 0xfb9d7b2c3edcc29aull, 0xe5503e4e08d4cc87ull, 0x16056a23390c9ba6ull}},
+      {6, 4, {7}, true, Params::None, 2, {0xa8de3101efa1d1e0ull, 0x212c1e0eb98d9822ull, 0x9d3aa0c89ebd0f4full, 0x41e554814f0f7e76ull, 0x44e77e7c3e2068b5ull, 0xe565b1d3a68629b9ull, 0x0000000000000000ull, 0x0000000000000000ull}},
+      {8, 16, {16, 16}, true, Params::Affine, 0, {0x683c1924c22452e6ull, 0x4b58a94f75d3eaf7ull, 0x70be901391859ee7ull, 0x6021aa6655fc9a07ull, 0x68d11960b1a3b23dull, 0x33495fe905e66b40ull, 0xce249a9022f36013ull, 0xc2954805431c6cabull}},
+      {2, 5, {33, 31}, true, Params::Affine, 40, {0xda49c659de08c7e9ull, 0xfcaf357a3ee9110dull, 0x5f03fc15229cbe7full, 0xd88e5159052d61adull, 0xe513d6ca7940d23dull, 0x2f45a3d291698a1eull, 0x99951e155961d641ull, 0x0825c881b6243f5aull}},
+      {4, 3, {3, 3}, false, Params::Affine, 0, {0xde99db93475dceabull, 0x0000000000000000ull, 0x0000000000000000ull, 0xca5428bf6d21b381ull, 0x794bb7b1111f7adeull, 0x8c95f32a63e26535ull, 0x61f0750e3747b10bull, 0x16056a23390c9ba6ull}},
+      {3, 6, {5, 4}, false, Params::None, 1, {0xa093749133eddd04ull, 0x0000000000000000ull, 0x0000000000000000ull, 0x16c6acac20c62b73ull, 0x163b604605615c80ull, 0x5e8423a393eec25bull, 0x0000000000000000ull, 0x0000000000000000ull}},
   };
   // The float32 kernels and the general path (fast paths off) give the same bits.
   const bool fast = GENERATE(true, false);
@@ -81,8 +84,11 @@ TEST_CASE("batch_norm: contiguous float32 results are torch 1.13's bits", "[nn][
     INFO("batch " << c.batch << ", channels " << c.channels << ", inner " << inner << ", training " << c.training
                   << ", params " << static_cast<int>(c.params) << ", fast paths " << fast);
     const int64_t n = c.batch * c.channels * inner;
-    std::vector<double> xv, wv, bv, rmv, rvv;
-    for (int64_t i = 0; i < n; ++i) xv.push_back(static_cast<double>((37 * i + 11) % 1009 - 504) / 63 + c.offset);
+    std::vector<double> xv, gv, wv, bv, rmv, rvv;
+    for (int64_t i = 0; i < n; ++i) {
+      xv.push_back(static_cast<double>((37 * i + 11) % 1009 - 504) / 63 + c.offset);
+      gv.push_back(static_cast<double>((7 * i) % 23 - 11) / 7);
+    }
     for (int64_t j = 0; j < c.channels; ++j) {
       wv.push_back(1 + static_cast<double>((7 * j) % 13 - 6) / 31);
       bv.push_back(static_cast<double>((5 * j) % 11 - 5) / 61);
@@ -92,8 +98,8 @@ TEST_CASE("batch_norm: contiguous float32 results are torch 1.13's bits", "[nn][
     Shape shape{c.batch, c.channels};
     shape.insert(shape.end(), c.spatial.begin(), c.spatial.end());
     Tensor x = floats(shape, xv, true);
-    Tensor w = c.params == Params::Affine ? floats({c.channels}, wv) : nullptr;
-    Tensor b = c.params == Params::Affine ? floats({c.channels}, bv) : nullptr;
+    Tensor w = c.params == Params::Affine ? floats({c.channels}, wv, true) : nullptr;
+    Tensor b = c.params == Params::Affine ? floats({c.channels}, bv, true) : nullptr;
     Tensor rm = floats({c.channels}, rmv), rv = floats({c.channels}, rvv);
     Tensor y = ops::batch_norm(x, rm, rv, w, b, c.training, 0.1, 1e-5);
     CHECK(fnv(y) == c.hashes[0]);
@@ -103,5 +109,12 @@ TEST_CASE("batch_norm: contiguous float32 results are torch 1.13's bits", "[nn][
     }
     CHECK(fnv(rm) == c.hashes[3]);
     CHECK(fnv(rv) == c.hashes[4]);
+    // The gradient reaching NativeBatchNormBackward0 is g itself (MulBackward0 of y * g).
+    agtrace::autograd::BackwardRequest req;
+    req.roots = {ops::sum(ops::mul(y, floats(shape, gv)), std::nullopt, false)};
+    agtrace::autograd::run_backward(req);
+    CHECK(fnv(x->grad) == c.hashes[5]);
+    if (w) CHECK(fnv(w->grad) == c.hashes[6]);
+    if (b) CHECK(fnv(b->grad) == c.hashes[7]);
   }
 }

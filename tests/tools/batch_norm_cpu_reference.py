@@ -2,7 +2,8 @@
 """References for tests/ops/test_batch_norm_cpu.cpp: torch 1.13's native_batch_norm on the CPU
 for contiguous float32 inputs with more than one element per channel and sample, as FNV-1a
 hashes of each result's bytes (row-major, float32): the output, the saved mean and inverse
-standard deviation (training), and the running mean and variance after the call. The inputs
+standard deviation (training), the running mean and variance after the call, and
+native_batch_norm_backward's input, weight and bias gradients for a contiguous gradient. The inputs
 are integers divided by odd numbers in double, then rounded to float32, which C++ reproduces
 exactly; odd divisors, so that sums round and their order shows. Prints the C++ case table.
 
@@ -21,7 +22,8 @@ def inputs(batch, channels, inner, offset):
     b = ((5 * c) % 11 - 5).to(torch.float64) / 61
     rm = ((3 * c) % 7 - 3).to(torch.float64) / 29
     rv = 1 + ((5 * c) % 9).to(torch.float64) / 17
-    return [t.to(torch.float32) for t in (x, w, b, rm, rv)]
+    g = ((7 * i) % 23 - 11).to(torch.float64) / 7
+    return [t.to(torch.float32) for t in (x, w, b, rm, rv, g)]
 
 
 # batch, channels, spatial sizes, training, parameters ("affine", "none"), offset
@@ -39,12 +41,15 @@ for batch, channels, spatial, training, params, offset in CASES:
     inner = 1
     for s in spatial:
         inner *= s
-    x, w, b, rm, rv = inputs(batch, channels, inner, offset)
-    x = x.reshape(batch, channels, *spatial)
+    x, w, b, rm, rv, g = inputs(batch, channels, inner, offset)
+    x, g = x.reshape(batch, channels, *spatial), g.reshape(batch, channels, *spatial)
     weight = w if params == "affine" else None
     bias = b if params == "affine" else None
     out, mean, invstd = torch.native_batch_norm(x, weight, bias, rm, rv, training, 0.1, 1e-5)
-    hashes = [fnv(out), fnv(mean) if training else 0, fnv(invstd) if training else 0, fnv(rm), fnv(rv)]
+    dx, dw, db = torch.ops.aten.native_batch_norm_backward(
+        g, x, weight, rm, rv, mean, invstd, training, 1e-5, [True, weight is not None, bias is not None])
+    hashes = [fnv(out), fnv(mean) if training else 0, fnv(invstd) if training else 0, fnv(rm), fnv(rv), fnv(dx),
+              fnv(dw) if dw is not None else 0, fnv(db) if db is not None else 0]
     print("      {%d, %d, {%s}, %s, Params::%s, %d, {%s}}," % (
         batch, channels, ", ".join(str(s) for s in spatial), "true" if training else "false",
         params.capitalize(), offset, ", ".join("0x%016xull" % h for h in hashes)))
