@@ -292,6 +292,8 @@ TEST_CASE("fast paths: max_pool2d forward and backward give the general path's b
   };
   const std::vector<Case> cases = {
       {{4, 8, 16, 16}, {2}, {}, {0}, {1}, false},       // non-overlapping windows
+      {{2, 3, 10, 43}, {2}, {}, {0}, {1}, false},       // eight windows at a time and a tail of five
+      {{2, 3, 9, 18}, {2}, {}, {0}, {1}, true},         // ceil_mode: the last row's windows clipped
       {{2, 3, 9, 9}, {2}, {3}, {1}, {1}, true},         // apart, padded, ceil_mode
       {{2, 4, 9, 9}, {3}, {2}, {1}, {1}, false},        // resnet's stem: windows overlap
       {{1, 2, 11, 7}, {3, 2}, {1, 2}, {1, 0}, {2, 1}, true},
@@ -322,6 +324,7 @@ TEST_CASE("fast paths: max_pool2d's float windows pick what the double loop pick
   };
   const std::vector<Case> cases = {
       {{3, 4, 12, 12}, {2}, {}, {0}, {1}},
+      {{2, 3, 8, 37}, {2}, {}, {0}, {1}},
       {{2, 3, 11, 9}, {3}, {2}, {1}, {1}},
       {{2, 2, 10, 10}, {3, 2}, {1, 2}, {1, 0}, {2, 1}},
   };
