@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include <cmath>
+#include <vector>
 
 #include "util/cpu_features.hpp"
 #include "util/gcc_pragma.hpp"
@@ -161,6 +162,35 @@ ChannelStats channel_moments(const float* x, int64_t batch, int64_t channels, in
   }
   s.var_sum = static_cast<float>(var_sum);
   return s;
+}
+
+std::vector<ChannelStats> moments(const float* x, int64_t batch, int64_t channels, int64_t inner) {
+  std::vector<ChannelStats> out(static_cast<size_t>(channels));
+  const double count = static_cast<double>(batch * inner);
+  int64_t c = 0;
+  // Four channels at a time: four chains of adds, each in its channel's own order.
+  for (; c + 4 <= channels; c += 4) {
+    double sum[4] = {0, 0, 0, 0};
+    for (int64_t b = 0; b < batch; ++b) {
+      const float* p = x + (b * channels + c) * inner;
+      for (int64_t i = 0; i < inner; ++i)
+        for (int j = 0; j < 4; ++j) sum[j] += p[j * inner + i];
+    }
+    float mean[4];
+    for (int j = 0; j < 4; ++j) mean[j] = static_cast<float>(sum[j] / count);
+    double var_sum[4] = {0, 0, 0, 0};
+    for (int64_t b = 0; b < batch; ++b) {
+      const float* p = x + (b * channels + c) * inner;
+      for (int64_t i = 0; i < inner; ++i)
+        for (int j = 0; j < 4; ++j) {
+          const float d = p[j * inner + i] - mean[j];
+          var_sum[j] += d * d;
+        }
+    }
+    for (int j = 0; j < 4; ++j) out[static_cast<size_t>(c + j)] = {mean[j], static_cast<float>(var_sum[j])};
+  }
+  for (; c < channels; ++c) out[static_cast<size_t>(c)] = channel_moments(x, batch, channels, inner, c);
+  return out;
 }
 
 float training_invstd(const ChannelStats& s, int64_t count, double eps) {

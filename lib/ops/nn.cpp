@@ -1887,10 +1887,12 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
         out_copy.resize(xv.size());
         op = out_copy.data();
       }
+      const std::vector<batch_norm_cpu::ChannelStats> stats =
+          training ? batch_norm_cpu::moments(xp, batch, channels, inner) : std::vector<batch_norm_cpu::ChannelStats>{};
       for (int64_t c = 0; c < channels; ++c) {
         float mean, invstd;
         if (training) {
-          const batch_norm_cpu::ChannelStats st = batch_norm_cpu::channel_moments(xp, batch, channels, inner, c);
+          const batch_norm_cpu::ChannelStats& st = stats[static_cast<size_t>(c)];
           mean = st.mean;
           invstd = batch_norm_cpu::training_invstd(st, count, eps);
           float rm = running_mean ? static_cast<float>(rmv[c]) : 0.0f;
