@@ -75,27 +75,31 @@ void for_each_col_row(const ConvShape& s, int64_t ld, F&& f) {
 // One row of the column matrix with unit stride: `begin` zeros (left padding), the input
 // run [begin, end) and zeros to out_w. The rows are short (32 elements and less in conv_block,
 // 2 to 64 in resnet18), and as std::fill and std::copy each part was a call into memset or
-// memmove: 13 million instructions of conv_block's 142 (callgrind). Plain loops, kept from
-// being turned back into those calls.
+// memmove: 13 million instructions of conv_block's 142 (callgrind).
+// A short row or run: plain loops, kept from being turned back into those calls.
 template <typename T>
-__attribute__((optimize("no-tree-loop-distribute-patterns"))) void unit_stride_row(T* __restrict dst,
-                                                                                   const T* __restrict src,
-                                                                                   int64_t begin, int64_t end,
-                                                                                   int64_t out_w) {
+__attribute__((noinline, optimize("no-tree-loop-distribute-patterns"))) void short_unit_stride_row(
+    T* __restrict dst, const T* __restrict src, int64_t begin, int64_t end, int64_t out_w) {
   for (int64_t o = 0; o < begin; ++o) dst[o] = T(0);
-  // Blocks of 32 bytes as fixed-size copies (vector moves), the last block overlapping the
-  // one before it; a run shorter than a block one by one.
+  for (int64_t o = begin; o < end; ++o) dst[o] = src[o - begin];
+  for (int64_t o = end; o < out_w; ++o) dst[o] = T(0);
+}
+
+// A row of at least a block (32 bytes) whose run is a block or more and whose padding on
+// either side is a block or less: zero blocks at both ends first, then the run over them in
+// blocks, the last overlapping the one before it, all fixed-size moves.
+template <typename T>
+inline void unit_stride_row(T* __restrict dst, const T* __restrict src, int64_t begin, int64_t end, int64_t out_w) {
   constexpr int64_t kBlock = 32 / sizeof(T);
   const int64_t n = end - begin;
+  if (out_w < kBlock || n < kBlock || begin > kBlock || out_w - end > kBlock)
+    return short_unit_stride_row(dst, src, begin, end, out_w);
+  if (begin > 0) __builtin_memset(dst, 0, sizeof(T) * kBlock);
+  if (end < out_w) __builtin_memset(dst + out_w - kBlock, 0, sizeof(T) * kBlock);
   T* run = dst + begin;
-  if (n >= kBlock) {
-    int64_t i = 0;
-    for (; i + kBlock <= n; i += kBlock) __builtin_memcpy(run + i, src + i, sizeof(T) * kBlock);
-    if (i < n) __builtin_memcpy(run + n - kBlock, src + n - kBlock, sizeof(T) * kBlock);
-  } else {
-    for (int64_t i = 0; i < n; ++i) run[i] = src[i];
-  }
-  for (int64_t o = end; o < out_w; ++o) dst[o] = T(0);
+  int64_t i = 0;
+  for (; i + kBlock <= n; i += kBlock) __builtin_memcpy(run + i, src + i, sizeof(T) * kBlock);
+  if (i < n) __builtin_memcpy(run + n - kBlock, src + n - kBlock, sizeof(T) * kBlock);
 }
 
 template <typename T>
