@@ -81,7 +81,10 @@ AGTRACE_GCC_PRAGMA(GCC push_options)
 AGTRACE_GCC_PRAGMA(GCC target("avx2,fma"))
 // plane_sums<8> in AVX2 registers (the template, instantiated outside this target, calls
 // libm's fmaf per element).
-void plane_sums_avx2(const float* x, const float* dy, int64_t n, float mean, float& sum, float& dot) {
+// The target attribute as well as the pragma: clang, which ignores GCC's pragma (the fuzz
+// build), needs it for the intrinsics.
+__attribute__((target("avx2,fma"))) void plane_sums_avx2(const float* x, const float* dy, int64_t n, float mean,
+                                                         float& sum, float& dot) {
   if (n < 8) return plane_sums<8>(x, dy, n, mean, sum, dot);
   const __m256 m = _mm256_set1_ps(mean);
   __m256 s = _mm256_loadu_ps(dy);

@@ -9,7 +9,6 @@
 
 #include "ops/max_pool_window.hpp"
 #include "util/cpu_features.hpp"
-#include "util/gcc_pragma.hpp"
 
 namespace agtrace::ops {
 namespace {
@@ -39,9 +38,26 @@ inline void one_window(const float* x, int64_t width, int64_t dh, int64_t dw, in
 // (its second) go through the rule in that order; a replaces the initial -inf unless it is
 // -inf itself, which leaves the same value and the same index, so it starts as the max.
 // The scalar windows took 150 instructions each (callgrind, conv_block).
-AGTRACE_GCC_PRAGMA(GCC push_options)
-AGTRACE_GCC_PRAGMA(GCC target("avx2"))
-void pairs_avx2(const PoolGeometry& p, const float* x, float* out, double* indices) {
+// Target attributes on each function (a lambda would not inherit one; clang, which the fuzz
+// build uses, ignores GCC's target pragma).
+// Even and odd columns of 16 consecutive elements.
+__attribute__((target("avx2"))) inline void split_pairs(const float* at, __m256& even, __m256& odd) {
+  const __m256 lo = _mm256_loadu_ps(at), hi = _mm256_loadu_ps(at + 8);
+  even = _mm256_castpd_ps(
+      _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0))), 0xD8));
+  odd = _mm256_castpd_ps(
+      _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1))), 0xD8));
+}
+
+// The rule's step for the next element v of eight windows, at offset `off` in the window.
+__attribute__((target("avx2"))) inline void take_if_larger(__m256 v, int32_t off, __m256& best, __m256i& offset) {
+  const __m256 take = _mm256_or_ps(_mm256_cmp_ps(v, best, _CMP_GT_OQ), _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+  best = _mm256_blendv_ps(best, v, take);
+  offset = _mm256_castps_si256(
+      _mm256_blendv_ps(_mm256_castsi256_ps(offset), _mm256_castsi256_ps(_mm256_set1_epi32(off)), take));
+}
+
+__attribute__((target("avx2"))) void pairs_avx2(const PoolGeometry& p, const float* x, float* out, double* indices) {
   const int64_t width = p.width, out_w = p.out_w, vec_w = out_w - out_w % 8;
   const __m256i lane_pairs = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
   for (int64_t plane = 0; plane < p.planes; ++plane) {
@@ -52,28 +68,14 @@ void pairs_avx2(const PoolGeometry& p, const float* x, float* out, double* indic
       const float* r1 = r0 + width;
       const int64_t o_row = (plane * p.out_h + oh) * out_w;
       for (int64_t ow = 0; ow < vec_w; ow += 8) {
-        // Even and odd columns of 16 consecutive elements of each row.
-        auto split = [](const float* at, __m256& even, __m256& odd) {
-          const __m256 lo = _mm256_loadu_ps(at), hi = _mm256_loadu_ps(at + 8);
-          even = _mm256_castpd_ps(
-              _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0))), 0xD8));
-          odd = _mm256_castpd_ps(
-              _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1))), 0xD8));
-        };
         __m256 a, b, c, d;
-        split(r0 + 2 * ow, a, b);
-        split(r1 + 2 * ow, c, d);
+        split_pairs(r0 + 2 * ow, a, b);
+        split_pairs(r1 + 2 * ow, c, d);
         __m256 best = a;
         __m256i offset = _mm256_setzero_si256();
-        auto step = [&](__m256 v, int32_t off) {
-          const __m256 take = _mm256_or_ps(_mm256_cmp_ps(v, best, _CMP_GT_OQ), _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-          best = _mm256_blendv_ps(best, v, take);
-          offset = _mm256_castps_si256(
-              _mm256_blendv_ps(_mm256_castsi256_ps(offset), _mm256_castsi256_ps(_mm256_set1_epi32(off)), take));
-        };
-        step(b, 1);
-        step(c, static_cast<int32_t>(width));
-        step(d, static_cast<int32_t>(width + 1));
+        take_if_larger(b, 1, best, offset);
+        take_if_larger(c, static_cast<int32_t>(width), best, offset);
+        take_if_larger(d, static_cast<int32_t>(width + 1), best, offset);
         _mm256_storeu_ps(out + o_row + ow, best);
         // Plane-relative index: h0 * width + 2 * (ow + lane) + offset (the plane is checked to
         // fit in 32 bits).
@@ -87,7 +89,6 @@ void pairs_avx2(const PoolGeometry& p, const float* x, float* out, double* indic
     }
   }
 }
-AGTRACE_GCC_PRAGMA(GCC pop_options)
 
 bool whole_pairs(const PoolGeometry& p) {
   return p.kh == 2 && p.kw == 2 && p.sh == 2 && p.sw == 2 && p.ph == 0 && p.pw == 0 && p.dh == 1 && p.dw == 1 &&
@@ -97,9 +98,7 @@ bool whole_pairs(const PoolGeometry& p) {
 }  // namespace
 
 void max_pool_windows_f32(const PoolGeometry& p, const float* x, float* out, double* indices) {
-#if defined(__GNUC__) && !defined(__clang__)
   if (whole_pairs(p) && cpu_has_avx2_fma()) return pairs_avx2(p, x, out, indices);
-#endif
   // Copies the loops keep in registers (read through `p`, they were reloaded every element).
   const int64_t width = p.width, dh = p.dh, dw = p.dw;
   for_each_pool_window(p, [=](int64_t plane_start, int64_t h0, int64_t h1, int64_t w0, int64_t w1, int64_t o) {

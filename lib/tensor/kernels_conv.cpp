@@ -77,8 +77,13 @@ void for_each_col_row(const ConvShape& s, int64_t ld, F&& f) {
 // 2 to 64 in resnet18), and as std::fill and std::copy each part was a call into memset or
 // memmove: 13 million instructions of conv_block's 142 (callgrind).
 // A short row or run: plain loops, kept from being turned back into those calls.
+#if defined(__GNUC__) && !defined(__clang__)
+#define AGTRACE_PLAIN_LOOPS __attribute__((noinline, optimize("no-tree-loop-distribute-patterns")))
+#else
+#define AGTRACE_PLAIN_LOOPS __attribute__((noinline))
+#endif
 template <typename T>
-__attribute__((noinline, optimize("no-tree-loop-distribute-patterns"))) void short_unit_stride_row(
+AGTRACE_PLAIN_LOOPS void short_unit_stride_row(
     T* __restrict dst, const T* __restrict src, int64_t begin, int64_t end, int64_t out_w) {
   for (int64_t o = 0; o < begin; ++o) dst[o] = T(0);
   for (int64_t o = begin; o < end; ++o) dst[o] = src[o - begin];
