@@ -36,8 +36,9 @@ float fold8(const float* v) {
   return b[0] + b[1];
 }
 
-// reduce_all(+) over one plane of dy and map2_reduce_all((x - mean) * dy, +) over the same.
-template <int kLanes>
+// reduce_all(+) over one plane of dy and map2_reduce_all((x - mean) * dy, +) over the same,
+// in at::vec's eight AVX2 lanes.
+constexpr int kLanes = 8;
 void plane_sums(const float* x, const float* dy, int64_t n, float mean, float& sum, float& dot) {
   if (n < kLanes) {
     // Fewer elements than lanes: lane 0 takes the others in order.
@@ -79,13 +80,13 @@ void input_grad_eval(const float* dy, float* dx, int64_t n, float invstd, float 
 
 AGTRACE_GCC_PRAGMA(GCC push_options)
 AGTRACE_GCC_PRAGMA(GCC target("avx2,fma"))
-// plane_sums<8> in AVX2 registers (the template, instantiated outside this target, calls
-// libm's fmaf per element).
+// plane_sums in AVX2 registers (the function above, compiled for any x86-64, calls libm's
+// fmaf per element).
 // The target attribute as well as the pragma: clang, which ignores GCC's pragma (the fuzz
 // build), needs it for the intrinsics.
 __attribute__((target("avx2,fma"))) void plane_sums_avx2(const float* x, const float* dy, int64_t n, float mean,
                                                          float& sum, float& dot) {
-  if (n < 8) return plane_sums<8>(x, dy, n, mean, sum, dot);
+  if (n < kLanes) return plane_sums(x, dy, n, mean, sum, dot);
   const __m256 m = _mm256_set1_ps(mean);
   __m256 s = _mm256_loadu_ps(dy);
   __m256 d = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x), m), s);
@@ -122,7 +123,7 @@ ChannelGrads backward_channel(const float* x, const float* dy, float* dx, int64_
     const int64_t at = (b * channels + c) * inner;
     float plane_sum, plane_dot;
     if (avx2) plane_sums_avx2(x + at, dy + at, inner, mean, plane_sum, plane_dot);
-    else plane_sums<8>(x + at, dy + at, inner, mean, plane_sum, plane_dot);
+    else plane_sums(x + at, dy + at, inner, mean, plane_sum, plane_dot);
     sum += plane_sum;
     dot += plane_dot;
   }
@@ -147,52 +148,38 @@ float eval_backward_invstd(float running_var, double eps) {
   return static_cast<float>(1.0 / std::sqrt(static_cast<double>(running_var) + eps));
 }
 
-ChannelStats channel_moments(const float* x, int64_t batch, int64_t channels, int64_t inner, int64_t c) {
-  double sum = 0.0;
+namespace {
+// Channels c to c + kChannels - 1: each channel's double sums in torch's order, the
+// channels' chains side by side.
+template <int kChannels>
+void moments_of(const float* x, int64_t batch, int64_t channels, int64_t inner, int64_t c, ChannelStats* out) {
+  const double count = static_cast<double>(batch * inner);
+  double sum[kChannels] = {};
   for (int64_t b = 0; b < batch; ++b) {
-    const float* plane = x + (b * channels + c) * inner;
-    for (int64_t i = 0; i < inner; ++i) sum += plane[i];
+    const float* p = x + (b * channels + c) * inner;
+    for (int64_t i = 0; i < inner; ++i)
+      for (int j = 0; j < kChannels; ++j) sum[j] += p[j * inner + i];
   }
-  ChannelStats s;
-  s.mean = static_cast<float>(sum / static_cast<double>(batch * inner));
-  double var_sum = 0.0;
+  float mean[kChannels];
+  for (int j = 0; j < kChannels; ++j) mean[j] = static_cast<float>(sum[j] / count);
+  double var_sum[kChannels] = {};
   for (int64_t b = 0; b < batch; ++b) {
-    const float* plane = x + (b * channels + c) * inner;
-    for (int64_t i = 0; i < inner; ++i) {
-      const float d = plane[i] - s.mean;
-      var_sum += d * d;  // the square in float, then widened
-    }
+    const float* p = x + (b * channels + c) * inner;
+    for (int64_t i = 0; i < inner; ++i)
+      for (int j = 0; j < kChannels; ++j) {
+        const float d = p[j * inner + i] - mean[j];
+        var_sum[j] += d * d;  // the square in float, then widened
+      }
   }
-  s.var_sum = static_cast<float>(var_sum);
-  return s;
+  for (int j = 0; j < kChannels; ++j) out[j] = {mean[j], static_cast<float>(var_sum[j])};
 }
+}  // namespace
 
 std::vector<ChannelStats> moments(const float* x, int64_t batch, int64_t channels, int64_t inner) {
   std::vector<ChannelStats> out(static_cast<size_t>(channels));
-  const double count = static_cast<double>(batch * inner);
   int64_t c = 0;
-  // Four channels at a time: four chains of adds, each in its channel's own order.
-  for (; c + 4 <= channels; c += 4) {
-    double sum[4] = {0, 0, 0, 0};
-    for (int64_t b = 0; b < batch; ++b) {
-      const float* p = x + (b * channels + c) * inner;
-      for (int64_t i = 0; i < inner; ++i)
-        for (int j = 0; j < 4; ++j) sum[j] += p[j * inner + i];
-    }
-    float mean[4];
-    for (int j = 0; j < 4; ++j) mean[j] = static_cast<float>(sum[j] / count);
-    double var_sum[4] = {0, 0, 0, 0};
-    for (int64_t b = 0; b < batch; ++b) {
-      const float* p = x + (b * channels + c) * inner;
-      for (int64_t i = 0; i < inner; ++i)
-        for (int j = 0; j < 4; ++j) {
-          const float d = p[j * inner + i] - mean[j];
-          var_sum[j] += d * d;
-        }
-    }
-    for (int j = 0; j < 4; ++j) out[static_cast<size_t>(c + j)] = {mean[j], static_cast<float>(var_sum[j])};
-  }
-  for (; c < channels; ++c) out[static_cast<size_t>(c)] = channel_moments(x, batch, channels, inner, c);
+  for (; c + 4 <= channels; c += 4) moments_of<4>(x, batch, channels, inner, c, out.data() + c);
+  for (; c < channels; ++c) moments_of<1>(x, batch, channels, inner, c, out.data() + c);
   return out;
 }
 

@@ -23,11 +23,10 @@ struct ChannelStats {
   float var_sum = 0.0f;
 };
 
-// Channel c's mean and sum of squared differences over the batch and the plane.
-ChannelStats channel_moments(const float* x, int64_t batch, int64_t channels, int64_t inner, int64_t c);
-// Every channel's, the same sums: each channel's adds stay in its own order, one after the
-// other as torch's loop takes them, but four channels' chains run side by side (a serial
-// double sum waits for each add: channel_moments alone was 8 % of conv_block's run).
+// Every channel's mean and sum of squared differences over the batch and the plane. Each
+// channel's adds stay in its own order, one after the other as torch's loop takes them, but
+// four channels' chains run side by side (a serial double sum waits for each add: a channel
+// at a time was 8 % of conv_block's run).
 std::vector<ChannelStats> moments(const float* x, int64_t batch, int64_t channels, int64_t inner);
 
 // Training: invstd from the sum of squares; the running buffers (null: not kept) take their

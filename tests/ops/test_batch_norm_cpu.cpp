@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "support/node_checks.hpp"
+#include "support/value_hash.hpp"
 
 #include "autograd/engine.hpp"
 #include "interp/value.hpp"
@@ -24,6 +25,7 @@ using agtrace::Tensor;
 namespace ops = agtrace::ops;
 namespace kernels = agtrace::kernels;
 using agtrace::test::fn;
+using agtrace::test::fnv;
 
 namespace {
 
@@ -39,17 +41,6 @@ struct Case {
   // input, weight and bias gradients (0: no such gradient)
   std::array<uint64_t, 8> hashes;
 };
-
-// FNV-1a over the tensor's float32 elements' bytes, row-major.
-uint64_t fnv(const Tensor& t) {
-  uint64_t h = 0xCBF29CE484222325ull;
-  for (double v : agtrace::to_values(t)) {
-    const float f = static_cast<float>(v);
-    const unsigned char* b = reinterpret_cast<const unsigned char*>(&f);
-    for (size_t i = 0; i < sizeof f; ++i) h = (h ^ b[i]) * 0x100000001B3ull;
-  }
-  return h;
-}
 
 Tensor floats(const Shape& shape, const std::vector<double>& v, bool requires_grad = false) {
   Tensor t = agtrace::tensor_from_values(shape, DType::Float32, v);

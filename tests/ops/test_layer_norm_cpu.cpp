@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "support/node_checks.hpp"
+#include "support/value_hash.hpp"
 
 #include "autograd/engine.hpp"
 #include "interp/value.hpp"
@@ -27,6 +28,7 @@ namespace ops = agtrace::ops;
 namespace kernels = agtrace::kernels;
 namespace autograd = agtrace::autograd;
 using agtrace::test::fn;
+using agtrace::test::fnv;
 
 namespace {
 
@@ -41,24 +43,6 @@ struct Case {
   // y, mean, rstd, the input, weight and bias gradients (0: no such result)
   std::array<uint64_t, 6> hashes;
 };
-
-// FNV-1a over the tensor's elements in its dtype's bytes, row-major.
-uint64_t fnv(const Tensor& t) {
-  uint64_t h = 0xCBF29CE484222325ull;
-  auto add = [&](const void* p, size_t n) {
-    const unsigned char* b = static_cast<const unsigned char*>(p);
-    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 0x100000001B3ull;
-  };
-  for (double v : agtrace::to_values(t)) {
-    if (t->dtype() == DType::Float32) {
-      const float f = static_cast<float>(v);
-      add(&f, sizeof f);
-    } else {
-      add(&v, sizeof v);
-    }
-  }
-  return h;
-}
 
 Tensor leaf(const Shape& shape, DType dtype, const std::vector<double>& v, bool requires_grad) {
   Tensor t = agtrace::tensor_from_values(shape, dtype, v);
