@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "errors.hpp"
+#include "tensor/column_sums_f32.hpp"
 #include "tensor/device_backend.hpp"
 #include "tensor/device_kernels.hpp"
 #include "tensor/lane_sum.hpp"
@@ -252,8 +253,10 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim, s
   for (size_t d = 0; d < kstr.size(); ++d)
     if (reduce[d]) kstr[d] = 0;
   // The reduced dims are a leading block or a trailing block (a bias gradient, a row sum):
-  // plain loops, columns in element order as the general walk below adds them, rows in a
-  // LaneSum's order below float64 (the general path's block loops add them so too).
+  // plain loops. Columns of a contiguous float32 tensor in torch 1.13's float order
+  // (tensor/column_sums_f32.hpp), other columns in element order in double as the general
+  // walk below adds them; rows in a LaneSum's order below float64 (the general path's block
+  // loops add them so too).
   size_t first = 0, last = reduce.size();
   while (first < reduce.size() && !reduce[first]) ++first;
   while (last > first && !reduce[last - 1]) --last;
@@ -266,19 +269,25 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim, s
   const bool in_lanes = od != DType::Float64 && is_floating(od);
   const float* xf = od == DType::Float32 ? contiguous_f32(a) : nullptr;
   if (xf && (leading || trailing) && a->numel() > 0) {
-    // Contiguous float32: the same double sums read from the storage in place, columns
-    // (leading) or rows (trailing) split between threads, each sum still in its order.
+    // Contiguous float32, read from the storage in place: columns (leading) or rows
+    // (trailing) split between threads, each sum in its own order whatever the split.
     const int64_t n = a->numel();
     const int64_t outer = leading ? shape_numel(Shape(a->sizes.begin(), a->sizes.begin() + last)) : r->numel();
     const int64_t inner = n / std::max<int64_t>(outer, 1);
     float* o = r->storage->f32();
-    if (leading) {
-      parallel_for(inner, std::max<int64_t>(1, 32768 / std::max<int64_t>(outer, 1)), [&](int64_t j0, int64_t j1) {
-        std::vector<double> acc(static_cast<size_t>(j1 - j0), 0.0);
-        for (int64_t q = 0; q < outer; ++q)
-          for (int64_t j = j0; j < j1; ++j) acc[static_cast<size_t>(j - j0)] += static_cast<double>(xf[q * inner + j]);
-        for (int64_t j = j0; j < j1; ++j) o[j] = static_cast<float>(acc[static_cast<size_t>(j - j0)]);
-      });
+    if (leading && inner >= 2) {
+      // torch 1.13's float order for each column (tensor/column_sums_f32.hpp), columns split
+      // between threads.
+      parallel_for(inner, std::max<int64_t>(1, 32768 / std::max<int64_t>(outer, 1)),
+                   [&](int64_t j0, int64_t j1) { column_sums_f32(xf, outer, inner, j0, j1, o + j0); });
+    } else if (leading) {
+      // One column, an inner reduction to torch (another order): the double sum in row order,
+      // as the general path below.
+      for (int64_t j = 0; j < inner; ++j) {
+        double s = 0.0;
+        for (int64_t q = 0; q < outer; ++q) s += static_cast<double>(xf[q * inner + j]);
+        o[j] = static_cast<float>(s);
+      }
     } else {
       parallel_for(outer, std::max<int64_t>(1, 32768 / std::max<int64_t>(inner, 1)), [&](int64_t q0, int64_t q1) {
         for (int64_t q = q0; q < q1; ++q) o[q] = static_cast<float>(lane_sum(xf + q * inner, inner));
@@ -314,7 +323,13 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim, s
   if ((leading || trailing) && !av.empty()) {
     const int64_t outer = leading ? shape_numel(Shape(a->sizes.begin(), a->sizes.begin() + last)) : r->numel();
     const int64_t inner = static_cast<int64_t>(av.size()) / std::max<int64_t>(outer, 1);
-    if (leading) {
+    if (leading && inner >= 2 && od == DType::Float32 && a->dtype() == DType::Float32 && a->is_contiguous()) {
+      // The float32 path's order above, on a float copy (the values are exact floats).
+      std::vector<float> xs(av.begin(), av.end());
+      std::vector<float> sums(static_cast<size_t>(inner));
+      column_sums_f32(xs.data(), outer, inner, 0, inner, sums.data());
+      acc.assign(sums.begin(), sums.end());
+    } else if (leading) {
       for (int64_t o = 0; o < outer; ++o)
         for (int64_t j = 0; j < inner; ++j) acc[static_cast<size_t>(j)] += av[static_cast<size_t>(o * inner + j)];
     } else {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "support/kernel_settings.hpp"
 #include "support/node_checks.hpp"
 #include "support/value_hash.hpp"
 
@@ -48,12 +49,6 @@ Tensor floats(const Shape& shape, const std::vector<double>& v, bool requires_gr
   return t;
 }
 
-struct FastPaths {
-  bool before = kernels::fast_paths();
-  explicit FastPaths(bool on) { kernels::set_fast_paths(on); }
-  ~FastPaths() { kernels::set_fast_paths(before); }
-};
-
 }  // namespace
 
 TEST_CASE("batch_norm: contiguous float32 results are torch 1.13's bits", "[nn][fidelity][batch_norm]") {
@@ -68,7 +63,7 @@ TEST_CASE("batch_norm: contiguous float32 results are torch 1.13's bits", "[nn][
   };
   // The float32 kernels and the general path (fast paths off) give the same bits.
   const bool fast = GENERATE(true, false);
-  FastPaths paths(fast);
+  agtrace::test::FastPathsFor paths(fast);
   for (const Case& c : cases) {
     int64_t inner = 1;
     for (int64_t s : c.spatial) inner *= s;

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <vector>
 
+#include "support/kernel_settings.hpp"
 #include "support/node_checks.hpp"
 #include "support/value_hash.hpp"
 
@@ -50,12 +51,6 @@ Tensor leaf(const Shape& shape, DType dtype, const std::vector<double>& v, bool 
   return t;
 }
 
-struct ThreadsFor {
-  int before = kernels::threads();
-  explicit ThreadsFor(int n) { kernels::set_threads(n); }
-  ~ThreadsFor() { kernels::set_threads(before); }
-};
-
 }  // namespace
 
 TEST_CASE("layer_norm_cpu: float32 and float64 results are torch 1.13's bits", "[nn][fidelity][layer_norm]") {
@@ -74,7 +69,7 @@ TEST_CASE("layer_norm_cpu: float32 and float64 results are torch 1.13's bits", "
   for (const Case& c : cases) {
     INFO("rows " << c.rows << ", cols " << c.cols << ", params " << static_cast<int>(c.params) << ", "
                  << agtrace::dtype_name(c.dtype) << ", threads " << c.threads);
-    ThreadsFor threads(c.threads);
+    agtrace::test::ThreadsFor threads(c.threads);
     const int64_t n = c.rows * c.cols;
     std::vector<double> xv, gv, wv, bv;
     for (int64_t i = 0; i < n; ++i) {

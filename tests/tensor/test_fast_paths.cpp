@@ -18,6 +18,8 @@
 #include <thread>
 #include <vector>
 
+#include "support/kernel_settings.hpp"
+
 #include "autograd/engine.hpp"
 #include "interp/value.hpp"
 #include "ops/activations.hpp"
@@ -102,11 +104,6 @@ Bits forward_backward(const std::function<Tensor(const std::vector<Tensor>&)>& f
   return out;
 }
 
-struct FastPathsOn {
-  explicit FastPathsOn(bool on) { kernels::set_fast_paths(on); }
-  ~FastPathsOn() { kernels::set_fast_paths(true); }
-};
-
 // make() builds fresh inputs each time (so both runs start from the same leaves).
 // awkward_grad: the backward's incoming gradient has the awkward values too.
 void same_both_ways(const std::function<std::vector<Tensor>()>& make,
@@ -114,11 +111,11 @@ void same_both_ways(const std::function<std::vector<Tensor>()>& make,
                     bool awkward_grad = false) {
   Bits fast, slow;
   {
-    FastPathsOn on(true);
+    agtrace::test::FastPathsFor on(true);
     fast = forward_backward(f, make(), seed, awkward_grad);
   }
   {
-    FastPathsOn off(false);
+    agtrace::test::FastPathsFor off(false);
     slow = forward_backward(f, make(), seed, awkward_grad);
   }
   REQUIRE(fast.size() == slow.size());
@@ -338,11 +335,11 @@ TEST_CASE("fast paths: max_pool2d's float windows pick what the double loop pick
     Tensor x = agtrace::tensor_from_values(c.shape, DType::Float32, v);
     ops::MaxPool2dResult fast, slow;
     {
-      FastPathsOn on(true);
+      agtrace::test::FastPathsFor on(true);
       fast = ops::max_pool2d(x, c.kernel, c.stride, c.padding, c.dilation, false);
     }
     {
-      FastPathsOn off(false);
+      agtrace::test::FastPathsFor off(false);
       slow = ops::max_pool2d(x, c.kernel, c.stride, c.padding, c.dilation, false);
     }
     INFO("shape " << agtrace::shape_str(c.shape));

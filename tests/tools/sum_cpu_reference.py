@@ -1,0 +1,61 @@
+#!/usr/bin/python3
+"""References for tests/tensor/test_column_sums.cpp: torch 1.13's sum over leading dims of
+contiguous float32 tensors on the CPU (x.sum(0), a bias gradient's sum over batch and tokens),
+as FNV-1a hashes of the result's bytes. The inputs are integers over 63 times powers of two,
+computed in double and rounded to float32, which C++ reproduces exactly; the powers spread the
+magnitudes so that the order of the additions shows. Prints the C++ case table, and on stderr
+how many columns the exact sum rounded once gets wrong; checks that two threads give torch's
+results unchanged.
+
+    /usr/bin/python3 tests/tools/sum_cpu_reference.py
+"""
+import sys
+
+import torch
+
+from fnv_hash import fnv
+
+
+def inputs(shape):
+    n = 1
+    for s in shape:
+        n *= s
+    i = torch.arange(n, dtype=torch.int64)
+    scale = torch.pow(2.0, ((7 * i) % 13 - 6).to(torch.float64))
+    return (((37 * i + 11) % 1009 - 504).to(torch.float64) / 63 * scale).to(torch.float32).reshape(shape)
+
+
+# shape, reduced dims: whole groups of 32 columns, groups of 8 and a tail (row_sum), fewer than
+# eight columns (groups of 4), row counts around the cascade's 16-row steps, leftover rows of
+# row_sum's four partials, and a fifth cascade level (2^20 rows and more: p = 5).
+CASES = [
+    ((5, 10), (0,)),
+    ((16, 32), (0,)),
+    ((17, 100), (0,)),
+    ((512, 384), (0,)),
+    ((1000, 45), (0,)),
+    ((33, 7), (0,)),
+    ((100, 3), (0,)),
+    ((64, 4), (0,)),
+    ((9, 5), (0,)),
+    ((3, 40), (0,)),
+    ((1, 12), (0,)),
+    ((4, 100, 96), (0, 1)),
+    ((8, 64, 65), (0, 1)),
+    ((2, 3, 50), (0,)),
+    ((1048637, 4), (0,)),
+    ((4194319, 2), (0,)),
+]
+
+torch.set_num_threads(1)
+for shape, dims in CASES:
+    x = inputs(shape)
+    s = x.sum(dims)
+    exact = x.to(torch.float64).sum(dims).to(torch.float32)
+    wrong = int((s.view(torch.int32) != exact.view(torch.int32)).sum())
+    torch.set_num_threads(2)  # torch splits the columns at multiples of 32: the same bits
+    assert torch.equal(x.sum(dims).view(torch.int32), s.view(torch.int32)), shape
+    torch.set_num_threads(1)
+    print("sum%s over %s: the exact sum rounded once differs in %d of %d columns" % (
+        list(shape), list(dims), wrong, s.numel()), file=sys.stderr)
+    print("      {{%s}, {%s}, 0x%016xull}," % (", ".join(map(str, shape)), ", ".join(map(str, dims)), fnv(s)))
