@@ -13,12 +13,13 @@
 //   - row_sum: rows i, i + 4, i + 8, ... (i = 0..3) cascaded separately over rows / 4 rows,
 //     the leftover rows (rows % 4) added to the first partial in order, then partial 0 +=
 //     partial 1, += partial 2, += partial 3. Used for the columns after the last whole group.
-// The vector width is that of the AVX2 kernels torch 1.13 runs on an x86-64 CPU (its default
-// CPU capability, AVX-512 machines included); torch's parallel reduction splits columns at
-// multiples of 32, so its thread count changes none of this.
-// Measured against torch 1.13 (one and two threads): 0 differing columns on 20 shapes, where
-// the exact sum rounded once differed in 5 to 322 of 7 to 512 columns
-// (tests/tools/sum_cpu_reference.py prints the test's references).
+// Eight floats per vector: torch 1.13's AVX2 kernels (what Debian's build runs on this AVX-512
+// machine: "CPU capability usage: AVX2") and its default kernels both hold eight. torch's
+// parallel reduction splits the columns at multiples of 32, so its thread count changes none
+// of this.
+// Measured against torch 1.13 (one and two threads): the same bits on the 16 shapes of
+// tests/tools/sum_cpu_reference.py, where the exact sum rounded once differs in 2 to 331 of
+// 3 to 384 columns (in none of two shapes whose sums have at most two terms).
 #pragma once
 #include <cstdint>
 
