@@ -219,14 +219,6 @@ InternedString HolderTracker::saved_label(const autograd::Node& n, const autogra
   return label;
 }
 
-InternedString HolderTracker::name_label(const std::string& name) {
-  for (const auto& [n, label] : name_labels_)
-    if (n == name) return label;
-  const InternedString label = intern("name " + name);
-  if (name_labels_.size() < 256) name_labels_.emplace_back(name, label);  // a bound; scopes hold few names
-  return label;
-}
-
 void HolderTracker::node_contribution(const autograd::Node& n, InlineVector<Contributed, 1>& c) {
   c.clear();
   // A released node (Node::release_saved_values released every saved value) holds none:
@@ -259,7 +251,13 @@ void HolderTracker::commit(const std::map<std::string, Value>& names, std::vecto
   changes.clear();
   if (keys_version == 0 || keys_version != labels_keys_version_ || names.size() != labels_by_position_.size()) {
     labels_by_position_.clear();
-    for (const auto& entry : names) labels_by_position_.push_back(name_label(entry.first));
+    auto known = name_labels_.begin();
+    for (const auto& entry : names) {
+      while (known != name_labels_.end() && known->first < entry.first) ++known;
+      if (known == name_labels_.end() || known->first != entry.first)
+        known = name_labels_.emplace_hint(known, entry.first, intern("name " + entry.first));
+      labels_by_position_.push_back(known->second);
+    }
     labels_keys_version_ = keys_version;
   }
   // Names: a scope holds few, so they are looked at every time (a name's category also

@@ -404,28 +404,33 @@ const OJ& get_object(const OJ& j, const std::string& ptr) {
   return j;
 }
 
-// One element value of a tensor of dtype `d` (in "values" or "full").
-double element_value(const OJ& j, const std::string& ptr, DType d) {
+constexpr std::size_t kNoIndex = static_cast<std::size_t>(-1);
+
+// One element value of a tensor of dtype `d` (in "values" or "full"): `j` is at `parent`, or
+// at its element `index`, whose pointer is only built for an error message (building one per
+// element was most of loading a scenario with an input of a few thousand values).
+double element_value(const OJ& j, const std::string& parent, DType d, std::size_t index = kNoIndex) {
+  auto ptr = [&] { return index == kNoIndex ? parent : child(parent, index); };
   if (j.is_boolean()) {
     if (d != DType::Bool)
-      fail("schema", ptr, "expected a number (true/false only for bool tensors), found a boolean");
+      fail("schema", ptr(), "expected a number (true/false only for bool tensors), found a boolean");
     return j.get<bool>() ? 1.0 : 0.0;
   }
   if (!j.is_number())
-    fail("schema", ptr,
+    fail("schema", ptr(),
          std::string("expected a number") + (d == DType::Bool ? " or a boolean" : "") + ", found " +
              type_name(j));
   if (d == DType::Int64) {
     if (j.is_number_unsigned() &&
         j.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-      fail("schema", ptr, "value out of range for int64");
+      fail("schema", ptr(), "value out of range for int64");
     if (j.is_number_float()) {
       double v = j.get<double>();
       if (!std::isfinite(v) || std::trunc(v) != v)
-        fail("schema", ptr, "int64 values must be integral, found " + j.dump());
+        fail("schema", ptr(), "int64 values must be integral, found " + j.dump());
       // 2^63 itself is out of range; every double below it in magnitude fits.
       if (std::fabs(v) >= 9223372036854775808.0 && v != -9223372036854775808.0)
-        fail("schema", ptr, "value out of range for int64");
+        fail("schema", ptr(), "value out of range for int64");
       return v;
     }
     // int64 elements are held as doubles (tensor/dtype.hpp): beyond 2**53 a value would be
@@ -434,11 +439,13 @@ double element_value(const OJ& j, const std::string& ptr, DType d) {
     const bool exact = j.is_number_unsigned() ? j.get<uint64_t>() <= static_cast<uint64_t>(kExact)
                                               : j.get<int64_t>() <= kExact && j.get<int64_t>() >= -kExact;
     if (!exact)
-      fail("limit", ptr, "int64 values beyond 2**53 are not supported (agtrace holds int64 elements as doubles), found " +
+      fail("limit", ptr(), "int64 values beyond 2**53 are not supported (agtrace holds int64 elements as doubles), found " +
                              j.dump());
     return j.get<double>();
   }
-  return get_finite(j, ptr);
+  const double v = j.get<double>();  // a number, checked above
+  if (!std::isfinite(v)) fail("schema", ptr(), "number out of range");
+  return v;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -668,7 +675,7 @@ class Loader {
         fail("schema", ptr, "expected " + want + ", found " + std::to_string(j.size()));
       }
       out.reserve(j.size());
-      for (std::size_t i = 0; i < j.size(); ++i) out.push_back(element_value(j[i], child(ptr, i), d));
+      for (std::size_t i = 0; i < j.size(); ++i) out.push_back(element_value(j[i], ptr, d, i));
       return out;
     }
     // A valid file holds at most one value per two bytes; a larger count (a huge shape with
@@ -685,11 +692,17 @@ class Loader {
       out.push_back(element_value(j, ptr, d));
       return;
     }
-    const std::string want = std::to_string(shape[dim]) + " entries (dimension " + std::to_string(dim) +
-                             " of shape " + shape_text(shape) + ")";
-    if (!j.is_array()) fail("schema", ptr, "expected a list of " + want + ", found " + type_name(j));
+    auto want = [&] {
+      return std::to_string(shape[dim]) + " entries (dimension " + std::to_string(dim) + " of shape " +
+             shape_text(shape) + ")";
+    };
+    if (!j.is_array()) fail("schema", ptr, "expected a list of " + want() + ", found " + type_name(j));
     if (static_cast<int64_t>(j.size()) != shape[dim])
-      fail("schema", ptr, "expected " + want + ", found " + std::to_string(j.size()));
+      fail("schema", ptr, "expected " + want() + ", found " + std::to_string(j.size()));
+    if (dim + 1 == shape.size()) {  // the innermost list: its elements' pointers only on error
+      for (std::size_t i = 0; i < j.size(); ++i) out.push_back(element_value(j[i], ptr, d, i));
+      return;
+    }
     for (std::size_t i = 0; i < j.size(); ++i) nested_values(j[i], child(ptr, i), shape, dim + 1, d, out);
   }
 
