@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <set>
@@ -15,6 +16,8 @@
 #include <vector>
 
 #include <unistd.h>
+
+#include "support/value_hash.hpp"
 
 #include "errors.hpp"
 #include "scenario/normal_math.hpp"
@@ -25,6 +28,7 @@ using agtrace::InitSpec;
 using agtrace::InputError;
 using agtrace::LeafSpec;
 using agtrace::ProgramItem;
+using agtrace::Tensor;
 using agtrace::Scenario;
 using OJ = nlohmann::ordered_json;
 
@@ -821,6 +825,43 @@ TEST_CASE("float32 linspace matches torch.linspace bit for bit", "[scenario][ini
   const std::vector<double> torch6 = {-1.0, -0.6000000238418579, -0.19999998807907104, 0.19999998807907104,
                                       0.6000000238418579, 1.0};
   CHECK(agtrace::initial_values(leaf, 0) == torch6);
+}
+
+TEST_CASE("float32 linspace gives torch.linspace's bits on ranges made in vectors", "[scenario][init]") {
+  // Printed by tests/tools/linspace_reference.py (torch 1.13, one thread): ranges of 16
+  // elements and more, whose leading sixteens torch makes as vectors of eight from a base.
+  struct Range {
+    double lo, hi;
+    int64_t n;
+    uint64_t hash;
+  };
+  const std::vector<Range> ranges = {
+      {-1, 1, 8, 0xa01adb45a1978da5ull},
+      {-1, 1, 16, 0xa6ce041c3dfdbcd2ull},
+      {0.1, 0.7, 17, 0x9456731a2d779604ull},
+      {-1, 1, 31, 0x4adb26e48be24cefull},
+      {-1, 1, 37, 0x9e78a0f719a7bb02ull},
+      {1, -1, 48, 0x424a09df1400e4fdull},
+      {0, 1, 100, 0x13892e6d7323277aull},
+      {-3.7, 2.9, 1000, 0xc83b0f2a12da5b5aull},
+      {-5, 5, 2000, 0xaf2775c5a473a2afull},
+      {-2.5, 7.25, 32768, 0x28a788f534f76d28ull},
+  };
+  agtrace::LeafSpec leaf;
+  leaf.name = "w";
+  leaf.init.kind = agtrace::InitSpec::Kind::Linspace;
+  for (const Range& r : ranges) {
+    INFO("linspace(" << r.lo << ", " << r.hi << ", " << r.n << ")");
+    leaf.shape = {r.n};
+    leaf.init.a = r.lo;
+    leaf.init.b = r.hi;
+    const Tensor t = agtrace::tensor_from_values({r.n}, DType::Float32, agtrace::initial_values(leaf, 0));
+    CHECK(agtrace::test::fnv(t) == r.hash);
+    // fill_initial_values_f32 (a float32 leaf's storage) writes the same values.
+    std::vector<float> direct(static_cast<size_t>(r.n));
+    agtrace::fill_initial_values_f32(leaf, 0, direct.data());
+    CHECK(std::memcmp(direct.data(), t->storage->f32(), direct.size() * sizeof(float)) == 0);
+  }
 }
 
 TEST_CASE("the fast normal initialiser's log and cos stay within 1e-15 of libm", "[init]") {
