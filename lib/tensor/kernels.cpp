@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "errors.hpp"
-#include "tensor/column_sums_f32.hpp"
+#include "tensor/cascade_sum_f32.hpp"
 #include "tensor/device_backend.hpp"
 #include "tensor/device_kernels.hpp"
 #include "tensor/lane_sum.hpp"
@@ -231,6 +231,23 @@ Tensor cast(const Tensor& a, DType dtype) {
   return unary(a, dtype, [](double v) { return v; });
 }
 
+namespace {
+// o[q] = the sum of row q of x (outer rows of inner elements) in torch 1.13's order
+// (tensor/cascade_sum_f32.hpp): one row as torch.sum of everything on this run's threads,
+// several rows each as a row, split between threads (torch splits them by whole rows when
+// there are at least as many rows as threads; with fewer rows, and 32,768 elements or more,
+// it splits the elements instead, which is not modelled: each row is then its one-thread sum).
+void row_sums_f32(const float* x, int64_t outer, int64_t inner, float* o) {
+  if (outer == 1) {
+    o[0] = full_sum_f32(x, inner, threads());
+    return;
+  }
+  parallel_for(outer, std::max<int64_t>(1, 32768 / std::max<int64_t>(inner, 1)), [&](int64_t q0, int64_t q1) {
+    for (int64_t q = q0; q < q1; ++q) o[q] = row_sum_f32(x + q * inner, inner);
+  });
+}
+}  // namespace
+
 Tensor sum(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim, std::optional<DType> out) {
   // Integer and bool sums accumulate in int64, as torch.sum does.
   DType od = out ? *out : (is_floating(a->dtype()) ? a->dtype() : DType::Int64);
@@ -253,10 +270,10 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim, s
   for (size_t d = 0; d < kstr.size(); ++d)
     if (reduce[d]) kstr[d] = 0;
   // The reduced dims are a leading block or a trailing block (a bias gradient, a row sum):
-  // plain loops. Columns of a contiguous float32 tensor in torch 1.13's float order
-  // (tensor/column_sums_f32.hpp), other columns in element order in double as the general
-  // walk below adds them; rows in a LaneSum's order below float64 (the general path's block
-  // loops add them so too).
+  // plain loops. Rows and columns of a contiguous float32 tensor in torch 1.13's float orders
+  // (tensor/cascade_sum_f32.hpp); other columns in element order in double as the general
+  // walk below adds them, other rows in a LaneSum's order below float64 (the general path's
+  // block loops add them so too).
   size_t first = 0, last = reduce.size();
   while (first < reduce.size() && !reduce[first]) ++first;
   while (last > first && !reduce[last - 1]) --last;
@@ -264,8 +281,8 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim, s
   for (size_t d = first; d < last; ++d) block = block && reduce[d];
   // A sum over every dim counts as trailing: one row, summed in lanes below float64.
   const bool trailing = block && last == reduce.size(), leading = block && first == 0 && !trailing;
-  // Rows are summed in a LaneSum's order below float64 (tensor/lane_sum.hpp), in element
-  // order in float64.
+  // Rows not in torch's float32 order are summed in a LaneSum's order below float64
+  // (tensor/lane_sum.hpp), in element order in float64.
   const bool in_lanes = od != DType::Float64 && is_floating(od);
   const float* xf = od == DType::Float32 ? contiguous_f32(a) : nullptr;
   if (xf && (leading || trailing) && a->numel() > 0) {
@@ -276,7 +293,7 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim, s
     const int64_t inner = n / std::max<int64_t>(outer, 1);
     float* o = r->storage->f32();
     if (leading && inner >= 2) {
-      // torch 1.13's float order for each column (tensor/column_sums_f32.hpp), columns split
+      // torch 1.13's float order for each column (tensor/cascade_sum_f32.hpp), columns split
       // between threads.
       parallel_for(inner, std::max<int64_t>(1, 32768 / std::max<int64_t>(outer, 1)),
                    [&](int64_t j0, int64_t j1) { column_sums_f32(xf, outer, inner, j0, j1, o + j0); });
@@ -289,9 +306,7 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim, s
         o[j] = static_cast<float>(s);
       }
     } else {
-      parallel_for(outer, std::max<int64_t>(1, 32768 / std::max<int64_t>(inner, 1)), [&](int64_t q0, int64_t q1) {
-        for (int64_t q = q0; q < q1; ++q) o[q] = static_cast<float>(lane_sum(xf + q * inner, inner));
-      });
+      row_sums_f32(xf, outer, inner, o);
     }
     return r;
   }
@@ -323,11 +338,14 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim, s
   if ((leading || trailing) && !av.empty()) {
     const int64_t outer = leading ? shape_numel(Shape(a->sizes.begin(), a->sizes.begin() + last)) : r->numel();
     const int64_t inner = static_cast<int64_t>(av.size()) / std::max<int64_t>(outer, 1);
-    if (leading && inner >= 2 && od == DType::Float32 && a->dtype() == DType::Float32 && a->is_contiguous()) {
-      // The float32 path's order above, on a float copy (the values are exact floats).
+    if ((trailing || inner >= 2) && od == DType::Float32 && a->dtype() == DType::Float32 && a->is_contiguous()) {
+      // The float32 path's orders above, on a float copy (the values are exact floats).
       std::vector<float> xs(av.begin(), av.end());
-      std::vector<float> sums(static_cast<size_t>(inner));
-      column_sums_f32(xs.data(), outer, inner, 0, inner, sums.data());
+      std::vector<float> sums(static_cast<size_t>(r->numel()));
+      if (leading)
+        column_sums_f32(xs.data(), outer, inner, 0, inner, sums.data());
+      else
+        row_sums_f32(xs.data(), outer, inner, sums.data());
       acc.assign(sums.begin(), sums.end());
     } else if (leading) {
       for (int64_t o = 0; o < outer; ++o)

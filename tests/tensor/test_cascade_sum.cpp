@@ -1,10 +1,12 @@
-// Sums over leading dims of contiguous float32 tensors (x.sum(0), a bias gradient's sum over
-// batch and tokens) bit for bit as torch 1.13 computes them on the CPU: each column in
-// cascade_sum's float order (tensor/column_sums_f32.hpp). The references are hashes of
+// Sums of contiguous float32 tensors bit for bit as torch 1.13 computes them on the CPU, in
+// cascade_sum's float orders (tensor/cascade_sum_f32.hpp): over leading dims (x.sum(0), a bias
+// gradient's sum over batch and tokens), over trailing dims (row sums), and of every element,
+// which torch splits between its threads from 32,768 elements on. The references are hashes of
 // torch's results made by tests/tools/sum_cpu_reference.py, whose inputs (integers over 63
 // times powers of two, in double, rounded to float32) this test rebuilds exactly.
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -13,7 +15,7 @@
 #include "support/kernel_settings.hpp"
 #include "support/value_hash.hpp"
 
-#include "tensor/column_sums_f32.hpp"
+#include "tensor/cascade_sum_f32.hpp"
 #include "tensor/kernels.hpp"
 #include "tensor/tensor.hpp"
 
@@ -42,7 +44,7 @@ Tensor inputs(const Shape& shape) {
 
 }  // namespace
 
-TEST_CASE("sum over leading dims of contiguous float32 gives torch 1.13's bits", "[kernels][reduce][fidelity]") {
+TEST_CASE("sums over leading or trailing dims of contiguous float32 give torch 1.13's bits", "[kernels][reduce][fidelity]") {
   // Printed by tests/tools/sum_cpu_reference.py (torch 1.13 on the CPU; one and two threads
   // give the same results there).
   const std::vector<Case> cases = {
@@ -62,9 +64,19 @@ TEST_CASE("sum over leading dims of contiguous float32 gives torch 1.13's bits",
       {{2, 3, 50}, {0}, 0x0c017777fa78b9bcull},
       {{1048637, 4}, {0}, 0x3b4fd4069f22b00full},
       {{4194319, 2}, {0}, 0x422dbadad3f18de7ull},
+      // over trailing dims: rows
+      {{5, 10}, {1}, 0x4553dd04aa036bccull},
+      {{3, 7}, {1}, 0x21997ea8c5096ab6ull},
+      {{16, 3}, {1}, 0x1d864fa4ba6b0fb3ull},
+      {{4, 100}, {1}, 0x51cac1189f0a235full},
+      {{128, 512}, {1}, 0xdaad52185dfaba80ull},
+      {{2, 8}, {1}, 0x7c60a06e69e33792ull},
+      {{7, 33}, {1}, 0x274f737dab61017cull},
+      {{3, 4, 25}, {1, 2}, 0xaf2cb92b8bb65770ull},
+      {{6, 1}, {1}, 0xde052cfd382fd249ull},
   };
-  // The float32 path, on one thread or with the columns split between two, and the general
-  // path (fast paths off) give the same bits.
+  // The float32 path, on one thread or with the columns or rows split between two, and the
+  // general path (fast paths off) give the same bits.
   const bool fast = GENERATE(true, false);
   const int threads = GENERATE(1, 2);
   agtrace::test::FastPathsFor paths(fast);
@@ -73,6 +85,42 @@ TEST_CASE("sum over leading dims of contiguous float32 gives torch 1.13's bits",
     INFO("shape " << agtrace::shape_str(c.shape) << ", fast paths " << fast << ", threads " << threads);
     Tensor x = inputs(c.shape);
     CHECK(agtrace::test::fnv(kernels::sum(x, c.dims, false, DType::Float32)) == c.hash);
+  }
+}
+
+TEST_CASE("sums of every element give torch 1.13's bits on one to four threads", "[kernels][reduce][fidelity]") {
+  // Printed by tests/tools/sum_cpu_reference.py: the size, then the hash on 1, 2, 3 and 4
+  // threads (torch.set_num_threads; agtrace's --threads).
+  struct Full {
+    int64_t n;
+    std::array<uint64_t, 4> by_threads;
+  };
+  const std::vector<Full> sums = {
+      {1, {0x7658978541b4cf88ull, 0x7658978541b4cf88ull, 0x7658978541b4cf88ull, 0x7658978541b4cf88ull}},
+      {3, {0x632b6482d31935d2ull, 0x632b6482d31935d2ull, 0x632b6482d31935d2ull, 0x632b6482d31935d2ull}},
+      {7, {0x8e4a28d00777bcaaull, 0x8e4a28d00777bcaaull, 0x8e4a28d00777bcaaull, 0x8e4a28d00777bcaaull}},
+      {8, {0x471a269208e62547ull, 0x471a269208e62547ull, 0x471a269208e62547ull, 0x471a269208e62547ull}},
+      {9, {0xe24d975d6ba7dfe9ull, 0xe24d975d6ba7dfe9ull, 0xe24d975d6ba7dfe9ull, 0xe24d975d6ba7dfe9ull}},
+      {31, {0xe8e6d92c5ee70a71ull, 0xe8e6d92c5ee70a71ull, 0xe8e6d92c5ee70a71ull, 0xe8e6d92c5ee70a71ull}},
+      {33, {0x7c748ad7ceeb4770ull, 0x7c748ad7ceeb4770ull, 0x7c748ad7ceeb4770ull, 0x7c748ad7ceeb4770ull}},
+      {1000, {0x3702d2d7a78ab93bull, 0x3702d2d7a78ab93bull, 0x3702d2d7a78ab93bull, 0x3702d2d7a78ab93bull}},
+      {4097, {0x862cffe9d230a0b3ull, 0x862cffe9d230a0b3ull, 0x862cffe9d230a0b3ull, 0x862cffe9d230a0b3ull}},
+      {32767, {0xe29c0c58f6f644a2ull, 0xe29c0c58f6f644a2ull, 0xe29c0c58f6f644a2ull, 0xe29c0c58f6f644a2ull}},
+      {32768, {0x0f47073f0d2000e2ull, 0x0f47073f0d2000e2ull, 0x0f47073f0d2000e2ull, 0x0f47073f0d2000e2ull}},
+      {32769, {0xe45cb06fe91e2475ull, 0x7273e8a9c0357c13ull, 0x7273e8a9c0357c13ull, 0x7273e8a9c0357c13ull}},
+      {100000, {0xceb1260f56e36b59ull, 0x71ac502f445678a2ull, 0x2411f6722767bde5ull, 0x247673d735887ab5ull}},
+      {262147, {0xcd55a65f0950d9b5ull, 0x4e3f8cf0381389b1ull, 0xa46778029a910b00ull, 0xcd55a65f0950d9b5ull}},
+      {1000001, {0x1340ca5c8f74bee1ull, 0x304f1662c7e9bfc1ull, 0x475009cda44fa2bcull, 0x5579a8c0de087676ull}},
+  };
+  const bool fast = GENERATE(true, false);
+  agtrace::test::FastPathsFor paths(fast);
+  for (int threads = 1; threads <= 4; ++threads) {
+    agtrace::test::ThreadsFor split(threads);
+    for (const Full& c : sums) {
+      INFO(c.n << " elements, " << threads << " threads, fast paths " << fast);
+      const Tensor x = inputs({c.n});
+      CHECK(agtrace::test::fnv(kernels::sum(x, {}, false, DType::Float32)) == c.by_threads[static_cast<size_t>(threads - 1)]);
+    }
   }
 }
 
