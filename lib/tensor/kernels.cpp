@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "errors.hpp"
-#include "tensor/cascade_sum_f32.hpp"
+#include "tensor/cascade_sum.hpp"
 #include "tensor/device_backend.hpp"
 #include "tensor/device_kernels.hpp"
 #include "tensor/lane_sum.hpp"
@@ -233,17 +233,18 @@ Tensor cast(const Tensor& a, DType dtype) {
 
 namespace {
 // o[q] = the sum of row q of x (outer rows of inner elements) in torch 1.13's order
-// (tensor/cascade_sum_f32.hpp): one row as torch.sum of everything on this run's threads,
+// (tensor/cascade_sum.hpp): one row as torch.sum of everything on this run's threads,
 // several rows each as a row, split between threads (torch splits them by whole rows when
 // there are at least as many rows as threads; with fewer rows, and 32,768 elements or more,
 // it splits the elements instead, which is not modelled: each row is then its one-thread sum).
-void row_sums_f32(const float* x, int64_t outer, int64_t inner, float* o) {
+template <typename T>
+void row_sums(const T* x, int64_t outer, int64_t inner, T* o) {
   if (outer == 1) {
-    o[0] = full_sum_f32(x, inner, threads());
+    o[0] = full_sum(x, inner, threads());
     return;
   }
   parallel_for(outer, std::max<int64_t>(1, 32768 / std::max<int64_t>(inner, 1)), [&](int64_t q0, int64_t q1) {
-    for (int64_t q = q0; q < q1; ++q) o[q] = row_sum_f32(x + q * inner, inner);
+    for (int64_t q = q0; q < q1; ++q) o[q] = row_sum(x + q * inner, inner);
   });
 }
 }  // namespace
@@ -270,10 +271,10 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim, s
   for (size_t d = 0; d < kstr.size(); ++d)
     if (reduce[d]) kstr[d] = 0;
   // The reduced dims are a leading block or a trailing block (a bias gradient, a row sum):
-  // plain loops. Rows and columns of a contiguous float32 tensor in torch 1.13's float orders
-  // (tensor/cascade_sum_f32.hpp); other columns in element order in double as the general
-  // walk below adds them, other rows in a LaneSum's order below float64 (the general path's
-  // block loops add them so too).
+  // plain loops. Rows and columns of a contiguous float32 tensor, and float64 sums of a
+  // contiguous tensor, in torch 1.13's orders (tensor/cascade_sum.hpp); other columns in
+  // element order in double as the general walk below adds them, other rows in a LaneSum's
+  // order below float64 (the general path's block loops add them so too).
   size_t first = 0, last = reduce.size();
   while (first < reduce.size() && !reduce[first]) ++first;
   while (last > first && !reduce[last - 1]) --last;
@@ -282,7 +283,7 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim, s
   // A sum over every dim counts as trailing: one row, summed in lanes below float64.
   const bool trailing = block && last == reduce.size(), leading = block && first == 0 && !trailing;
   // Rows not in torch's float32 order are summed in a LaneSum's order below float64
-  // (tensor/lane_sum.hpp), in element order in float64.
+  // (tensor/lane_sum.hpp), in element order in float64 (a non-contiguous one).
   const bool in_lanes = od != DType::Float64 && is_floating(od);
   const float* xf = od == DType::Float32 ? contiguous_f32(a) : nullptr;
   if (xf && (leading || trailing) && a->numel() > 0) {
@@ -293,10 +294,10 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim, s
     const int64_t inner = n / std::max<int64_t>(outer, 1);
     float* o = r->storage->f32();
     if (leading && inner >= 2) {
-      // torch 1.13's float order for each column (tensor/cascade_sum_f32.hpp), columns split
+      // torch 1.13's float order for each column (tensor/cascade_sum.hpp), columns split
       // between threads.
       parallel_for(inner, std::max<int64_t>(1, 32768 / std::max<int64_t>(outer, 1)),
-                   [&](int64_t j0, int64_t j1) { column_sums_f32(xf, outer, inner, j0, j1, o + j0); });
+                   [&](int64_t j0, int64_t j1) { column_sums(xf, outer, inner, j0, j1, o + j0); });
     } else if (leading) {
       // One column, an inner reduction to torch (another order): the double sum in row order,
       // as the general path below.
@@ -306,7 +307,7 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim, s
         o[j] = static_cast<float>(s);
       }
     } else {
-      row_sums_f32(xf, outer, inner, o);
+      row_sums(xf, outer, inner, o);
     }
     return r;
   }
@@ -338,14 +339,24 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim, s
   if ((leading || trailing) && !av.empty()) {
     const int64_t outer = leading ? shape_numel(Shape(a->sizes.begin(), a->sizes.begin() + last)) : r->numel();
     const int64_t inner = static_cast<int64_t>(av.size()) / std::max<int64_t>(outer, 1);
-    if ((trailing || inner >= 2) && od == DType::Float32 && a->dtype() == DType::Float32 && a->is_contiguous()) {
+    // torch's orders for a contiguous float32 sum and for a float64 sum of a contiguous
+    // floating tensor (sum(dtype=torch.float64) sums the input cast to double).
+    const bool torch_order = (trailing || inner >= 2) && a->is_contiguous() &&
+                             ((od == DType::Float32 && a->dtype() == DType::Float32) ||
+                              (od == DType::Float64 && is_floating(a->dtype())));
+    if (torch_order && od == DType::Float64) {
+      if (leading)
+        column_sums(av.data(), outer, inner, 0, inner, acc.data());
+      else
+        row_sums(av.data(), outer, inner, acc.data());
+    } else if (torch_order) {
       // The float32 path's orders above, on a float copy (the values are exact floats).
       std::vector<float> xs(av.begin(), av.end());
       std::vector<float> sums(static_cast<size_t>(r->numel()));
       if (leading)
-        column_sums_f32(xs.data(), outer, inner, 0, inner, sums.data());
+        column_sums(xs.data(), outer, inner, 0, inner, sums.data());
       else
-        row_sums_f32(xs.data(), outer, inner, sums.data());
+        row_sums(xs.data(), outer, inner, sums.data());
       acc.assign(sums.begin(), sums.end());
     } else if (leading) {
       for (int64_t o = 0; o < outer; ++o)

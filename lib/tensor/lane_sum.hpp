@@ -6,7 +6,7 @@
 // with lanes). The order depends only on the positions, so a loop that
 // visits a row's elements in order (the general paths) and the float32 fast paths give the
 // same bits, whatever the split between threads (which is by rows). Used below float64 where
-// torch's own float32 order (tensor/cascade_sum_f32.hpp: contiguous float32 sums) is not:
+// torch's own float32 order (tensor/cascade_sum.hpp: contiguous float32 sums) is not:
 // the sums are rounded to float32 (or narrower), where another order of double additions
 // (a change of about 1e-16 relative) shows only when the double lies that close to a float32
 // rounding boundary (no golden report changed); float64 results keep

@@ -1,5 +1,5 @@
 // Sums of contiguous float32 tensors bit for bit as torch 1.13 computes them on the CPU, in
-// cascade_sum's float orders (tensor/cascade_sum_f32.hpp): over leading dims (x.sum(0), a bias
+// cascade_sum's float orders (tensor/cascade_sum.hpp): over leading dims (x.sum(0), a bias
 // gradient's sum over batch and tokens), over trailing dims (row sums), and of every element,
 // which torch splits between its threads from 32,768 elements on. The references are hashes of
 // torch's results made by tests/tools/sum_cpu_reference.py, whose inputs (integers over 63
@@ -15,7 +15,7 @@
 #include "support/kernel_settings.hpp"
 #include "support/value_hash.hpp"
 
-#include "tensor/cascade_sum_f32.hpp"
+#include "tensor/cascade_sum.hpp"
 #include "tensor/kernels.hpp"
 #include "tensor/tensor.hpp"
 
@@ -124,6 +124,46 @@ TEST_CASE("sums of every element give torch 1.13's bits on one to four threads",
   }
 }
 
+TEST_CASE("float64 sums give torch 1.13's bits in its orders for vectors of four", "[kernels][reduce][fidelity]") {
+  // Printed by tests/tools/sum_cpu_reference.py: shape, reduced dims (empty: every element),
+  // then the hash on 1, 2, 3 and 4 threads. The inputs are the float32 tests' formula kept in
+  // double.
+  struct F64 {
+    Shape shape;
+    std::vector<int64_t> dims;
+    std::array<uint64_t, 4> by_threads;
+  };
+  const std::vector<F64> sums = {
+      {{512, 384}, {0}, {0x1ee5ae0a877746b9ull, 0x1ee5ae0a877746b9ull, 0x1ee5ae0a877746b9ull, 0x1ee5ae0a877746b9ull}},
+      {{17, 3}, {0}, {0xfdc5790632ce170eull, 0xfdc5790632ce170eull, 0xfdc5790632ce170eull, 0xfdc5790632ce170eull}},
+      {{33, 7}, {0}, {0xaf58f8f2760bc872ull, 0xaf58f8f2760bc872ull, 0xaf58f8f2760bc872ull, 0xaf58f8f2760bc872ull}},
+      {{100, 17}, {0}, {0x9d2290d798fb5f3bull, 0x9d2290d798fb5f3bull, 0x9d2290d798fb5f3bull, 0x9d2290d798fb5f3bull}},
+      {{5, 10}, {1}, {0x2b981c7df39816cfull, 0x2b981c7df39816cfull, 0x2b981c7df39816cfull, 0x2b981c7df39816cfull}},
+      {{9, 2}, {1}, {0x358a3b0d48350e96ull, 0x358a3b0d48350e96ull, 0x358a3b0d48350e96ull, 0x358a3b0d48350e96ull}},
+      {{100, 17}, {1}, {0x507d184daf16d3efull, 0x507d184daf16d3efull, 0x507d184daf16d3efull, 0x507d184daf16d3efull}},
+      {{3, 4, 25}, {1, 2}, {0xc1e24b12ce00adc9ull, 0xc1e24b12ce00adc9ull, 0xc1e24b12ce00adc9ull, 0xc1e24b12ce00adc9ull}},
+      {{3}, {}, {0x52d69157e5b1076bull, 0x52d69157e5b1076bull, 0x52d69157e5b1076bull, 0x52d69157e5b1076bull}},
+      {{5}, {}, {0x65f8071ad466e226ull, 0x65f8071ad466e226ull, 0x65f8071ad466e226ull, 0x65f8071ad466e226ull}},
+      {{1001}, {}, {0x83fbf101fcb31d5aull, 0x83fbf101fcb31d5aull, 0x83fbf101fcb31d5aull, 0x83fbf101fcb31d5aull}},
+      {{32769}, {}, {0x4ca61d13c38f947aull, 0x77695ba748855e47ull, 0x77695ba748855e47ull, 0x77695ba748855e47ull}},
+      {{300001}, {}, {0x02939e478727e1b8ull, 0x6f80a8b543e6a2f3ull, 0xdeff8cebd7b541a1ull, 0xf4cd6dff33478d2full}},
+  };
+  for (int threads = 1; threads <= 4; ++threads) {
+    agtrace::test::ThreadsFor split(threads);
+    for (const F64& c : sums) {
+      INFO("shape " << agtrace::shape_str(c.shape) << ", " << threads << " threads");
+      const int64_t n = agtrace::shape_numel(c.shape);
+      std::vector<double> v(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i)
+        v[static_cast<size_t>(i)] =
+            static_cast<double>((37 * i + 11) % 1009 - 504) / 63 * std::ldexp(1.0, static_cast<int>((7 * i) % 13) - 6);
+      const Tensor x = agtrace::tensor_from_values(c.shape, DType::Float64, v);
+      CHECK(agtrace::test::fnv(kernels::sum(x, c.dims, false, DType::Float64)) ==
+            c.by_threads[static_cast<size_t>(threads - 1)]);
+    }
+  }
+}
+
 TEST_CASE("a bias gradient's sum_to takes the column order", "[kernels][reduce][fidelity]") {
   // sum_to of a [4, 100, 96] gradient to a [96] bias (F.linear on a batch of token rows) is
   // the sum over dims 0 and 1 above.
@@ -139,12 +179,12 @@ TEST_CASE("column_sums_f32 gives each column the same bits whatever the range as
   Tensor x = inputs({37, 100});
   const float* xf = x->storage->f32();
   std::vector<float> whole(100);
-  kernels::column_sums_f32(xf, 37, 100, 0, 100, whole.data());
+  kernels::column_sums(xf, 37, 100, 0, 100, whole.data());
   for (int64_t begin : {0, 1, 31, 32, 33, 95, 96, 97}) {
     for (int64_t end : {begin + 1, begin + 3, int64_t{64}, int64_t{99}, int64_t{100}}) {
       if (end <= begin || end > 100) continue;
       std::vector<float> part(static_cast<size_t>(end - begin));
-      kernels::column_sums_f32(xf, 37, 100, begin, end, part.data());
+      kernels::column_sums(xf, 37, 100, begin, end, part.data());
       for (int64_t j = begin; j < end; ++j) {
         INFO("columns [" << begin << ", " << end << "), column " << j);
         CHECK(std::memcmp(&part[static_cast<size_t>(j - begin)], &whole[static_cast<size_t>(j)], sizeof(float)) == 0);

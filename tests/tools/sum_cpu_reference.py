@@ -2,9 +2,9 @@
 """References for tests/tensor/test_cascade_sum.cpp: torch 1.13's sums of contiguous float32
 tensors on the CPU, as FNV-1a hashes of the result's bytes: over leading dims (x.sum(0), a bias
 gradient's sum over batch and tokens), over trailing dims (row sums), and of every element on
-one to four threads. The inputs are integers over 63 times powers of two,
-computed in double and rounded to float32, which C++ reproduces exactly; the powers spread the
-magnitudes so that the order of the additions shows. Prints the C++ case table, and on stderr
+one to four threads, and float64 sums of each kind. The inputs are integers over 63 times powers
+of two, computed in double (and rounded to float32 for the float32 sums), which C++ reproduces
+exactly; the powers spread the magnitudes so that the order of the additions shows. Prints the C++ case table, and on stderr
 how many columns the exact sum rounded once gets wrong; checks that two threads give torch's
 results unchanged.
 
@@ -17,13 +17,13 @@ import torch
 from fnv_hash import fnv
 
 
-def inputs(shape):
+def inputs(shape, dtype=torch.float32):
     n = 1
     for s in shape:
         n *= s
     i = torch.arange(n, dtype=torch.int64)
     scale = torch.pow(2.0, ((7 * i) % 13 - 6).to(torch.float64))
-    return (((37 * i + 11) % 1009 - 504).to(torch.float64) / 63 * scale).to(torch.float32).reshape(shape)
+    return (((37 * i + 11) % 1009 - 504).to(torch.float64) / 63 * scale).to(dtype).reshape(shape)
 
 
 # shape, reduced dims: whole groups of 32 columns, groups of 8 and a tail (row_sum), fewer than
@@ -96,3 +96,18 @@ for n in (1, 3, 7, 8, 9, 31, 33, 1000, 4097, 32767, 32768, 32769, 100000, 262147
     print("sum of %d elements: the exact sum rounded once %s torch's on one thread" % (
         n, "equals" if exact.view(torch.int32) == x.sum().view(torch.int32) else "differs from"), file=sys.stderr)
     print("      {%d, {%s}}," % (n, ", ".join("0x%016xull" % h for h in hashes)))
+
+# float64: the same orders with vectors of four doubles (groups of 16 columns from four
+# columns on); the inputs stay doubles.
+print("    // float64: shape, reduced dims (empty: every element), then the hash on 1, 2, 3 and 4 threads")
+for shape, dims in [((512, 384), (0,)), ((17, 3), (0,)), ((33, 7), (0,)), ((100, 17), (0,)), ((5, 10), (1,)),
+                    ((9, 2), (1,)), ((100, 17), (1,)), ((3, 4, 25), (1, 2)), ((3,), ()), ((5,), ()),
+                    ((1001,), ()), ((32769,), ()), ((300001,), ())]:
+    x = inputs(shape, torch.float64)
+    hashes = []
+    for threads in (1, 2, 3, 4):
+        torch.set_num_threads(threads)
+        hashes.append(fnv(x.sum(dims) if dims else x.sum()))
+    torch.set_num_threads(1)
+    print("      {{%s}, {%s}, {%s}}," % (", ".join(map(str, shape)), ", ".join(map(str, dims)),
+                                       ", ".join("0x%016xull" % h for h in hashes)))

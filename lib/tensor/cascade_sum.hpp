@@ -1,10 +1,10 @@
-// Sums of contiguous float32 tensors in torch 1.13's order: every x.sum() and x.mean(), row
+// Sums of contiguous float32 and float64 tensors in torch 1.13's order: every x.sum() and x.mean(), row
 // sums over trailing dims, and column sums over leading dims (x.sum(0), a bias gradient's
 // sum_to of a [batch, tokens, features] gradient), which TensorIterator coalesces into a
 // [rows, cols] matrix reduced along one of its two dims.
 //
-// PyTorch's cascade_sum (aten/src/ATen/native/cpu/SumKernel.cpp) adds in float, the output's
-// type, with two building blocks:
+// PyTorch's cascade_sum (aten/src/ATen/native/cpu/SumKernel.cpp) adds in the output's type
+// (float or double), with two building blocks:
 //   - multi_row_sum, a cascade over `size` rows: rows added in order into level 0; after
 //     every 2^p rows level 0 is added into level 1 (and cleared), and level 1 into level 2
 //     after every 2^(2p) rows, up to four levels; leftover rows go into level 0; at the end
@@ -12,15 +12,16 @@
 //   - row_sum: rows i, i + 4, i + 8, ... (i = 0..3) cascaded separately over size / 4 rows,
 //     the leftover rows (size % 4) added to the first partial in order, then partial 0 +=
 //     partial 1, += partial 2, += partial 3.
-// Column sums (an outer reduction): multi_row_sum for each whole group of 32 columns (four
-// vectors of eight) when cols >= 8, and each whole group of 4 columns otherwise; row_sum for
-// the columns after the last whole group.
-// A row's sum (an inner reduction): with eight elements or more, row_sum over its vectors of
-// eight (lane by lane), then a float from 0 adds the elements after the last whole vector
-// and then the eight lanes in order; under eight elements, row_sum over the elements. The
-// output starts at 0 and the sum is added to it (so -0 comes out +0).
-// Eight floats per vector: torch 1.13's AVX2 kernels (what Debian's build runs on this AVX-512
-// machine: "CPU capability usage: AVX2") and its default kernels both hold eight.
+// A vector holds V elements: 8 floats or 4 doubles, in torch 1.13's AVX2 kernels (what
+// Debian's build runs on this AVX-512 machine: "CPU capability usage: AVX2") and its default
+// kernels alike.
+// Column sums (an outer reduction): multi_row_sum for each whole group of 4·V columns (four
+// vectors) when cols >= V, and each whole group of 4 columns otherwise; row_sum for the
+// columns after the last whole group.
+// A row's sum (an inner reduction): with V elements or more, row_sum over its vectors (lane by
+// lane), then a value from 0 adds the elements after the last whole vector and then the V
+// lanes in order; under V elements, row_sum over the elements. The output starts at 0 and the
+// sum is added to it (so -0 comes out +0).
 //
 // Threads: torch splits column sums at multiples of 32 columns and row sums by whole rows,
 // neither of which changes a sum. A single sum of 32,768 elements or more on T > 1 threads
@@ -39,13 +40,16 @@ namespace agtrace::kernels {
 // out[j - col_begin] = the sum of column j of x (rows x cols, row-major) for j in
 // [col_begin, col_end), each column in its own order above, so that any split of the columns
 // between threads gives the same bits. cols >= 2 (a single column is a row to torch).
-void column_sums_f32(const float* x, int64_t rows, int64_t cols, int64_t col_begin, int64_t col_end, float* out);
+void column_sums(const float* x, int64_t rows, int64_t cols, int64_t col_begin, int64_t col_end, float* out);
+void column_sums(const double* x, int64_t rows, int64_t cols, int64_t col_begin, int64_t col_end, double* out);
 
 // The sum of x[0..n) as torch sums one row (an inner reduction on one thread), n >= 1.
-float row_sum_f32(const float* x, int64_t n);
+float row_sum(const float* x, int64_t n);
+double row_sum(const double* x, int64_t n);
 
-// torch.sum of all n elements of a contiguous float32 tensor on `threads` threads (the split
-// above for n >= 32,768; a row's sum otherwise), n >= 1.
-float full_sum_f32(const float* x, int64_t n, int threads);
+// torch.sum of all n elements of a contiguous tensor on `threads` threads (the split above
+// for n >= 32,768; a row's sum otherwise), n >= 1.
+float full_sum(const float* x, int64_t n, int threads);
+double full_sum(const double* x, int64_t n, int threads);
 
 }  // namespace agtrace::kernels
