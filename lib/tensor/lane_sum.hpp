@@ -9,8 +9,8 @@
 // torch's own float32 order (tensor/cascade_sum.hpp: contiguous float32 sums) is not:
 // the sums are rounded to float32 (or narrower), where another order of double additions
 // (a change of about 1e-16 relative) shows only when the double lies that close to a float32
-// rounding boundary (no golden report changed); float64 results keep
-// their element-order sums.
+// rounding boundary (no golden report changed); float64 sums outside torch's orders (of a
+// non-contiguous tensor) keep their element order.
 #pragma once
 #include <cstdint>
 
