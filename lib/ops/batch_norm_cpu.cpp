@@ -2,8 +2,11 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
+
+#include "ops/layer_norm_cpu.hpp"
 
 #include "util/cpu_features.hpp"
 #include "util/gcc_pragma.hpp"
@@ -181,6 +184,96 @@ std::vector<ChannelStats> moments(const float* x, int64_t batch, int64_t channel
   for (; c + 4 <= channels; c += 4) moments_of<4>(x, batch, channels, inner, c, out.data() + c);
   for (; c < channels; ++c) moments_of<1>(x, batch, channels, inner, c, out.data() + c);
   return out;
+}
+
+std::vector<ChannelStats> moments_channels_last(const float* x, int64_t rows, int64_t channels, int threads) {
+  // Rows no more than threads: one double sum per channel, the contiguous rule's loops.
+  if (rows <= threads) return moments(x, rows, channels, 1);
+  const size_t width = static_cast<size_t>(channels);
+  const auto ranges = layer_norm_cpu::thread_row_ranges(rows, threads);
+  std::vector<float> buffer(static_cast<size_t>(threads) * width, 0.0f);
+  // Each thread's rows added into its row of the buffer in float; the buffer's rows (all
+  // `threads` of them, unused ones zero) added up per channel in double.
+  auto buffer_sums = [&](std::vector<double>& sums) {
+    sums.assign(width, 0.0);
+    for (int t = 0; t < threads; ++t)
+      for (size_t c = 0; c < width; ++c) sums[c] += buffer[t * width + c];
+  };
+  for (size_t t = 0; t < ranges.size(); ++t)
+    for (int64_t i = ranges[t].first; i < ranges[t].second; ++i) {
+      const float* xi = x + i * channels;
+      float* b = buffer.data() + t * width;
+      for (size_t c = 0; c < width; ++c) b[c] += xi[c];
+    }
+  std::vector<double> sums;
+  buffer_sums(sums);
+  std::vector<ChannelStats> out(width);
+  for (size_t c = 0; c < width; ++c) out[c].mean = static_cast<float>(sums[c] / static_cast<double>(rows));
+  std::fill(buffer.begin(), buffer.end(), 0.0f);
+  for (size_t t = 0; t < ranges.size(); ++t)
+    for (int64_t i = ranges[t].first; i < ranges[t].second; ++i) {
+      const float* xi = x + i * channels;
+      float* b = buffer.data() + t * width;
+      for (size_t c = 0; c < width; ++c) {
+        const float d = xi[c] - out[c].mean;
+        b[c] = std::fma(d, d, b[c]);
+      }
+    }
+  buffer_sums(sums);
+  for (size_t c = 0; c < width; ++c) out[c].var_sum = static_cast<float>(sums[c]);
+  return out;
+}
+
+void backward_channels_last(const float* x, const float* dy, float* dx, int64_t rows, int64_t channels,
+                            const float* mean, const float* invstd, const float* weight, bool training, int threads,
+                            float* grad_weight, float* grad_bias) {
+  const size_t width = static_cast<size_t>(channels);
+  const auto ranges = layer_norm_cpu::thread_row_ranges(rows, threads);
+  std::vector<float> sum_buffer(static_cast<size_t>(threads) * width, 0.0f), dot_buffer(sum_buffer.size(), 0.0f);
+  for (size_t t = 0; t < ranges.size(); ++t)
+    for (int64_t i = ranges[t].first; i < ranges[t].second; ++i) {
+      const float* xi = x + i * channels;
+      const float* gi = dy + i * channels;
+      float* s = sum_buffer.data() + t * width;
+      float* d = dot_buffer.data() + t * width;
+      for (size_t c = 0; c < width; ++c) {
+        s[c] += gi[c];
+        d[c] = std::fma(xi[c] - mean[c], gi[c], d[c]);
+      }
+    }
+  // The threads' rows added in double, kept as floats (torch stores them back into the buffer).
+  std::vector<float> sum(width), dot(width);
+  for (size_t c = 0; c < width; ++c) {
+    double s = 0.0, d = 0.0;
+    for (int t = 0; t < threads; ++t) {
+      s += sum_buffer[t * width + c];
+      d += dot_buffer[t * width + c];
+    }
+    sum[c] = static_cast<float>(s);
+    dot[c] = static_cast<float>(d);
+  }
+  if (dx) {
+    const float count = static_cast<float>(rows);
+    for (int64_t i = 0; i < rows; ++i) {
+      const float* xi = x + i * channels;
+      const float* gi = dy + i * channels;
+      float* o = dx + i * channels;
+      for (size_t c = 0; c < width; ++c) {
+        const float w = weight ? weight[c] : 1.0f;
+        if (training) {
+          const float k = dot[c] * invstd[c] * invstd[c] / count;
+          const float grad_mean = sum[c] / count;
+          o[c] = std::fma(-(xi[c] - mean[c]), k, gi[c] - grad_mean) * invstd[c] * w;
+        } else {
+          o[c] = gi[c] * invstd[c] * w;
+        }
+      }
+    }
+  }
+  for (size_t c = 0; c < width; ++c) {
+    if (grad_weight) grad_weight[c] = dot[c] * invstd[c];
+    if (grad_bias) grad_bias[c] = sum[c];
+  }
 }
 
 float training_invstd(const ChannelStats& s, int64_t count, double eps) {

@@ -11,7 +11,8 @@
 // - batch_norm_cpu_contiguous_impl: alpha = invstd * weight, beta = bias - mean * alpha and
 //   out = x * alpha + beta, each a*b+c fused (GCC contracts them in the AVX2 build; the
 //   unfused forms differ in 30 % of the outputs of a 32x16x32x32 input).
-// Another layout (channels last, one element per plane) or dtype takes nn.cpp's general rule.
+// One element per plane takes the channels-last kernels below; another layout or dtype takes
+// nn.cpp's general rule.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -28,6 +29,25 @@ struct ChannelStats {
 // four channels' chains run side by side (a serial double sum waits for each add: a channel
 // at a time was 8 % of conv_block's run).
 std::vector<ChannelStats> moments(const float* x, int64_t batch, int64_t channels, int64_t inner);
+
+// One element per channel and sample ([N, C], or [N, C, 1, 1]): torch 1.13 takes its
+// channels-last kernels (batch_norm_cpu_collect_stats_channels_last_impl and
+// batch_norm_cpu_backward_channels_last_impl), whose sums follow at::parallel_for's split of
+// the N rows between the threads (layer_norm_cpu::thread_row_ranges): each thread adds its
+// rows into its own row of a float buffer of `threads` rows, and the buffer's rows are added
+// per channel in double. The squares and the products with dy are fused into those float
+// sums (a*b+c, contracted in torch's AVX2 build). In the forward, N <= threads takes one
+// double sum per channel instead (moments() with one element per plane). The backward's
+// channel sums are kept as floats: k = dot * invstd * invstd / N and the mean of dy, sum / N,
+// in float; dx = fma(-(x - mean), k, dy - sum / N) * invstd * weight in training, dy * invstd
+// * weight in evaluation; the weight's gradient dot * invstd and the bias's the sum, in float.
+// Measured against torch 1.13 on one to three threads (tests/tools/batch_norm_cpu_reference.py).
+std::vector<ChannelStats> moments_channels_last(const float* x, int64_t rows, int64_t channels, int threads);
+// weight null: ones; grad_weight, grad_bias, dx null: not wanted; invstd is evaluation's
+// eval_backward_invstd when not training.
+void backward_channels_last(const float* x, const float* dy, float* dx, int64_t rows, int64_t channels,
+                            const float* mean, const float* invstd, const float* weight, bool training, int threads,
+                            float* grad_weight, float* grad_bias);
 
 // Training: invstd from the sum of squares; the running buffers (null: not kept) take their
 // momentum step in place.

@@ -628,12 +628,13 @@ std::vector<Tensor> batch_norm_backward(Node& n, const std::vector<Tensor>& g) {
 
   const int64_t batch = x->sizes[0], channels = x->sizes[1];
   const int64_t inner = x->numel() / std::max<int64_t>(batch * channels, 1);
-  // Contiguous float32 input and gradient with more than one element per plane: torch's
-  // float32 arithmetic (batch_norm_cpu.hpp), on float copies when the fast paths are off.
+  // Contiguous float32 input and gradient: torch's float32 arithmetic (batch_norm_cpu.hpp),
+  // its channels-last kernel for one element per plane, on float copies when the fast paths
+  // are off.
   const Tensor& mean_t = training ? save_mean : rm;
   const Tensor& stat_t = training ? save_invstd : rv;
   if (x->dtype() == DType::Float32 && g[0]->dtype() == DType::Float32 && x->is_contiguous() &&
-      g[0]->is_contiguous() && inner > 1 && mean_t && stat_t && mean_t->dtype() == DType::Float32 &&
+      g[0]->is_contiguous() && inner > 0 && mean_t && stat_t && mean_t->dtype() == DType::Float32 &&
       stat_t->dtype() == DType::Float32 && (!w || w->dtype() == DType::Float32)) {
     std::vector<float> x_copy, g_copy, dx_copy;
     const float* xp = g_f32 ? x_f32 : nullptr;
@@ -657,7 +658,19 @@ std::vector<Tensor> batch_norm_backward(Node& n, const std::vector<Tensor>& g) {
     const std::vector<double> mean_v = to_values(mean_t), stat_v = to_values(stat_t);
     const std::vector<double> wv = w ? to_values(w) : std::vector<double>{};
     std::vector<double> dw(static_cast<size_t>(channels)), db(static_cast<size_t>(channels));
-    for (int64_t c = 0; c < channels; ++c) {
+    if (inner == 1) {
+      std::vector<float> mean_f(mean_v.begin(), mean_v.end()), weight_f(wv.begin(), wv.end());
+      std::vector<float> invstd_f(static_cast<size_t>(channels)), dw_f(dw.size()), db_f(db.size());
+      for (int64_t c = 0; c < channels; ++c)
+        invstd_f[c] = training ? static_cast<float>(stat_v[c])
+                               : batch_norm_cpu::eval_backward_invstd(static_cast<float>(stat_v[c]), eps);
+      batch_norm_cpu::backward_channels_last(xp, gp, dxp, batch, channels, mean_f.data(), invstd_f.data(),
+                                             w ? weight_f.data() : nullptr, training, kernels::threads(),
+                                             dw_f.data(), db_f.data());
+      dw.assign(dw_f.begin(), dw_f.end());
+      db.assign(db_f.begin(), db_f.end());
+    }
+    for (int64_t c = 0; c < channels && inner > 1; ++c) {
       const float invstd = training ? static_cast<float>(stat_v[c])
                                     : batch_norm_cpu::eval_backward_invstd(static_cast<float>(stat_v[c]), eps);
       const batch_norm_cpu::ChannelGrads cg =
@@ -1877,11 +1890,11 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
           }
       }
     };
-    // A contiguous float32 input with more than one element per plane: torch's float32
-    // arithmetic (batch_norm_cpu.hpp). The general path (fast paths off) runs the same
-    // arithmetic on a float copy of the elements.
+    // A contiguous float32 input: torch's float32 arithmetic (batch_norm_cpu.hpp), its
+    // channels-last statistics for one element per plane. The general path (fast paths off)
+    // runs the same arithmetic on a float copy of the elements.
     const bool torch_f32_rule =
-        dt == DType::Float32 && stat_dtype == DType::Float32 && x->is_contiguous() && inner > 1;
+        dt == DType::Float32 && stat_dtype == DType::Float32 && x->is_contiguous() && inner > 0;
     if (torch_f32_rule) {
       std::vector<float> x_copy, out_copy;
       const float* xp = x_f32;
@@ -1894,8 +1907,10 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
         out_copy.resize(xv.size());
         op = out_copy.data();
       }
-      const std::vector<batch_norm_cpu::ChannelStats> stats =
-          training ? batch_norm_cpu::moments(xp, batch, channels, inner) : std::vector<batch_norm_cpu::ChannelStats>{};
+      std::vector<batch_norm_cpu::ChannelStats> stats;
+      if (training)
+        stats = inner == 1 ? batch_norm_cpu::moments_channels_last(xp, batch, channels, kernels::threads())
+                           : batch_norm_cpu::moments(xp, batch, channels, inner);
       for (int64_t c = 0; c < channels; ++c) {
         float mean, invstd;
         if (training) {

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """References for tests/ops/test_batch_norm_cpu.cpp: torch 1.13's native_batch_norm on the CPU
-for contiguous float32 inputs with more than one element per channel and sample, as FNV-1a
-hashes of each result's bytes (row-major, float32): the output, the saved mean and inverse
+for contiguous float32 inputs (the channels-last kernels for one element per channel and
+sample, on the given thread count), as FNV-1a hashes of each result's bytes (row-major,
+float32): the output, the saved mean and inverse
 standard deviation (training), the running mean and variance after the call, and
 native_batch_norm_backward's input, weight and bias gradients for a contiguous gradient. The inputs
 are integers divided by odd numbers in double, then rounded to float32, which C++ reproduces
@@ -26,7 +27,7 @@ def inputs(batch, channels, inner, offset):
     return [t.to(torch.float32) for t in (x, w, b, rm, rv, g)]
 
 
-# batch, channels, spatial sizes, training, parameters ("affine", "none"), offset
+# batch, channels, spatial sizes, training, parameters ("affine", "none"), offset, threads
 CASES = [
     (4, 3, (3, 3), True, "affine", 0),     # 9 elements per plane: a vector and a tail
     (6, 4, (7,), True, "none", 2),         # a 3-d input, the tail alone
@@ -34,10 +35,18 @@ CASES = [
     (2, 5, (33, 31), True, "affine", 40),  # an offset mean: the variance's float differences
     (4, 3, (3, 3), False, "affine", 0),    # evaluation: the running statistics
     (3, 6, (5, 4), False, "none", 1),
+    # One element per plane: the channels-last kernels, whose sums follow the threads' rows.
+    (16, 5, (), True, "affine", 0, 1),
+    (16, 5, (), True, "affine", 0, 2),
+    (33, 12, (), True, "affine", 3, 3),
+    (3, 8, (), True, "none", 0, 4),        # no more rows than threads: double sums
+    (8, 6, (1, 1), True, "affine", 1, 2),  # [N, C, 1, 1]
+    (10, 4, (), False, "affine", 0, 2),
 ]
 
-torch.set_num_threads(1)
-for batch, channels, spatial, training, params, offset in CASES:
+for batch, channels, spatial, training, params, offset, *rest in CASES:
+    threads = rest[0] if rest else 1
+    torch.set_num_threads(threads)
     inner = 1
     for s in spatial:
         inner *= s
@@ -50,6 +59,6 @@ for batch, channels, spatial, training, params, offset in CASES:
         g, x, weight, rm, rv, mean, invstd, training, 1e-5, [True, weight is not None, bias is not None])
     hashes = [fnv(out), fnv(mean) if training else 0, fnv(invstd) if training else 0, fnv(rm), fnv(rv), fnv(dx),
               fnv(dw) if dw is not None else 0, fnv(db) if db is not None else 0]
-    print("      {%d, %d, {%s}, %s, Params::%s, %d, {%s}}," % (
+    print("      {%d, %d, {%s}, %s, Params::%s, %d, {%s}, %d}," % (
         batch, channels, ", ".join(str(s) for s in spatial), "true" if training else "false",
-        params.capitalize(), offset, ", ".join("0x%016xull" % h for h in hashes)))
+        params.capitalize(), offset, ", ".join("0x%016xull" % h for h in hashes), threads))
