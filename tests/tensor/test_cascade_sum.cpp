@@ -173,7 +173,7 @@ TEST_CASE("a bias gradient's sum_to takes the column order", "[kernels][reduce][
   CHECK(agtrace::test::fnv(kernels::sum_to(g, {1, 96})) == 0x74954f00e6180d6bull);
 }
 
-TEST_CASE("column_sums_f32 gives each column the same bits whatever the range asked for", "[kernels][reduce]") {
+TEST_CASE("column_sums gives each column the same bits whatever the range asked for", "[kernels][reduce]") {
   // Threads ask for arbitrary column ranges: every split of 100 columns (three whole groups
   // of 32 and a row_sum tail of 4) gives the full call's bits.
   Tensor x = inputs({37, 100});
