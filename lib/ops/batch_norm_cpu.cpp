@@ -186,27 +186,31 @@ std::vector<ChannelStats> moments(const float* x, int64_t batch, int64_t channel
   return out;
 }
 
+namespace {
+// The channels-last kernels' second pass: per channel, the `threads` rows of a float buffer
+// (unused ones zero) added in double, in thread order.
+std::vector<double> thread_rows_sum(const std::vector<float>& buffer, int threads, size_t width) {
+  std::vector<double> sums(width, 0.0);
+  for (int t = 0; t < threads; ++t)
+    for (size_t c = 0; c < width; ++c) sums[c] += buffer[t * width + c];
+  return sums;
+}
+}  // namespace
+
 std::vector<ChannelStats> moments_channels_last(const float* x, int64_t rows, int64_t channels, int threads) {
   // Rows no more than threads: one double sum per channel, the contiguous rule's loops.
   if (rows <= threads) return moments(x, rows, channels, 1);
   const size_t width = static_cast<size_t>(channels);
   const auto ranges = layer_norm_cpu::thread_row_ranges(rows, threads);
   std::vector<float> buffer(static_cast<size_t>(threads) * width, 0.0f);
-  // Each thread's rows added into its row of the buffer in float; the buffer's rows (all
-  // `threads` of them, unused ones zero) added up per channel in double.
-  auto buffer_sums = [&](std::vector<double>& sums) {
-    sums.assign(width, 0.0);
-    for (int t = 0; t < threads; ++t)
-      for (size_t c = 0; c < width; ++c) sums[c] += buffer[t * width + c];
-  };
+  // Each thread's rows added into its row of the buffer in float, then thread_rows_sum.
   for (size_t t = 0; t < ranges.size(); ++t)
     for (int64_t i = ranges[t].first; i < ranges[t].second; ++i) {
       const float* xi = x + i * channels;
       float* b = buffer.data() + t * width;
       for (size_t c = 0; c < width; ++c) b[c] += xi[c];
     }
-  std::vector<double> sums;
-  buffer_sums(sums);
+  std::vector<double> sums = thread_rows_sum(buffer, threads, width);
   std::vector<ChannelStats> out(width);
   for (size_t c = 0; c < width; ++c) out[c].mean = static_cast<float>(sums[c] / static_cast<double>(rows));
   std::fill(buffer.begin(), buffer.end(), 0.0f);
@@ -219,7 +223,7 @@ std::vector<ChannelStats> moments_channels_last(const float* x, int64_t rows, in
         b[c] = std::fma(d, d, b[c]);
       }
     }
-  buffer_sums(sums);
+  sums = thread_rows_sum(buffer, threads, width);
   for (size_t c = 0; c < width; ++c) out[c].var_sum = static_cast<float>(sums[c]);
   return out;
 }
@@ -242,16 +246,9 @@ void backward_channels_last(const float* x, const float* dy, float* dx, int64_t 
       }
     }
   // The threads' rows added in double, kept as floats (torch stores them back into the buffer).
-  std::vector<float> sum(width), dot(width);
-  for (size_t c = 0; c < width; ++c) {
-    double s = 0.0, d = 0.0;
-    for (int t = 0; t < threads; ++t) {
-      s += sum_buffer[t * width + c];
-      d += dot_buffer[t * width + c];
-    }
-    sum[c] = static_cast<float>(s);
-    dot[c] = static_cast<float>(d);
-  }
+  const std::vector<double> sum_d = thread_rows_sum(sum_buffer, threads, width);
+  const std::vector<double> dot_d = thread_rows_sum(dot_buffer, threads, width);
+  const std::vector<float> sum(sum_d.begin(), sum_d.end()), dot(dot_d.begin(), dot_d.end());
   if (dx) {
     const float count = static_cast<float>(rows);
     for (int64_t i = 0; i < rows; ++i) {

@@ -41,7 +41,7 @@ std::vector<ChannelStats> moments(const float* x, int64_t batch, int64_t channel
 // channel sums are kept as floats: k = dot * invstd * invstd / N and the mean of dy, sum / N,
 // in float; dx = fma(-(x - mean), k, dy - sum / N) * invstd * weight in training, dy * invstd
 // * weight in evaluation; the weight's gradient dot * invstd and the bias's the sum, in float.
-// Measured against torch 1.13 on one to three threads (tests/tools/batch_norm_cpu_reference.py).
+// Measured against torch 1.13 on one to four threads (tests/tools/batch_norm_cpu_reference.py).
 std::vector<ChannelStats> moments_channels_last(const float* x, int64_t rows, int64_t channels, int threads);
 // weight null: ones; grad_weight, grad_bias, dx null: not wanted; invstd is evaluation's
 // eval_backward_invstd when not training.

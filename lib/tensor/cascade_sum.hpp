@@ -23,11 +23,11 @@
 // lanes in order; under V elements, row_sum over the elements. The output starts at 0 and the
 // sum is added to it (so -0 comes out +0).
 //
-// Threads: torch splits column sums at multiples of 32 columns and row sums by whole rows,
-// neither of which changes a sum. A single sum of 32,768 elements or more on T > 1 threads
-// is split instead (two_pass_reduction): min(T, ceil(n / 32768)) chunks of ceil(n / chunks)
-// elements, each summed as a row into a buffer of T floats (0 where no chunk), and the buffer
-// summed as a row. Measured against torch 1.13 (tests/tools/sum_cpu_reference.py prints the
+// Threads: torch splits column sums at multiples of 128 bytes of columns (32 floats, 16
+// doubles) and row sums by whole rows, neither of which changes a sum. A single sum of 32,768
+// elements or more on T > 1 threads is split instead (two_pass_reduction): min(T,
+// ceil(n / 32768)) chunks of ceil(n / chunks) elements, each summed as a row into a buffer of
+// T values (0 where no chunk), and the buffer summed as a row. Measured against torch 1.13 (tests/tools/sum_cpu_reference.py prints the
 // test's references): the same bits on 16 column-sum shapes on one and two threads, where
 // the exact sum rounded once differs in 2 to 331 of 3 to 384 columns (in none of two shapes
 // whose sums have at most two terms), on 9 row-sum shapes on one and two threads, and on 15

@@ -344,19 +344,19 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim, s
     const bool torch_order = (trailing || inner >= 2) && a->is_contiguous() &&
                              ((od == DType::Float32 && a->dtype() == DType::Float32) ||
                               (od == DType::Float64 && is_floating(a->dtype())));
-    if (torch_order && od == DType::Float64) {
+    auto torch_sums = [&](const auto* values, auto* sums) {
       if (leading)
-        column_sums(av.data(), outer, inner, 0, inner, acc.data());
+        column_sums(values, outer, inner, 0, inner, sums);
       else
-        row_sums(av.data(), outer, inner, acc.data());
+        row_sums(values, outer, inner, sums);
+    };
+    if (torch_order && od == DType::Float64) {
+      torch_sums(av.data(), acc.data());
     } else if (torch_order) {
       // The float32 path's orders above, on a float copy (the values are exact floats).
       std::vector<float> xs(av.begin(), av.end());
       std::vector<float> sums(static_cast<size_t>(r->numel()));
-      if (leading)
-        column_sums(xs.data(), outer, inner, 0, inner, sums.data());
-      else
-        row_sums(xs.data(), outer, inner, sums.data());
+      torch_sums(xs.data(), sums.data());
       acc.assign(sums.begin(), sums.end());
     } else if (leading) {
       for (int64_t o = 0; o < outer; ++o)
